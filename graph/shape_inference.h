@@ -1,0 +1,78 @@
+// Shape and type inference: one rule per op, kept in the op table (graph/ops/*.cc). Debian's ONNX
+// (1.12) knows opsets <= 17 only, so these rules are ours. The same rules serve the importer
+// (symbolic dims, `dump`) and the runtime planner (concrete dims, values of small int tensors
+// computed by running their kernels — Shape -> Gather -> Concat -> Reshape chains).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "graph/graph.h"
+
+namespace mixtrain {
+
+struct TypeInfo {
+  DType dtype = DType::kUndefined;
+  Shape shape;
+  const Tensor* value = nullptr;  // known contents (initializer, Constant, folded), or null
+  bool present = true;            // false for an omitted optional input/output
+};
+
+class InferContext {
+ public:
+  InferContext(const Node& node, int64_t opset, std::vector<TypeInfo> inputs)
+      : node_(node), opset_(opset), inputs_(std::move(inputs)),
+        outputs_(node.num_outputs()) {
+    for (size_t i = 0; i < node.num_outputs(); ++i) outputs_[i].present = node.output(i) != nullptr;
+  }
+  const Node& node() const { return node_; }
+  int64_t opset() const { return opset_; }  // of the node's domain
+  size_t num_inputs() const { return inputs_.size(); }
+  size_t num_outputs() const { return outputs_.size(); }
+  bool has_input(size_t i) const { return i < inputs_.size() && inputs_[i].present; }
+  // An omitted or out-of-range input reads as a not-present TypeInfo.
+  const TypeInfo& input(size_t i) const;
+  TypeInfo& output(size_t i) { return outputs_.at(i); }
+  const std::vector<TypeInfo>& outputs() const { return outputs_; }
+
+  // An error naming the node and op: "node 'conv1' (Conv): <msg>".
+  absl::Status Error(absl::string_view msg) const;
+
+ private:
+  const Node& node_;
+  int64_t opset_;
+  std::vector<TypeInfo> inputs_;
+  std::vector<TypeInfo> outputs_;
+};
+
+using InferFn = absl::Status (*)(InferContext&);
+
+// One row of the op table.
+struct OpSchema {
+  std::string_view op_type;
+  std::string_view domain;  // "" for ai.onnx
+  InferFn infer;
+};
+
+// Null when the op is unknown. Unknown ops still import and dump; only execution refuses them.
+const OpSchema* FindOpSchema(std::string_view domain, std::string_view op_type);
+// Every op with a rule (for tests and `mixtrain --help`).
+std::vector<const OpSchema*> AllOpSchemas();
+// Registers rows (called by graph/ops/*.cc through a static registrar; see graph/ops/registrar.h).
+void RegisterOpSchemas(std::initializer_list<OpSchema> rows);
+
+// Runs the node's rule. Unknown ops leave outputs untouched (dtype undefined) and return OK.
+absl::Status InferNode(const Node& node, int64_t opset, std::vector<TypeInfo> inputs,
+                       std::vector<TypeInfo>* outputs);
+
+// Infers every value's dtype and shape in a topologically sorted graph, in place. Declared graph
+// input/output types are kept where inference knows less. Errors name the node.
+absl::Status InferShapes(Graph& g);
+
+// Numpy-style broadcast of two shapes; symbolic dims broadcast against 1 or an equal symbol.
+absl::StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b);
+
+}  // namespace mixtrain

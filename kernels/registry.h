@@ -1,0 +1,100 @@
+// The kernel registry: (op, domain, device, dtype) -> kernel factory. A node with no kernel fails
+// at plan time with an error naming the node, op and dtypes.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "graph/graph.h"
+
+namespace mixtrain {
+
+enum class DeviceType : uint8_t { kCPU, kCUDA };
+const char* DeviceName(DeviceType d);
+
+// A non-owning view of device memory with its dtype and dims (row-major, dense).
+struct TensorView {
+  DType dtype = DType::kUndefined;
+  std::vector<int64_t> dims;
+  void* data = nullptr;
+
+  int64_t numel() const { return NumElements(dims); }
+  size_t nbytes() const { return static_cast<size_t>(numel()) * DTypeSize(dtype); }
+  int64_t rank() const { return static_cast<int64_t>(dims.size()); }
+  template <typename T>
+  T* as() const { return static_cast<T*>(data); }
+};
+
+class KernelContext {
+ public:
+  KernelContext(const Node& node, DeviceType device, std::vector<const TensorView*> inputs,
+                std::vector<TensorView*> outputs, void* stream = nullptr)
+      : node_(node), device_(device), inputs_(std::move(inputs)), outputs_(std::move(outputs)),
+        stream_(stream) {}
+  const Node& node() const { return node_; }
+  DeviceType device() const { return device_; }
+  size_t num_inputs() const { return inputs_.size(); }
+  size_t num_outputs() const { return outputs_.size(); }
+  // Null for an omitted optional input/output. Outputs arrive allocated with their planned dims.
+  const TensorView* input(size_t i) const { return i < inputs_.size() ? inputs_[i] : nullptr; }
+  TensorView* output(size_t i) const { return i < outputs_.size() ? outputs_[i] : nullptr; }
+  void* stream() const { return stream_; }  // cudaStream_t on CUDA
+  absl::Status Error(absl::string_view msg) const;  // names the node and op
+
+ private:
+  const Node& node_;
+  DeviceType device_;
+  std::vector<const TensorView*> inputs_;
+  std::vector<TensorView*> outputs_;
+  void* stream_;
+};
+
+// One instance per node of a plan; may cache per-shape state (oneDNN primitives, cuDNN algos).
+class OpKernel {
+ public:
+  virtual ~OpKernel() = default;
+  virtual absl::Status Compute(KernelContext& ctx) = 0;
+};
+
+using KernelFactory = std::function<absl::StatusOr<std::unique_ptr<OpKernel>>(const Node&)>;
+
+struct KernelDef {
+  std::string op_type;
+  std::string domain;  // "" = ai.onnx
+  DeviceType device = DeviceType::kCPU;
+  // The dtypes this kernel accepts for input `type_input` (or output 0 when type_input < 0).
+  // Empty = any dtype.
+  std::vector<DType> dtypes;
+  int type_input = 0;
+  KernelFactory factory;
+};
+
+// Adapts a plain function to an OpKernel (for stateless kernels).
+using KernelFn = absl::Status (*)(KernelContext&);
+KernelFactory FnKernel(KernelFn fn);
+
+class KernelRegistry {
+ public:
+  static KernelRegistry& Global();
+  void Register(KernelDef def);
+  // The kernel for this node given its input/output dtypes, or an error naming node, op, dtypes.
+  absl::StatusOr<const KernelDef*> Find(const Node& node, DeviceType device,
+                                        const std::vector<DType>& input_dtypes,
+                                        const std::vector<DType>& output_dtypes) const;
+  bool Has(std::string_view domain, std::string_view op_type, DeviceType device) const;
+  const std::vector<KernelDef>& defs() const { return defs_; }
+
+ private:
+  std::vector<KernelDef> defs_;
+};
+
+// Registers every CPU kernel into the global registry (idempotent). Called by the runtime.
+void RegisterCpuKernels();
+
+}  // namespace mixtrain

@@ -1,0 +1,33 @@
+#include "runtime/device.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+
+namespace mixtrain {
+namespace {
+
+class CpuDevice final : public Device {
+ public:
+  DeviceType type() const override { return DeviceType::kCPU; }
+  absl::StatusOr<void*> Allocate(size_t bytes) override {
+    size_t n = (bytes + 63) / 64 * 64;
+    void* p = std::aligned_alloc(64, n == 0 ? 64 : n);
+    if (p == nullptr)
+      return absl::ResourceExhaustedError(absl::StrCat("out of host memory allocating ", bytes, " bytes"));
+    return p;
+  }
+  void Free(void* p) override { std::free(p); }
+  void CopyToDevice(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void CopyToHost(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+  void CopyOnDevice(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
+  void Synchronize() override {}
+  void* stream() override { return nullptr; }
+};
+
+}  // namespace
+
+std::unique_ptr<Device> MakeCpuDevice() { return std::make_unique<CpuDevice>(); }
+
+}  // namespace mixtrain

@@ -1,0 +1,28 @@
+// Devices: where tensors live and kernels run. CPU now; CUDA implements the same interface.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "kernels/registry.h"
+
+namespace mixtrain {
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual DeviceType type() const = 0;
+  virtual absl::StatusOr<void*> Allocate(size_t bytes) = 0;  // 64-byte aligned
+  virtual void Free(void* p) = 0;
+  virtual void CopyToDevice(void* dst, const void* src, size_t bytes) = 0;    // on the stream
+  virtual void CopyToHost(void* dst, const void* src, size_t bytes) = 0;      // on the stream
+  virtual void CopyOnDevice(void* dst, const void* src, size_t bytes) = 0;    // on the stream
+  virtual void Synchronize() = 0;  // waits for the stream
+  virtual void* stream() = 0;      // cudaStream_t on CUDA, null on the CPU
+};
+
+// The CPU device (synchronous; the stream is the calling thread).
+std::unique_ptr<Device> MakeCpuDevice();
+
+}  // namespace mixtrain

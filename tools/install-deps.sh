@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs mixtrain's Debian build dependencies when any is missing; a no-op otherwise.
+set -euo pipefail
+pkgs=(cmake ninja-build g++ pkg-config protobuf-compiler libprotobuf-dev libonnx-dev libabsl-dev
+      libgtest-dev libgmock-dev libdnnl-dev zlib1g-dev libzip-dev libonnx-testdata
+      dataset-fashion-mnist graphviz)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+echo "mixtrain: installing ${missing[*]}"
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
