@@ -61,8 +61,11 @@ struct OpSchema {
 const OpSchema* FindOpSchema(std::string_view domain, std::string_view op_type);
 // Every op with a rule (for tests and `mixtrain --help`).
 std::vector<const OpSchema*> AllOpSchemas();
-// Registers rows (called by graph/ops/*.cc through a static registrar; see graph/ops/registrar.h).
+// Registers rows; graph/ops/*.cc call it from a static initializer:
+//   MT_REGISTER_OP_SCHEMAS(elementwise, {{"Relu", "", InferUnary}, {"Add", "", InferBroadcast}});
 void RegisterOpSchemas(std::initializer_list<OpSchema> rows);
+#define MT_REGISTER_OP_SCHEMAS(tag, ...) \
+  static const bool mt_schemas_registered_##tag = (::mixtrain::RegisterOpSchemas(__VA_ARGS__), true)
 
 // Runs the node's rule. Unknown ops leave outputs untouched (dtype undefined) and return OK.
 absl::Status InferNode(const Node& node, int64_t opset, std::vector<TypeInfo> inputs,

@@ -94,7 +94,17 @@ class KernelRegistry {
   std::vector<KernelDef> defs_;
 };
 
-// Registers every CPU kernel into the global registry (idempotent). Called by the runtime.
-void RegisterCpuKernels();
+// Registers kernels from a static initializer in the file that defines them:
+//   MT_REGISTER_KERNELS(relu) { r.Register({"Relu", "", DeviceType::kCPU, kFloatTypes, 0, FnKernel(Relu)}); }
+#define MT_REGISTER_KERNELS(tag)                                               \
+  static void MtRegisterKernels_##tag(::mixtrain::KernelRegistry& r);          \
+  static const bool mt_kernels_registered_##tag = [] {                         \
+    MtRegisterKernels_##tag(::mixtrain::KernelRegistry::Global());             \
+    return true;                                                               \
+  }();                                                                         \
+  static void MtRegisterKernels_##tag(::mixtrain::KernelRegistry& r)
+
+// fp32, fp16, bf16: the float types every float kernel supports.
+inline const std::vector<DType> kFloatTypes = {DType::kF32, DType::kF16, DType::kBF16};
 
 }  // namespace mixtrain

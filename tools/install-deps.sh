@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs mixtrain's Debian build dependencies when any is missing; a no-op otherwise.
 set -euo pipefail
-pkgs=(cmake ninja-build g++ pkg-config protobuf-compiler libprotobuf-dev libonnx-dev libabsl-dev
+pkgs=(cmake ninja-build ccache g++ pkg-config protobuf-compiler libprotobuf-dev libonnx-dev libabsl-dev
       libgtest-dev libgmock-dev libdnnl-dev zlib1g-dev libzip-dev libonnx-testdata
       dataset-fashion-mnist graphviz)
 missing=()
