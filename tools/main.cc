@@ -1,7 +1,50 @@
-// The mixtrain command line (placeholder until the subcommands land).
+// mixtrain: train ONNX models with automatic mixed precision. Dispatches to the subcommands
+// registered by tools/cmd_*.cc.
 #include <cstdio>
+#include <string>
+#include <vector>
+
+#include "tools/cli.h"
+
+namespace {
+
+void PrintUsage(FILE* out) {
+  std::fprintf(out,
+               "usage: mixtrain <command> [args] [--flags]\n"
+               "Train ONNX models with automatic mixed precision.\n\ncommands:\n");
+  for (const auto& [name, c] : mixtrain::cli::Commands())
+    std::fprintf(out, "  %-8s %s\n", name.c_str(), c.summary.c_str());
+  std::fprintf(out, "\n`mixtrain <command> --help` lists a command's flags.\n");
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
-  std::fprintf(stderr, "usage: mixtrain <dump|run|grad|train|bench> ...\n");
-  return 2;
+  if (argc < 2) {
+    PrintUsage(stderr);
+    return 2;
+  }
+  std::string cmd = argv[1];
+  if (cmd == "--help" || cmd == "-h" || cmd == "help") {
+    PrintUsage(stdout);
+    return 0;
+  }
+  const auto& cmds = mixtrain::cli::Commands();
+  auto it = cmds.find(cmd);
+  if (it == cmds.end()) {
+    std::fprintf(stderr, "mixtrain: unknown command '%s'\n\n", cmd.c_str());
+    PrintUsage(stderr);
+    return 2;
+  }
+  std::vector<std::string> rest(argv + 2, argv + argc);
+  auto args = mixtrain::cli::Args::Parse(rest, it->second.flags);
+  if (!args.ok()) {
+    std::fprintf(stderr, "mixtrain %s: %s\n", cmd.c_str(), std::string(args.status().message()).c_str());
+    return 2;
+  }
+  if (args->help()) {
+    std::fputs(mixtrain::cli::HelpText(it->second).c_str(), stdout);
+    return 0;
+  }
+  return it->second.run(*args);
 }
