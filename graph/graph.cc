@@ -272,6 +272,34 @@ void Graph::SetInput(Node* n, size_t i, Value* v) {
 
 void Graph::AddNodeInput(Node* n, Value* v) { SetInput(n, n->inputs_.size(), v); }
 
+void Graph::SetNodeOutput(Node* n, size_t i, Value* v) {
+  MT_CHECK(v->producer == nullptr && !v->is_initializer())
+      << "value '" << v->name << "' already has a producer";
+  if (i >= n->outputs_.size()) n->outputs_.resize(i + 1, nullptr);
+  if (Value* old = n->outputs_[i]) {
+    old->producer = nullptr;
+    old->producer_output = -1;
+    if (old->consumers.empty() && !IsGraphOutput(old)) RemoveValue(old);
+  }
+  n->outputs_[i] = v;
+  v->producer = n;
+  v->producer_output = static_cast<int>(i);
+}
+
+void Graph::MoveBefore(Node* n, const Node* before) {
+  auto find = [&](const Node* x) {
+    return std::find_if(nodes_.begin(), nodes_.end(),
+                        [&](const std::unique_ptr<Node>& p) { return p.get() == x; });
+  };
+  auto it = find(n);
+  MT_CHECK(it != nodes_.end()) << "MoveBefore: node not in graph";
+  std::unique_ptr<Node> owned = std::move(*it);
+  nodes_.erase(it);
+  auto pos = find(before);
+  MT_CHECK(pos != nodes_.end()) << "MoveBefore: anchor not in graph";
+  nodes_.insert(pos, std::move(owned));
+}
+
 void Graph::RemoveNode(Node* n) {
   for (Value* in : n->inputs_)
     if (in) EraseOne(in->consumers, n);

@@ -165,6 +165,11 @@ class Graph {
                 std::string name = "", std::string domain = "");
   void SetInput(Node* n, size_t i, Value* v);  // also grows the input list if i is past the end
   void AddNodeInput(Node* n, Value* v);
+  // Makes `v` (a value without producer, not an initializer) output i of n; the old output value
+  // loses its producer (and is removed if nothing uses it and it is no graph output).
+  void SetNodeOutput(Node* n, size_t i, Value* v);
+  // Moves a node to just before `before` in the node order (for passes that insert producers).
+  void MoveBefore(Node* n, const Node* before);
   // Detaches the node from its inputs and outputs and deletes it; its outputs remain as values
   // without producer unless nothing else uses them, in which case they are removed too.
   void RemoveNode(Node* n);
