@@ -34,9 +34,9 @@ struct TensorView {
 class KernelContext {
  public:
   KernelContext(const Node& node, DeviceType device, std::vector<const TensorView*> inputs,
-                std::vector<TensorView*> outputs, void* stream = nullptr)
+                std::vector<TensorView*> outputs, void* stream = nullptr, int64_t opset = 0)
       : node_(node), device_(device), inputs_(std::move(inputs)), outputs_(std::move(outputs)),
-        stream_(stream) {}
+        stream_(stream), opset_(opset) {}
   const Node& node() const { return node_; }
   DeviceType device() const { return device_; }
   size_t num_inputs() const { return inputs_.size(); }
@@ -45,6 +45,9 @@ class KernelContext {
   const TensorView* input(size_t i) const { return i < inputs_.size() ? inputs_[i] : nullptr; }
   TensorView* output(size_t i) const { return i < outputs_.size() ? outputs_[i] : nullptr; }
   void* stream() const { return stream_; }  // cudaStream_t on CUDA
+  // The opset of the node's domain; ops whose semantics changed between opsets (Softmax's axis at
+  // 13) read it. 0 = not given: kernels then follow the newest opset.
+  int64_t opset() const { return opset_; }
   absl::Status Error(absl::string_view msg) const;  // names the node and op
 
  private:
@@ -53,6 +56,7 @@ class KernelContext {
   std::vector<const TensorView*> inputs_;
   std::vector<TensorView*> outputs_;
   void* stream_;
+  int64_t opset_;
 };
 
 // One instance per node of a plan; may cache per-shape state (oneDNN primitives, cuDNN algos).

@@ -97,7 +97,7 @@ inline absl::StatusOr<std::vector<Tensor>> RunCpuKernel(const Node& node,
     out_views[i] = {outs[i].dtype(), outs[i].dims(), outs[i].data()};
     out_ptrs.push_back(&out_views[i]);
   }
-  KernelContext ctx(node, DeviceType::kCPU, in_ptrs, out_ptrs);
+  KernelContext ctx(node, DeviceType::kCPU, in_ptrs, out_ptrs, nullptr, opset);
   st = (*kernel)->Compute(ctx);
   if (!st.ok()) return st;
   return outs;
