@@ -1,0 +1,59 @@
+#include "kernels/cpu/cpu_features.h"
+
+#include <cpuid.h>
+
+#include <cstdint>
+
+namespace mixtrain {
+namespace {
+
+// XGETBV: which register states the OS saves (a CPU feature is usable only if it does).
+uint64_t Xgetbv(uint32_t index) {
+  uint32_t eax, edx;
+  __asm__ volatile("xgetbv" : "=a"(eax), "=d"(edx) : "c"(index));
+  return (static_cast<uint64_t>(edx) << 32) | eax;
+}
+
+CpuFeatures Detect() {
+  CpuFeatures f;
+  unsigned eax, ebx, ecx, edx;
+  if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return f;
+  const bool osxsave = (ecx >> 27) & 1;
+  if (!osxsave) return f;
+  const uint64_t xcr0 = Xgetbv(0);
+  const bool ymm_os = (xcr0 & 0x6) == 0x6;             // SSE + AVX state
+  const bool zmm_os = ymm_os && (xcr0 & 0xe0) == 0xe0;  // opmask + ZMM state
+  const bool tile_os = (xcr0 & 0x60000) == 0x60000;    // XTILECFG + XTILEDATA
+  if (__get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(7, 0, eax, ebx, ecx, edx);
+  f.avx2 = ymm_os && ((ebx >> 5) & 1);
+  f.avx512f = zmm_os && ((ebx >> 16) & 1);
+  const bool amx_bf16_bit = (edx >> 22) & 1;
+  __cpuid_count(7, 1, eax, ebx, ecx, edx);
+  f.avx512_bf16 = f.avx512f && ((eax >> 5) & 1);
+  f.amx_bf16 = tile_os && amx_bf16_bit;
+  return f;
+}
+
+}  // namespace
+
+std::string CpuFeatures::ToString() const {
+  std::string s;
+  auto add = [&s](bool on, const char* name) {
+    if (!on) return;
+    if (!s.empty()) s += ' ';
+    s += name;
+  };
+  add(avx2, "avx2");
+  add(avx512f, "avx512f");
+  add(avx512_bf16, "avx512_bf16");
+  add(amx_bf16, "amx_bf16");
+  return s.empty() ? "baseline" : s;
+}
+
+const CpuFeatures& GetCpuFeatures() {
+  static const CpuFeatures f = Detect();
+  return f;
+}
+
+}  // namespace mixtrain

@@ -1,0 +1,96 @@
+// Shared plumbing of the oneDNN-backed CPU kernels (matmul, conv, pooling): the engine and
+// stream, memory descriptors over our dense row-major buffers (ONNX layout, no reorders), a
+// per-kernel cache of primitives keyed by input shapes, fp16 staging through fp32 (oneDNN has
+// no fp16 kernels on CPUs without avx512_fp16), and turning oneDNN exceptions into Status.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "kernels/registry.h"
+#include "oneapi/dnnl/dnnl.hpp"
+
+namespace mixtrain::dnnl_util {
+
+dnnl::engine& Engine();
+// One in-order stream per calling thread.
+dnnl::stream& Stream();
+
+// The dtype oneDNN computes in: fp16 is staged through fp32, fp32 and bf16 run natively.
+inline DType ComputeType(DType t) { return t == DType::kF16 ? DType::kF32 : t; }
+absl::StatusOr<dnnl::memory::data_type> ToDnnl(DType t);
+
+dnnl::memory::dims ToDims(std::span<const int64_t> v);
+// Dense row-major descriptor of `dims`.
+dnnl::memory::desc PlainDesc(std::span<const int64_t> dims, dnnl::memory::data_type dt);
+// Descriptor with explicit strides (transposed or permuted views of dense buffers).
+dnnl::memory::desc StridedDesc(std::span<const int64_t> dims, std::span<const int64_t> strides,
+                               dnnl::memory::data_type dt);
+// Row-major strides of dense `dims`.
+std::vector<int64_t> DenseStrides(std::span<const int64_t> dims);
+
+// Runs `f`, which builds or executes oneDNN objects; a dnnl::error (unsupported configuration,
+// out of memory) becomes a Status naming the node.
+template <typename F>
+absl::Status Guard(const KernelContext& ctx, const char* what, F&& f) {
+  try {
+    f();
+  } catch (const dnnl::error& e) {
+    return ctx.Error(absl::StrCat(what, ": oneDNN error ", static_cast<int>(e.status), ": ",
+                                  e.what()));
+  }
+  return absl::OkStatus();
+}
+
+// Primitives built for the shapes a kernel instance has seen: create once, execute many. Plans
+// re-run with few distinct shapes; the bound keeps a shape-churning caller from growing it.
+template <typename Entry>
+class ShapeCache {
+ public:
+  Entry* Find(const std::vector<int64_t>& key) {
+    auto it = entries_.find(key);
+    return it == entries_.end() ? nullptr : it->second.get();
+  }
+  Entry* Insert(const std::vector<int64_t>& key, std::unique_ptr<Entry> e) {
+    if (entries_.size() >= kMaxEntries) entries_.clear();
+    return entries_.emplace(key, std::move(e)).first->second.get();
+  }
+
+ private:
+  static constexpr size_t kMaxEntries = 16;
+  std::map<std::vector<int64_t>, std::unique_ptr<Entry>> entries_;
+};
+
+// The cache key of a call: every present input's dims and dtype (absent inputs mark -2).
+std::vector<int64_t> ShapeKey(const KernelContext& ctx);
+
+// Makes fp16 tensors look like fp32 ones for one Compute call: inputs are widened into scratch
+// buffers, outputs are computed into scratch and rounded back (nearest-even) by Finish().
+// fp32/bf16 tensors pass through untouched. Scratch is reused across calls.
+class Fp16Staging {
+ public:
+  void Begin() {
+    next_ = 0;
+    pending_.clear();
+  }
+  const void* Input(const TensorView& t);
+  void* Output(TensorView& t);
+  void Finish();
+
+ private:
+  float* Scratch(int64_t n);
+  std::vector<std::vector<float>> bufs_;
+  size_t next_ = 0;
+  std::vector<std::pair<const float*, TensorView*>> pending_;
+};
+
+// Element-wise conversions between storage types and fp32 (parallel, round-to-nearest-even).
+void HalfToFloatN(const uint16_t* in, float* out, int64_t n);
+void FloatToHalfN(const float* in, uint16_t* out, int64_t n);
+
+}  // namespace mixtrain::dnnl_util
