@@ -1,0 +1,227 @@
+// Conv and ConvTranspose (1-D, 2-D, 3-D; groups incl. depthwise, strides, pads, dilations,
+// auto_pad, output_padding/output_shape, optional bias) on oneDNN's convolution and
+// deconvolution primitives, fp32 and bf16 natively, fp16 staged through fp32. Tensors stay in
+// ONNX layout (NC<spatial>, OI<kernel>): weights of a grouped conv are the same bytes as
+// oneDNN's G,O/G,I/G,<kernel> view, and ConvTranspose's [C_in, C_out/G, k] weights are
+// described by strides.
+#include <cstring>
+
+#include "graph/check.h"
+#include "graph/ops/nn_geometry.h"
+#include "kernels/cpu/dnnl_common.h"
+
+namespace mixtrain {
+namespace {
+
+using dnnl_util::Fp16Staging;
+using dnnl_util::Guard;
+using dnnl_util::ShapeCache;
+using dnnl_util::ShapeKey;
+
+struct ConvEntry {
+  dnnl::primitive prim;
+  dnnl::memory::desc x_md, w_md, b_md, y_md;
+  bool has_bias = false;
+  std::vector<int64_t> y_dims;
+  // ConvTranspose whose output extends past the last position any input reaches (negative end
+  // crop): the primitive writes the reachable [.., out_reach] box into `tmp`, the rest is bias.
+  std::vector<int64_t> reach_dims;  // empty when the primitive writes Y directly
+  std::vector<float> tmp;           // fp32-sized scratch, reinterpreted for bf16
+};
+
+int64_t Product(std::span<const int64_t> v) {
+  int64_t p = 1;
+  for (int64_t x : v) p *= x;
+  return p;
+}
+
+absl::StatusOr<std::unique_ptr<ConvEntry>> BuildConv(const KernelContext& ctx, bool transposed) {
+  const Node& node = ctx.node();
+  const TensorView& x = *ctx.input(0);
+  const TensorView& w = *ctx.input(1);
+  const TensorView* b = ctx.input(2);
+  if (x.rank() < 3 || x.rank() > 5)
+    return ctx.Error(absl::StrCat("X must be [N, C, spatial...] with 1 to 3 spatial dims, got rank ",
+                                  x.rank()));
+  if (w.rank() != x.rank()) return ctx.Error("W and X differ in rank");
+  const int64_t group = node.attr_int("group", 1);
+  const int64_t n = x.dims[0], c = x.dims[1];
+  std::vector<int64_t> in_sp(x.dims.begin() + 2, x.dims.end());
+  std::vector<int64_t> kernel(w.dims.begin() + 2, w.dims.end());
+  if (node.has_attr("kernel_shape") && node.attr_ints("kernel_shape") != kernel)
+    return ctx.Error("kernel_shape does not match W");
+  if (group < 1 || c % group != 0) return ctx.Error(absl::StrCat("bad group ", group));
+  const int64_t m = transposed ? w.dims[1] * group : w.dims[0];
+  if (transposed ? w.dims[0] != c : w.dims[1] * group != c || m % group != 0)
+    return ctx.Error(absl::StrCat("X has ", c, " channels, which W and group ", group,
+                                  " do not fit"));
+  if (b != nullptr && (b->rank() != 1 || b->dims[0] != m))
+    return ctx.Error(absl::StrCat("bias must be [", m, "]"));
+  MT_ASSIGN_OR_RETURN(WindowGeometry g, transposed ? TransposedWindowGeometry(node, in_sp, kernel)
+                                                   : ForwardWindowGeometry(node, in_sp, kernel));
+  auto dt_or = dnnl_util::ToDnnl(dnnl_util::ComputeType(x.dtype));
+  if (!dt_or.ok()) return ctx.Error(std::string(dt_or.status().message()));
+  const dnnl::memory::data_type dt = *dt_or;
+
+  auto e = std::make_unique<ConvEntry>();
+  e->has_bias = b != nullptr;
+  std::vector<int64_t>& y_dims = e->y_dims;
+  y_dims = {n, m};
+  y_dims.insert(y_dims.end(), g.out.begin(), g.out.end());
+  std::vector<int64_t> pad_r = g.pads_end_effective;
+  if (transposed) {
+    bool crop_negative = false;
+    for (int64_t p : pad_r) crop_negative |= p < 0;
+    if (crop_negative) {
+      e->reach_dims = y_dims;
+      for (size_t i = 0; i < pad_r.size(); ++i) {
+        if (pad_r[i] < 0) e->reach_dims[2 + i] += pad_r[i];
+        pad_r[i] = std::max<int64_t>(pad_r[i], 0);
+      }
+      e->tmp.resize(Product(e->reach_dims));
+    }
+  }
+  std::vector<int64_t> dil(g.dilations);
+  for (int64_t& d : dil) d -= 1;  // oneDNN counts the gaps
+
+  // Weights: logical [G,] O, I, k...; ONNX bytes are [O, I/G, k] (Conv) or [I, O/G, k]
+  // (ConvTranspose).
+  const int64_t kprod = Product(kernel);
+  std::vector<int64_t> w_dims, w_strides;
+  if (transposed) {
+    const int64_t og = m / group, ig = c / group;
+    w_dims = {og, ig};
+    w_strides = {kprod, og * kprod};
+    if (group > 1) {
+      w_dims.insert(w_dims.begin(), group);
+      w_strides.insert(w_strides.begin(), ig * og * kprod);
+    }
+    std::vector<int64_t> ks = dnnl_util::DenseStrides(kernel);
+    w_dims.insert(w_dims.end(), kernel.begin(), kernel.end());
+    w_strides.insert(w_strides.end(), ks.begin(), ks.end());
+  } else {
+    w_dims = w.dims;
+    if (group > 1) {
+      w_dims[0] = m / group;
+      w_dims.insert(w_dims.begin(), group);
+    }
+    w_strides = dnnl_util::DenseStrides(w_dims);
+  }
+  const std::vector<int64_t>& y_prim_dims = e->reach_dims.empty() ? y_dims : e->reach_dims;
+  MT_RETURN_IF_ERROR(Guard(ctx, transposed ? "building deconvolution" : "building convolution",
+                           [&] {
+    e->x_md = dnnl_util::PlainDesc(x.dims, dt);
+    e->w_md = dnnl_util::StridedDesc(w_dims, w_strides, dt);
+    e->y_md = dnnl_util::PlainDesc(y_prim_dims, dt);
+    e->b_md = e->has_bias ? dnnl_util::PlainDesc(b->dims, dt) : dnnl::memory::desc();
+    const auto strides = dnnl_util::ToDims(g.strides), dils = dnnl_util::ToDims(dil),
+               pl = dnnl_util::ToDims(g.pads_begin), pr = dnnl_util::ToDims(pad_r);
+    const auto prop = dnnl::prop_kind::forward_inference;
+    if (transposed) {
+      dnnl::deconvolution_forward::desc d(prop, dnnl::algorithm::deconvolution_direct, e->x_md,
+                                          e->w_md, e->b_md, e->y_md, strides, dils, pl, pr);
+      e->prim = dnnl::deconvolution_forward(
+          dnnl::deconvolution_forward::primitive_desc(d, dnnl_util::Engine()));
+    } else {
+      dnnl::convolution_forward::desc d(prop, dnnl::algorithm::convolution_direct, e->x_md,
+                                        e->w_md, e->b_md, e->y_md, strides, dils, pl, pr);
+      e->prim = dnnl::convolution_forward(
+          dnnl::convolution_forward::primitive_desc(d, dnnl_util::Engine()));
+    }
+  }));
+  return e;
+}
+
+// Y[n, c, ...] = bias[c] (or 0) everywhere, then the primitive's reachable box copied in.
+void ScatterReach(const ConvEntry& e, const void* bias, void* y, const std::vector<int64_t>& y_dims,
+                  size_t elem) {
+  const int64_t inner = Product(std::span(y_dims).subspan(2));
+  auto* yb = static_cast<uint8_t*>(y);
+  for (int64_t nc = 0; nc < y_dims[0] * y_dims[1]; ++nc) {
+    uint8_t* plane = yb + nc * inner * elem;
+    if (bias == nullptr) {
+      std::memset(plane, 0, inner * elem);
+    } else {
+      const uint8_t* bv = static_cast<const uint8_t*>(bias) + (nc % y_dims[1]) * elem;
+      for (int64_t i = 0; i < inner; ++i) std::memcpy(plane + i * elem, bv, elem);
+    }
+  }
+  // Rows of the reach box (all dims but the last) map to rows of Y.
+  const std::vector<int64_t>& r = e.reach_dims;
+  const std::vector<int64_t> ys = dnnl_util::DenseStrides(y_dims);
+  const int64_t rows = Product(std::span(r).first(r.size() - 1));
+  const auto* src = reinterpret_cast<const uint8_t*>(e.tmp.data());
+  std::vector<int64_t> idx(r.size() - 1, 0);
+  for (int64_t row = 0; row < rows; ++row) {
+    int64_t off = 0;
+    for (size_t d = 0; d < idx.size(); ++d) off += idx[d] * ys[d];
+    std::memcpy(yb + off * elem, src + row * r.back() * elem, r.back() * elem);
+    for (int64_t d = static_cast<int64_t>(idx.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < r[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+class ConvKernel final : public OpKernel {
+ public:
+  explicit ConvKernel(bool transposed) : transposed_(transposed) {}
+
+  absl::Status Compute(KernelContext& ctx) override {
+    const TensorView* x = ctx.input(0);
+    const TensorView* w = ctx.input(1);
+    const TensorView* b = ctx.input(2);
+    TensorView* y = ctx.output(0);
+    if (x == nullptr || w == nullptr || y == nullptr) return ctx.Error("needs X, W and Y");
+    if (w->dtype != x->dtype || y->dtype != x->dtype || (b && b->dtype != x->dtype))
+      return ctx.Error("X, W, B and Y dtypes differ");
+    if (y->numel() == 0) return absl::OkStatus();
+    std::vector<int64_t> key = ShapeKey(ctx);
+    ConvEntry* e = cache_.Find(key);
+    if (e == nullptr) {
+      MT_ASSIGN_OR_RETURN(auto built, BuildConv(ctx, transposed_));
+      e = cache_.Insert(key, std::move(built));
+    }
+    if (y->dims != e->y_dims) return ctx.Error("output allocated with unexpected dims");
+    staging_.Begin();
+    const void* xp = staging_.Input(*x);
+    const void* wp = staging_.Input(*w);
+    const void* bp = b ? staging_.Input(*b) : nullptr;
+    void* yp = staging_.Output(*y);
+    void* prim_y = e->reach_dims.empty() ? yp : e->tmp.data();
+    MT_RETURN_IF_ERROR(Guard(ctx, "running convolution", [&] {
+      dnnl::engine& eng = dnnl_util::Engine();
+      std::unordered_map<int, dnnl::memory> args = {
+          {DNNL_ARG_SRC, dnnl::memory(e->x_md, eng, const_cast<void*>(xp))},
+          {DNNL_ARG_WEIGHTS, dnnl::memory(e->w_md, eng, const_cast<void*>(wp))},
+          {DNNL_ARG_DST, dnnl::memory(e->y_md, eng, prim_y)}};
+      if (e->has_bias) args[DNNL_ARG_BIAS] = dnnl::memory(e->b_md, eng, const_cast<void*>(bp));
+      e->prim.execute(dnnl_util::Stream(), args);
+      dnnl_util::Stream().wait();
+    }));
+    if (!e->reach_dims.empty())
+      ScatterReach(*e, bp, yp, y->dims, DTypeSize(dnnl_util::ComputeType(y->dtype)));
+    staging_.Finish();
+    return absl::OkStatus();
+  }
+
+ private:
+  bool transposed_;
+  ShapeCache<ConvEntry> cache_;
+  Fp16Staging staging_;
+};
+
+KernelFactory ConvFactory(bool transposed) {
+  return [transposed](const Node&) -> absl::StatusOr<std::unique_ptr<OpKernel>> {
+    return std::unique_ptr<OpKernel>(new ConvKernel(transposed));
+  };
+}
+
+}  // namespace
+
+MT_REGISTER_KERNELS(dnnl_conv) {
+  r.Register({"Conv", "", DeviceType::kCPU, kFloatTypes, 0, ConvFactory(false)});
+  r.Register({"ConvTranspose", "", DeviceType::kCPU, kFloatTypes, 0, ConvFactory(true)});
+}
+
+}  // namespace mixtrain

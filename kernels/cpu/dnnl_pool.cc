@@ -1,0 +1,271 @@
+// MaxPool and AveragePool on oneDNN's pooling primitive (kernel, strides, pads, dilations,
+// auto_pad, ceil_mode, count_include_pad), fp32 and bf16 natively, fp16 staged through fp32.
+// MaxPool's optional Indices output and the global pools are plain loops: oneDNN's max-pool
+// workspace is not an ONNX index, and a global pool is a memory-bound reduction.
+#include <cmath>
+#include <limits>
+
+#include "graph/check.h"
+#include "graph/ops/nn_geometry.h"
+#include "kernels/common/half.h"
+#include "kernels/cpu/dnnl_common.h"
+
+namespace mixtrain {
+namespace {
+
+using dnnl_util::Fp16Staging;
+using dnnl_util::Guard;
+using dnnl_util::ShapeCache;
+using dnnl_util::ShapeKey;
+
+float Load(DType t, const void* p, int64_t i) {
+  switch (t) {
+    case DType::kF32:
+      return static_cast<const float*>(p)[i];
+    case DType::kBF16:
+      return BFloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    default:
+      return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
+  }
+}
+
+void Store(DType t, void* p, int64_t i, float v) {
+  switch (t) {
+    case DType::kF32:
+      static_cast<float*>(p)[i] = v;
+      break;
+    case DType::kBF16:
+      static_cast<uint16_t*>(p)[i] = FloatToBFloat16(v);
+      break;
+    default:
+      static_cast<uint16_t*>(p)[i] = FloatToHalf(v);
+  }
+}
+
+absl::StatusOr<WindowGeometry> PoolGeometry(const KernelContext& ctx, const TensorView& x) {
+  if (x.rank() < 3) return ctx.Error("X must be [N, C, spatial...]");
+  std::vector<int64_t> in_sp(x.dims.begin() + 2, x.dims.end());
+  std::vector<int64_t> kernel = ctx.node().attr_ints("kernel_shape");
+  if (kernel.empty()) return ctx.Error("attribute kernel_shape is required");
+  return ForwardWindowGeometry(ctx.node(), in_sp, kernel);
+}
+
+struct PoolEntry {
+  dnnl::pooling_v2_forward prim;
+  dnnl::memory::desc x_md, y_md;
+  // AveragePool counting pads whose ceil_mode windows reach past the end pads: oneDNN divides
+  // by the kernel size there, ONNX by the window clipped to the padded input. Per output
+  // position (spatial, row-major) the factor that corrects it; empty when none is needed.
+  std::vector<float> rescale;
+};
+
+// Number of window taps inside [-pad_begin, in + pad_end) per output position of one dim.
+std::vector<int64_t> TapsInPadded(const WindowGeometry& g, size_t d, int64_t in) {
+  std::vector<int64_t> taps(g.out[d]);
+  for (int64_t o = 0; o < g.out[d]; ++o) {
+    int64_t count = 0;
+    for (int64_t t = 0; t < g.kernel[d]; ++t) {
+      int64_t pos = o * g.strides[d] - g.pads_begin[d] + t * g.dilations[d];
+      count += pos < in + g.pads_end[d];
+    }
+    taps[o] = count;
+  }
+  return taps;
+}
+
+absl::StatusOr<std::unique_ptr<PoolEntry>> BuildPool(const KernelContext& ctx, const TensorView& x,
+                                                     bool is_max) {
+  MT_ASSIGN_OR_RETURN(WindowGeometry g, PoolGeometry(ctx, x));
+  const bool include_pad = !is_max && ctx.node().attr_int("count_include_pad", 0) != 0;
+  auto dt = dnnl_util::ToDnnl(dnnl_util::ComputeType(x.dtype));
+  if (!dt.ok()) return ctx.Error(std::string(dt.status().message()));
+  auto e = std::make_unique<PoolEntry>();
+  std::vector<int64_t> y_dims = {x.dims[0], x.dims[1]};
+  y_dims.insert(y_dims.end(), g.out.begin(), g.out.end());
+  std::vector<int64_t> dil = g.dilations;
+  for (int64_t& d : dil) d -= 1;
+  if (include_pad && g.pads_end_effective != g.pads_end) {
+    const size_t nsp = g.out.size();
+    std::vector<std::vector<int64_t>> taps(nsp);
+    int64_t ktotal = 1, outs = 1;
+    for (size_t d = 0; d < nsp; ++d) {
+      taps[d] = TapsInPadded(g, d, x.dims[2 + d]);
+      ktotal *= g.kernel[d];
+      outs *= g.out[d];
+    }
+    e->rescale.resize(outs);
+    std::vector<int64_t> idx(nsp, 0);
+    for (int64_t i = 0; i < outs; ++i) {
+      int64_t count = 1;
+      for (size_t d = 0; d < nsp; ++d) count *= taps[d][idx[d]];
+      e->rescale[i] = static_cast<float>(ktotal) / static_cast<float>(count);
+      for (int64_t d = nsp - 1; d >= 0; --d) {
+        if (++idx[d] < g.out[d]) break;
+        idx[d] = 0;
+      }
+    }
+  }
+  const dnnl::algorithm alg = is_max        ? dnnl::algorithm::pooling_max
+                              : include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                                            : dnnl::algorithm::pooling_avg_exclude_padding;
+  MT_RETURN_IF_ERROR(Guard(ctx, "building pooling", [&] {
+    e->x_md = dnnl_util::PlainDesc(x.dims, *dt);
+    e->y_md = dnnl_util::PlainDesc(y_dims, *dt);
+    dnnl::pooling_v2_forward::desc d(
+        dnnl::prop_kind::forward_inference, alg, e->x_md, e->y_md, dnnl_util::ToDims(g.strides),
+        dnnl_util::ToDims(g.kernel), dnnl_util::ToDims(dil), dnnl_util::ToDims(g.pads_begin),
+        dnnl_util::ToDims(g.pads_end_effective));
+    e->prim = dnnl::pooling_v2_forward(
+        dnnl::pooling_v2_forward::primitive_desc(d, dnnl_util::Engine()));
+  }));
+  return e;
+}
+
+// MaxPool with Indices: ONNX's flat index into X (row-major over N, C and the spatial dims;
+// storage_order=1 makes the spatial part column-major).
+absl::Status MaxPoolWithIndices(KernelContext& ctx, const TensorView& x, TensorView& y,
+                                TensorView& ind) {
+  MT_ASSIGN_OR_RETURN(WindowGeometry g, PoolGeometry(ctx, x));
+  const bool col_major = ctx.node().attr_int("storage_order", 0) != 0;
+  const size_t nsp = g.out.size();
+  std::vector<int64_t> in_sp(x.dims.begin() + 2, x.dims.end());
+  std::vector<int64_t> in_strides = dnnl_util::DenseStrides(in_sp);
+  std::vector<int64_t> idx_strides(nsp, 1);
+  for (size_t d = 1; d < nsp; ++d) idx_strides[d] = idx_strides[d - 1] * in_sp[d - 1];
+  if (!col_major) idx_strides = in_strides;
+  int64_t in_plane = 1, out_plane = 1, ktotal = 1;
+  for (size_t d = 0; d < nsp; ++d) {
+    in_plane *= in_sp[d];
+    out_plane *= g.out[d];
+    ktotal *= g.kernel[d];
+  }
+  const int64_t planes = x.dims[0] * x.dims[1];
+#pragma omp parallel for schedule(static)
+  for (int64_t p = 0; p < planes; ++p) {
+    std::vector<int64_t> o(nsp, 0), t(nsp);
+    for (int64_t oi = 0; oi < out_plane; ++oi) {
+      float best = -std::numeric_limits<float>::infinity();
+      int64_t best_idx = -1;
+      std::fill(t.begin(), t.end(), 0);
+      for (int64_t ki = 0; ki < ktotal; ++ki) {
+        int64_t off = 0, ioff = 0;
+        bool inside = true;
+        for (size_t d = 0; d < nsp; ++d) {
+          int64_t pos = o[d] * g.strides[d] - g.pads_begin[d] + t[d] * g.dilations[d];
+          inside &= pos >= 0 && pos < in_sp[d];
+          off += pos * in_strides[d];
+          ioff += pos * idx_strides[d];
+        }
+        if (inside) {
+          float v = Load(x.dtype, x.data, p * in_plane + off);
+          if (best_idx < 0 || v > best || std::isnan(v)) {
+            best = v;
+            best_idx = p * in_plane + ioff;
+          }
+        }
+        for (int64_t d = nsp - 1; d >= 0; --d) {
+          if (++t[d] < g.kernel[d]) break;
+          t[d] = 0;
+        }
+      }
+      Store(y.dtype, y.data, p * out_plane + oi, best);
+      ind.as<int64_t>()[p * out_plane + oi] = best_idx;
+      for (int64_t d = nsp - 1; d >= 0; --d) {
+        if (++o[d] < g.out[d]) break;
+        o[d] = 0;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+class PoolKernel final : public OpKernel {
+ public:
+  explicit PoolKernel(bool is_max) : is_max_(is_max) {}
+
+  absl::Status Compute(KernelContext& ctx) override {
+    const TensorView* x = ctx.input(0);
+    TensorView* y = ctx.output(0);
+    if (x == nullptr || y == nullptr) return ctx.Error("needs X and Y");
+    if (y->dtype != x->dtype) return ctx.Error("X and Y dtypes differ");
+    if (y->numel() == 0) return absl::OkStatus();
+    if (TensorView* ind = ctx.output(1); is_max_ && ind != nullptr) {
+      if (ind->dtype != DType::kI64 || ind->dims != y->dims)
+        return ctx.Error("Indices must be int64 with Y's shape");
+      return MaxPoolWithIndices(ctx, *x, *y, *ind);
+    }
+    std::vector<int64_t> key = ShapeKey(ctx);
+    PoolEntry* e = cache_.Find(key);
+    if (e == nullptr) {
+      MT_ASSIGN_OR_RETURN(auto built, BuildPool(ctx, *x, is_max_));
+      e = cache_.Insert(key, std::move(built));
+    }
+    if (y->dims != std::vector<int64_t>(e->y_md.dims()))
+      return ctx.Error("output allocated with unexpected dims");
+    staging_.Begin();
+    const void* xp = staging_.Input(*x);
+    void* yp = staging_.Output(*y);
+    MT_RETURN_IF_ERROR(Guard(ctx, "running pooling", [&] {
+      dnnl::engine& eng = dnnl_util::Engine();
+      dnnl::memory xm(e->x_md, eng, const_cast<void*>(xp));
+      dnnl::memory ym(e->y_md, eng, yp);
+      e->prim.execute(dnnl_util::Stream(), {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}});
+      dnnl_util::Stream().wait();
+    }));
+    if (!e->rescale.empty()) {
+      const DType ct = dnnl_util::ComputeType(y->dtype);
+      const int64_t plane = static_cast<int64_t>(e->rescale.size());
+      const int64_t total = y->numel();
+      for (int64_t i = 0; i < total; ++i)
+        if (float f = e->rescale[i % plane]; f != 1.0f) Store(ct, yp, i, Load(ct, yp, i) * f);
+    }
+    staging_.Finish();
+    return absl::OkStatus();
+  }
+
+ private:
+  bool is_max_;
+  ShapeCache<PoolEntry> cache_;
+  Fp16Staging staging_;
+};
+
+// GlobalAveragePool / GlobalMaxPool: one reduction per (n, c) plane, accumulated in fp32.
+template <bool kMax>
+absl::Status GlobalPool(KernelContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  TensorView* y = ctx.output(0);
+  if (x == nullptr || y == nullptr) return ctx.Error("needs X and Y");
+  if (x->rank() < 3) return ctx.Error("X must be [N, C, spatial...]");
+  if (y->dtype != x->dtype) return ctx.Error("X and Y dtypes differ");
+  const int64_t planes = x->dims[0] * x->dims[1];
+  const int64_t plane = planes == 0 ? 0 : x->numel() / planes;
+  if (plane == 0 && planes > 0) return ctx.Error("global pooling over an empty spatial extent");
+#pragma omp parallel for schedule(static) if (x->numel() > (1 << 15))
+  for (int64_t p = 0; p < planes; ++p) {
+    float acc = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+    for (int64_t i = 0; i < plane; ++i) {
+      float v = Load(x->dtype, x->data, p * plane + i);
+      acc = kMax ? (v > acc || std::isnan(v) ? v : acc) : acc + v;
+    }
+    Store(y->dtype, y->data, p, kMax ? acc : acc / static_cast<float>(plane));
+  }
+  return absl::OkStatus();
+}
+
+KernelFactory PoolFactory(bool is_max) {
+  return [is_max](const Node&) -> absl::StatusOr<std::unique_ptr<OpKernel>> {
+    return std::unique_ptr<OpKernel>(new PoolKernel(is_max));
+  };
+}
+
+}  // namespace
+
+MT_REGISTER_KERNELS(dnnl_pool) {
+  r.Register({"MaxPool", "", DeviceType::kCPU, kFloatTypes, 0, PoolFactory(true)});
+  r.Register({"AveragePool", "", DeviceType::kCPU, kFloatTypes, 0, PoolFactory(false)});
+  r.Register({"GlobalAveragePool", "", DeviceType::kCPU, kFloatTypes, 0,
+              FnKernel(GlobalPool<false>)});
+  r.Register({"GlobalMaxPool", "", DeviceType::kCPU, kFloatTypes, 0, FnKernel(GlobalPool<true>)});
+}
+
+}  // namespace mixtrain
