@@ -1,0 +1,297 @@
+// See onnx_import.h.
+#include "graph/onnx_import.h"
+
+#include <climits>
+#include <filesystem>
+#include <fstream>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "graph/external_data.h"
+#include "graph/onnx_annotations.h"
+#include "graph/shape_inference.h"
+#include "graph/verifier.h"
+
+namespace mixtrain {
+namespace {
+
+absl::Status Prefix(const absl::Status& s, const std::string& prefix) {
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(prefix, s.message()));
+}
+
+absl::StatusOr<DType> ElemType(int32_t onnx_type, const std::string& what) {
+  absl::StatusOr<DType> dt = FromOnnxType(onnx_type);
+  if (!dt.ok())
+    return absl::UnimplementedError(absl::StrCat(
+        what, " has ONNX element type ", onnx_type, ", which mixtrain does not support"));
+  return *dt;
+}
+
+// Applies a declared TypeProto (graph input/output, value_info) to a value.
+absl::Status ApplyType(const onnx::TypeProto& type, Value* v, const std::string& what) {
+  if (type.value_case() == onnx::TypeProto::VALUE_NOT_SET) return absl::OkStatus();
+  if (!type.has_tensor_type())
+    return absl::UnimplementedError(absl::StrCat(
+        what, " is not a tensor (sequence/map/optional/sparse types are not supported)"));
+  const auto& tt = type.tensor_type();
+  MT_ASSIGN_OR_RETURN(v->dtype, ElemType(tt.elem_type(), what));
+  if (!tt.has_shape()) {
+    v->shape = Shape();
+    return absl::OkStatus();
+  }
+  std::vector<Dim> dims;
+  for (const auto& d : tt.shape().dim()) {
+    if (d.has_dim_value()) {
+      if (d.dim_value() < 0)
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " has negative dimension ", d.dim_value()));
+      dims.emplace_back(d.dim_value());
+    } else if (d.has_dim_param()) {
+      dims.push_back(Dim::Symbol(d.dim_param()));
+    } else {
+      dims.emplace_back();
+    }
+  }
+  v->shape = Shape(std::move(dims));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Attribute> ImportAttribute(const onnx::AttributeProto& a, const std::string& node) {
+  Attribute out;
+  out.name = a.name();
+  out.doc_string = a.doc_string();
+  const std::string what = absl::StrCat("node '", node, "' attribute '", a.name(), "'");
+  auto opaque = [&]() {
+    out.kind = Attribute::Kind::kOpaque;
+    out.doc_string.clear();  // part of the serialized proto
+    a.SerializeToString(&out.opaque);
+    return out;
+  };
+  // References to function attributes carry no value of their own.
+  if (!a.ref_attr_name().empty()) return opaque();
+  switch (a.type()) {
+    case onnx::AttributeProto::FLOAT: out.kind = Attribute::Kind::kFloat; out.f = a.f(); break;
+    case onnx::AttributeProto::INT: out.kind = Attribute::Kind::kInt; out.i = a.i(); break;
+    case onnx::AttributeProto::STRING: out.kind = Attribute::Kind::kString; out.s = a.s(); break;
+    case onnx::AttributeProto::FLOATS:
+      out.kind = Attribute::Kind::kFloats;
+      out.floats.assign(a.floats().begin(), a.floats().end());
+      break;
+    case onnx::AttributeProto::INTS:
+      out.kind = Attribute::Kind::kInts;
+      out.ints.assign(a.ints().begin(), a.ints().end());
+      break;
+    case onnx::AttributeProto::STRINGS:
+      out.kind = Attribute::Kind::kStrings;
+      out.strings.assign(a.strings().begin(), a.strings().end());
+      break;
+    case onnx::AttributeProto::TENSOR: {
+      // Tensors the IR cannot hold (strings, uint32, ...) stay opaque so export reproduces
+      // them exactly. (A tensor attribute's own name and doc_string are dropped.)
+      const onnx::TensorProto& tp = a.t();
+      absl::StatusOr<DType> dt = FromOnnxType(tp.data_type());
+      if (!dt.ok() || *dt == DType::kString || *dt == DType::kUndefined ||
+          tp.data_location() == onnx::TensorProto::EXTERNAL)
+        return opaque();
+      out.kind = Attribute::Kind::kTensor;
+      MT_ASSIGN_OR_RETURN(out.t, TensorFromProto(tp, "", what));
+      break;
+    }
+    case onnx::AttributeProto::UNDEFINED:
+      return absl::InvalidArgumentError(absl::StrCat(what, " has no type"));
+    default:  // GRAPH(S), TENSORS, SPARSE_TENSOR(S), TYPE_PROTO(S)
+      return opaque();
+  }
+  return out;
+}
+
+absl::Status ImportOpsets(const onnx::ModelProto& m, Graph& g) {
+  for (const auto& op : m.opset_import()) {
+    std::string domain = op.domain() == "ai.onnx" ? "" : op.domain();
+    if (domain.empty() && (op.version() < kMinOnnxOpset || op.version() > kMaxOnnxOpset))
+      return absl::UnimplementedError(absl::StrCat(
+          "opset ", op.version(), " of the default ONNX domain is not supported (mixtrain reads ",
+          kMinOnnxOpset, " to ", kMaxOnnxOpset, ")"));
+    if (!g.opset_imports.emplace(domain, op.version()).second)
+      return absl::InvalidArgumentError(
+          absl::StrCat("opset of domain '", op.domain(), "' is imported twice"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ImportNode(const onnx::NodeProto& np, size_t index, Graph& g) {
+  const std::string node_name = np.name().empty() ? absl::StrCat("#", index) : np.name();
+  const std::string where = absl::StrCat("node '", node_name, "' (", np.op_type(), ")");
+  std::string domain = np.domain();
+  if (g.opset_imports.find(domain == "ai.onnx" ? "" : domain) == g.opset_imports.end())
+    return absl::InvalidArgumentError(absl::StrCat(
+        where, " uses domain '", domain, "', which the model does not import an opset for"));
+  std::vector<Value*> ins, outs;
+  for (const std::string& name : np.input()) {
+    if (name.empty()) {
+      ins.push_back(nullptr);
+      continue;
+    }
+    Value* v = g.FindValue(name);
+    // A name produced later (unsorted model) or never (the verifier reports it).
+    ins.push_back(v ? v : g.AddValue(name));
+  }
+  absl::flat_hash_set<std::string> seen;
+  for (const std::string& name : np.output()) {
+    if (name.empty()) {
+      outs.push_back(nullptr);
+      continue;
+    }
+    if (!seen.insert(name).second)
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " lists output '", name, "' twice"));
+    Value* v = g.FindValue(name);
+    if (v != nullptr && v->producer != nullptr)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "duplicate output name '", name, "': ", where, " and node '", v->producer->name(),
+          "' both produce it"));
+    if (v != nullptr && v->is_initializer())
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " output '", name, "' is also an initializer"));
+    if (v != nullptr)
+      for (const Value* in : g.inputs())
+        if (in == v)
+          return absl::InvalidArgumentError(
+              absl::StrCat(where, " output '", name, "' is also a graph input"));
+    outs.push_back(v ? v : g.AddValue(name));
+  }
+  Node* n = g.AddNode(np.op_type(), ins, outs, np.name(), domain);
+  for (const auto& a : np.attribute()) {
+    if (n->has_attr(a.name()))
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, " has attribute '", a.name(), "' twice"));
+    MT_ASSIGN_OR_RETURN(Attribute attr, ImportAttribute(a, node_name));
+    n->SetAttr(std::move(attr));
+  }
+  SplitNodeDocString(np.doc_string(), &n->doc_string, &n->annotations());
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Graph>> BuildGraph(const onnx::ModelProto& m,
+                                                  const std::string& base_dir) {
+  auto g = std::make_unique<Graph>();
+  g->ir_version = m.ir_version();
+  g->producer_name = m.producer_name();
+  g->producer_version = m.producer_version();
+  g->model_domain = m.domain();
+  g->model_version = m.model_version();
+  g->model_doc_string = m.doc_string();
+  for (const auto& kv : m.metadata_props()) g->metadata_props.emplace_back(kv.key(), kv.value());
+  MT_RETURN_IF_ERROR(ImportOpsets(m, *g));
+  for (const auto& f : m.functions()) g->opaque_functions.push_back(f.SerializeAsString());
+  for (const auto& t : m.training_info()) g->opaque_functions.push_back(t.SerializeAsString());
+
+  const onnx::GraphProto& gp = m.graph();
+  g->name = gp.name();
+  g->doc_string = gp.doc_string();
+  if (gp.sparse_initializer_size() > 0)
+    return absl::UnimplementedError(absl::StrCat("sparse initializer '",
+                                                 gp.sparse_initializer(0).values().name(),
+                                                 "' is not supported"));
+  for (const auto& tp : gp.initializer()) {
+    const std::string what = absl::StrCat("initializer '", tp.name(), "'");
+    if (tp.name().empty()) return absl::InvalidArgumentError("an initializer has no name");
+    if (g->FindValue(tp.name()))
+      return absl::InvalidArgumentError(absl::StrCat(what, " is defined twice"));
+    MT_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(tp, base_dir, what));
+    Value* v = g->AddInitializer(tp.name(), std::move(t));
+    v->doc_string = tp.doc_string();
+  }
+  absl::flat_hash_set<std::string> input_names;
+  for (const auto& vi : gp.input()) {
+    const std::string what = absl::StrCat("graph input '", vi.name(), "'");
+    if (vi.name().empty()) return absl::InvalidArgumentError("a graph input has no name");
+    if (!input_names.insert(vi.name()).second)
+      return absl::InvalidArgumentError(absl::StrCat(what, " is listed twice"));
+    Value* v = g->FindValue(vi.name());
+    if (v == nullptr) {
+      v = g->AddValue(vi.name());
+      MT_RETURN_IF_ERROR(ApplyType(vi.type(), v, what));
+    }
+    // An input that is also an initializer (older IR versions) keeps the initializer's type.
+    if (v->doc_string.empty()) v->doc_string = vi.doc_string();
+    g->AddInput(v);
+  }
+  for (int i = 0; i < gp.node_size(); ++i) MT_RETURN_IF_ERROR(ImportNode(gp.node(i), i, *g));
+  for (const auto& vi : gp.output()) {
+    const std::string what = absl::StrCat("graph output '", vi.name(), "'");
+    if (vi.name().empty()) return absl::InvalidArgumentError("a graph output has no name");
+    Value* v = g->FindValue(vi.name());
+    if (v == nullptr) v = g->AddValue(vi.name());
+    if (!v->is_initializer()) MT_RETURN_IF_ERROR(ApplyType(vi.type(), v, what));
+    if (v->doc_string.empty()) v->doc_string = vi.doc_string();
+    g->AddOutput(v);
+  }
+  for (const auto& vi : gp.value_info()) {
+    // value_info of names the graph does not use carries nothing we need.
+    Value* v = g->FindValue(vi.name());
+    if (v == nullptr || v->is_initializer()) continue;
+    MT_RETURN_IF_ERROR(ApplyType(vi.type(), v, absl::StrCat("value '", vi.name(), "'")));
+    if (v->doc_string.empty()) v->doc_string = vi.doc_string();
+  }
+  return g;
+}
+
+}  // namespace
+
+absl::Status ParseModelProto(const std::string& bytes, onnx::ModelProto* model) {
+  if (bytes.empty()) return absl::InvalidArgumentError("the file is empty");
+  if (bytes.size() > static_cast<size_t>(INT_MAX))
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the file has ", bytes.size(),
+        " bytes; ONNX files above 2 GiB must keep their weights in external data"));
+  google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(bytes.size()));
+  google::protobuf::io::CodedInputStream in(&raw);
+  in.SetTotalBytesLimit(INT_MAX);
+  if (!model->ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
+    return absl::InvalidArgumentError("not a valid ONNX model (protobuf parse failed: truncated or corrupt)");
+  if (!model->has_graph())
+    return absl::InvalidArgumentError("not a valid ONNX model (no graph)");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<Graph>> ImportOnnxModel(const onnx::ModelProto& model,
+                                                       const std::string& base_dir) {
+  MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, BuildGraph(model, base_dir));
+  MT_RETURN_IF_ERROR(g->TopoSort());
+  MT_RETURN_IF_ERROR(Verify(*g));
+  MT_RETURN_IF_ERROR(InferShapes(*g));
+  return g;
+}
+
+absl::StatusOr<std::unique_ptr<Graph>> ImportOnnxBytes(const std::string& bytes,
+                                                       const std::string& base_dir) {
+  onnx::ModelProto model;
+  MT_RETURN_IF_ERROR(ParseModelProto(bytes, &model));
+  return ImportOnnxModel(model, base_dir);
+}
+
+absl::StatusOr<std::unique_ptr<Graph>> ImportOnnxFile(const std::string& path) {
+  const std::string prefix = absl::StrCat(path, ": ");
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "is a folder, not an ONNX file"));
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return absl::NotFoundError(absl::StrCat(prefix, "cannot open the file"));
+  std::string bytes(static_cast<size_t>(in.tellg()), '\0');
+  in.seekg(0);
+  if (!bytes.empty() && !in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
+    return absl::DataLossError(absl::StrCat(prefix, "reading the file failed"));
+  std::string base_dir = std::filesystem::path(path).parent_path().string();
+  if (base_dir.empty()) base_dir = ".";
+  absl::StatusOr<std::unique_ptr<Graph>> g = ImportOnnxBytes(bytes, base_dir);
+  if (!g.ok()) return Prefix(g.status(), prefix);
+  return g;
+}
+
+}  // namespace mixtrain
