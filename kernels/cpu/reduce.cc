@@ -1,0 +1,329 @@
+// CPU kernels for reductions along axes: ReduceSum, ReduceMean, ReduceMax, ReduceSumSquare,
+// ArgMax and CumSum, in fp32/fp16/bf16 (load the storage type, accumulate wide, store with
+// round-to-nearest-even), f64, and i32/i64.
+//
+// A reduction is first simplified by merging neighbouring dims that are both reduced or both kept
+// (and dropping dims of size 1). Most real reductions then have a single reduced block,
+// [outer, R, inner]: with inner == 1 each output is a contiguous row sum (a vectorized horizontal
+// reduction); with inner > 1 whole contiguous inner rows are accumulated into a buffer (vectorized
+// along inner). Anything else falls back to an index walk. Outer rows go to ParallelFor.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "graph/ops/movement_params.h"
+#include "graph/ops/reduce_params.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/reduce_util.h"
+
+namespace mixtrain::cpu {
+namespace {
+
+// Elements one thread should at least get before work is split.
+constexpr int64_t kGrain = 32768;
+// Width of the inner-axis accumulator buffers (fits L1 in double).
+constexpr int64_t kChunk = 1024;
+
+enum class ReduceKind { kSum, kMean, kMax, kSumSquare };
+
+// The arithmetic of one reduction kind for one storage type. C is what Io loads to (float,
+// double or int64); sums accumulate in double (or int64), max in C.
+template <typename Io, ReduceKind K>
+struct ReduceOp {
+  using T = typename Io::T;
+  using C = decltype(Io::Load(T{}));
+  static constexpr bool kMax = K == ReduceKind::kMax;
+  using Acc = std::conditional_t<kMax, C, std::conditional_t<std::is_integral_v<C>, int64_t, double>>;
+
+  static C Load(T v) { return Io::Load(v); }
+  static Acc Init() {
+    if constexpr (!kMax) return Acc{0};
+    else if constexpr (std::is_integral_v<C>) return std::numeric_limits<C>::lowest();
+    else return -std::numeric_limits<C>::infinity();
+  }
+  static Acc Map(C v) {
+    if constexpr (K == ReduceKind::kSumSquare) return static_cast<Acc>(v) * static_cast<Acc>(v);
+    else return static_cast<Acc>(v);
+  }
+  // Max propagates NaN like numpy: once the accumulator is NaN nothing compares greater.
+  static Acc Combine(Acc a, Acc v) {
+    if constexpr (kMax) return (v > a || v != v) ? v : a;
+    else return a + v;
+  }
+  static T Finish(Acc a, int64_t count) {
+    if constexpr (K == ReduceKind::kMean) {
+      if constexpr (std::is_integral_v<Acc>) a = count > 0 ? a / count : 0;
+      else a = a / static_cast<Acc>(count);  // 0/0 = NaN for an empty set, like numpy
+    }
+    return Io::Store(static_cast<C>(a));
+  }
+};
+
+struct Group {
+  int64_t size;
+  bool reduced;
+};
+
+std::vector<Group> MergeGroups(const std::vector<int64_t>& dims, const std::vector<bool>& mask) {
+  std::vector<Group> g;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 1) continue;
+    if (!g.empty() && g.back().reduced == mask[i])
+      g.back().size *= dims[i];
+    else
+      g.push_back({dims[i], static_cast<bool>(mask[i])});
+  }
+  return g;
+}
+
+// Each output is the reduction of one contiguous row of R inputs.
+template <typename Op>
+void ReduceRows(const typename Op::T* x, typename Op::T* y, int64_t outer, int64_t R) {
+  ParallelFor(outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(R, 1)),
+              [&](int64_t b, int64_t e) {
+                for (int64_t o = b; o < e; ++o) {
+                  const typename Op::T* row = x + o * R;
+                  typename Op::Acc a = Op::Init();
+                  if constexpr (Op::kMax) {
+                    for (int64_t r = 0; r < R; ++r) a = Op::Combine(a, Op::Map(Op::Load(row[r])));
+                  } else {
+                    MT_SIMD_SUM(a)
+                    for (int64_t r = 0; r < R; ++r) a += Op::Map(Op::Load(row[r]));
+                  }
+                  y[o] = Op::Finish(a, R);
+                }
+              });
+}
+
+// Each output is the reduction of R contiguous rows of `inner` elements (stride inner), summed
+// row by row into a buffer so the inner loop is a plain vectorizable elementwise update.
+template <typename Op>
+void ReduceColumns(const typename Op::T* x, typename Op::T* y, int64_t outer, int64_t R,
+                   int64_t inner) {
+  const int64_t chunks = (inner + kChunk - 1) / kChunk;
+  const int64_t per_item = R * std::min(inner, kChunk);
+  ParallelFor(outer * chunks, std::max<int64_t>(1, kGrain / std::max<int64_t>(per_item, 1)),
+              [&](int64_t b, int64_t e) {
+                std::vector<typename Op::Acc> acc(kChunk);
+                for (int64_t w = b; w < e; ++w) {
+                  const int64_t o = w / chunks, i0 = (w % chunks) * kChunk;
+                  const int64_t len = std::min(kChunk, inner - i0);
+                  std::fill(acc.begin(), acc.begin() + len, Op::Init());
+                  for (int64_t r = 0; r < R; ++r) {
+                    const typename Op::T* src = x + (o * R + r) * inner + i0;
+                    for (int64_t i = 0; i < len; ++i)
+                      acc[i] = Op::Combine(acc[i], Op::Map(Op::Load(src[i])));
+                  }
+                  typename Op::T* dst = y + o * inner + i0;
+                  for (int64_t i = 0; i < len; ++i) dst[i] = Op::Finish(acc[i], R);
+                }
+              });
+}
+
+// Any pattern of reduced groups: each output walks its reduced index space with an odometer.
+template <typename Op>
+void ReduceGeneral(const typename Op::T* x, typename Op::T* y, const std::vector<Group>& g,
+                   int64_t out_n, int64_t count) {
+  const int64_t ng = static_cast<int64_t>(g.size());
+  std::vector<int64_t> stride(ng);
+  for (int64_t s = 1, i = ng - 1; i >= 0; --i) {
+    stride[i] = s;
+    s *= g[i].size;
+  }
+  std::vector<int64_t> kept, red;
+  for (int64_t i = 0; i < ng; ++i) (g[i].reduced ? red : kept).push_back(i);
+  ParallelFor(out_n, std::max<int64_t>(1, kGrain / std::max<int64_t>(count, 1)),
+              [&](int64_t b, int64_t e) {
+                std::vector<int64_t> idx(red.size());
+                for (int64_t q = b; q < e; ++q) {
+                  int64_t base = 0;
+                  for (int64_t k = static_cast<int64_t>(kept.size()) - 1, rem = q; k >= 0; --k) {
+                    base += (rem % g[kept[k]].size) * stride[kept[k]];
+                    rem /= g[kept[k]].size;
+                  }
+                  typename Op::Acc a = Op::Init();
+                  std::fill(idx.begin(), idx.end(), 0);
+                  for (int64_t n = 0; n < count; ++n) {
+                    int64_t off = base;
+                    for (size_t j = 0; j < red.size(); ++j) off += idx[j] * stride[red[j]];
+                    a = Op::Combine(a, Op::Map(Op::Load(x[off])));
+                    for (int64_t j = static_cast<int64_t>(red.size()) - 1; j >= 0; --j) {
+                      if (++idx[j] < g[red[j]].size) break;
+                      idx[j] = 0;
+                    }
+                  }
+                  y[q] = Op::Finish(a, count);
+                }
+              });
+}
+
+template <typename Op>
+void RunReduce(const TensorView& xv, TensorView& yv, const std::vector<bool>& mask) {
+  const auto* x = xv.as<typename Op::T>();
+  auto* y = yv.as<typename Op::T>();
+  const int64_t out_n = yv.numel();
+  int64_t count = 1;
+  for (int64_t i = 0; i < xv.rank(); ++i)
+    if (mask[i]) count *= xv.dims[i];
+  if (out_n == 0) return;
+  if (count == 0) {  // reducing an empty set: the identity of the reduction
+    for (int64_t q = 0; q < out_n; ++q) y[q] = Op::Finish(Op::Init(), 0);
+    return;
+  }
+  std::vector<Group> g = MergeGroups(xv.dims, mask);
+  int64_t num_reduced = 0, pos = -1;
+  for (size_t i = 0; i < g.size(); ++i)
+    if (g[i].reduced) ++num_reduced, pos = static_cast<int64_t>(i);
+  if (num_reduced == 0) {  // nothing (or only size-1 dims) reduced: elementwise
+    ReduceRows<Op>(x, y, out_n, 1);
+    return;
+  }
+  if (num_reduced == 1) {
+    int64_t outer = 1, inner = 1;
+    for (int64_t i = 0; i < pos; ++i) outer *= g[i].size;
+    for (size_t i = pos + 1; i < g.size(); ++i) inner *= g[i].size;
+    if (inner == 1)
+      ReduceRows<Op>(x, y, outer, g[pos].size);
+    else
+      ReduceColumns<Op>(x, y, outer, g[pos].size, inner);
+    return;
+  }
+  ReduceGeneral<Op>(x, y, g, out_n, count);
+}
+
+template <ReduceKind K>
+absl::Status ReduceKernel(KernelContext& ctx) {
+  const TensorView& x = *ctx.input(0);
+  TensorView& y = *ctx.output(0);
+  std::vector<int64_t> axes;
+  const TensorView* axes_in = ctx.input(1);
+  if (axes_in != nullptr)
+    for (int64_t i = 0; i < axes_in->numel(); ++i) axes.push_back(IntAt(*axes_in, i));
+  auto mask = reduce::ReduceMask(ctx.node(), axes_in ? &axes : nullptr, x.rank());
+  if (!mask.ok()) return ctx.Error(mask.status().message());
+  const bool keepdims = ctx.node().attr_int("keepdims", 1) != 0;
+  if (NumElements(reduce::ReducedDims(x.dims, *mask, keepdims)) != y.numel())
+    return ctx.Error("output size does not match the reduced input shape");
+  return DispatchNumeric(ctx, x.dtype, [&](auto io) {
+    RunReduce<ReduceOp<decltype(io), K>>(x, y, *mask);
+  });
+}
+
+// ArgMax along one axis; NaN counts as the largest value (numpy's rule), ties go to the first
+// index, or the last with select_last_index.
+template <typename Io>
+void ArgMaxImpl(const typename Io::T* x, int64_t* y, AxisView v, bool last) {
+  using C = decltype(Io::Load(typename Io::T{}));
+  auto better = [last](C val, C best) {
+    return last ? (val >= best || val != val) : (val > best || (val != val && best == best));
+  };
+  const int64_t chunks = (v.inner + kChunk - 1) / kChunk;
+  ParallelFor(v.outer * chunks, std::max<int64_t>(1, kGrain / std::max<int64_t>(v.n * std::min(v.inner, kChunk), 1)),
+              [&](int64_t b, int64_t e) {
+                std::vector<C> best(kChunk);
+                for (int64_t w = b; w < e; ++w) {
+                  const int64_t o = w / chunks, i0 = (w % chunks) * kChunk;
+                  const int64_t len = std::min(kChunk, v.inner - i0);
+                  const typename Io::T* base = x + o * v.n * v.inner + i0;
+                  int64_t* out = y + o * v.inner + i0;
+                  for (int64_t i = 0; i < len; ++i) {
+                    best[i] = Io::Load(base[i]);
+                    out[i] = 0;
+                  }
+                  for (int64_t r = 1; r < v.n; ++r) {
+                    const typename Io::T* src = base + r * v.inner;
+                    for (int64_t i = 0; i < len; ++i) {
+                      C val = Io::Load(src[i]);
+                      if (better(val, best[i])) {
+                        best[i] = val;
+                        out[i] = r;
+                      }
+                    }
+                  }
+                }
+              });
+}
+
+absl::Status ArgMaxKernel(KernelContext& ctx) {
+  const TensorView& x = *ctx.input(0);
+  auto axis = movement::NormalizeAxis(ctx.node().attr_int("axis", 0), x.rank());
+  if (!axis.ok()) return ctx.Error(axis.status().message());
+  AxisView v = ViewAroundAxis(x.dims, *axis);
+  if (v.n == 0 && v.outer * v.inner > 0) return ctx.Error("ArgMax over an empty axis");
+  const bool last = ctx.node().attr_int("select_last_index", 0) != 0;
+  int64_t* y = ctx.output(0)->as<int64_t>();
+  return DispatchNumeric(ctx, x.dtype, [&](auto io) {
+    using Io = decltype(io);
+    ArgMaxImpl<Io>(x.as<typename Io::T>(), y, v, last);
+  });
+}
+
+// Running sums along one axis, accumulated wide (double or int64), vectorized along inner.
+template <typename Io>
+void CumSumImpl(const typename Io::T* x, typename Io::T* y, AxisView v, bool exclusive,
+                bool reverse) {
+  using C = decltype(Io::Load(typename Io::T{}));
+  using Acc = std::conditional_t<std::is_integral_v<C>, int64_t, double>;
+  const int64_t chunks = (v.inner + kChunk - 1) / kChunk;
+  ParallelFor(v.outer * chunks, std::max<int64_t>(1, kGrain / std::max<int64_t>(v.n * std::min(v.inner, kChunk), 1)),
+              [&](int64_t b, int64_t e) {
+                std::vector<Acc> acc(kChunk);
+                for (int64_t w = b; w < e; ++w) {
+                  const int64_t o = w / chunks, i0 = (w % chunks) * kChunk;
+                  const int64_t len = std::min(kChunk, v.inner - i0);
+                  std::fill(acc.begin(), acc.begin() + len, Acc{0});
+                  for (int64_t k = 0; k < v.n; ++k) {
+                    const int64_t r = reverse ? v.n - 1 - k : k;
+                    const int64_t off = (o * v.n + r) * v.inner + i0;
+                    for (int64_t i = 0; i < len; ++i) {
+                      Acc val = static_cast<Acc>(Io::Load(x[off + i]));
+                      if (exclusive) {
+                        y[off + i] = Io::Store(static_cast<C>(acc[i]));
+                        acc[i] += val;
+                      } else {
+                        acc[i] += val;
+                        y[off + i] = Io::Store(static_cast<C>(acc[i]));
+                      }
+                    }
+                  }
+                }
+              });
+}
+
+absl::Status CumSumKernel(KernelContext& ctx) {
+  const TensorView& x = *ctx.input(0);
+  const TensorView* axis_in = ctx.input(1);
+  if (axis_in == nullptr || axis_in->numel() != 1)
+    return ctx.Error("axis must be a scalar (or 1-element) tensor");
+  auto axis = movement::NormalizeAxis(IntAt(*axis_in, 0), x.rank());
+  if (!axis.ok()) return ctx.Error(axis.status().message());
+  AxisView v = ViewAroundAxis(x.dims, *axis);
+  const bool exclusive = ctx.node().attr_int("exclusive", 0) != 0;
+  const bool reverse = ctx.node().attr_int("reverse", 0) != 0;
+  TensorView& y = *ctx.output(0);
+  return DispatchNumeric(ctx, x.dtype, [&](auto io) {
+    using Io = decltype(io);
+    CumSumImpl<Io>(x.as<typename Io::T>(), y.as<typename Io::T>(), v, exclusive, reverse);
+  });
+}
+
+const std::vector<DType> kNumericTypes = {DType::kF32, DType::kF16, DType::kBF16,
+                                          DType::kF64, DType::kI32, DType::kI64};
+
+}  // namespace
+
+MT_REGISTER_KERNELS(cpu_reduce) {
+  auto add = [&r](const char* op, KernelFn fn) {
+    r.Register({op, "", DeviceType::kCPU, kNumericTypes, 0, FnKernel(fn)});
+  };
+  add("ReduceSum", ReduceKernel<ReduceKind::kSum>);
+  add("ReduceMean", ReduceKernel<ReduceKind::kMean>);
+  add("ReduceMax", ReduceKernel<ReduceKind::kMax>);
+  add("ReduceSumSquare", ReduceKernel<ReduceKind::kSumSquare>);
+  add("ArgMax", ArgMaxKernel);
+  add("CumSum", CumSumKernel);
+}
+
+}  // namespace mixtrain::cpu
