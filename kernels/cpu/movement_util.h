@@ -1,0 +1,49 @@
+// The copy engines the CPU data-movement kernels (kernels/cpu/movement_*.cc) are built on. They
+// move elements by size only, so one code path serves every dtype. Each first simplifies its
+// layout (drops size-1 dims, merges dims that are contiguous in both source and destination) so
+// that contiguous runs become single memcpy calls, then splits rows across threads.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/registry.h"
+
+namespace mixtrain::cpu_movement {
+
+// The contents of an int32/int64 tensor as int64 (Slice starts, Pad pads, axes...).
+absl::StatusOr<std::vector<int64_t>> ReadInts(const KernelContext& ctx, const TensorView& t);
+
+// Row-major strides (in elements) of dims.
+std::vector<int64_t> StridesOf(const std::vector<int64_t>& dims);
+
+// Copies nbytes from src to dst with both cores when large; nothing when they alias exactly (the
+// planner may run Reshape-like ops in place).
+void CopyBytes(void* dst, const void* src, size_t nbytes);
+
+// Fills `count` elements of `esize` bytes at dst with the element at `value`.
+void FillElements(void* dst, const void* value, size_t esize, int64_t count);
+
+// dst is dense with `dims`; element (i_0..i_k) is read from
+// src + esize * sum(i_d * src_strides[d]). Strides may be 0 (broadcast: Expand, Tile) or negative
+// (Slice with negative steps).
+void StridedCopy(void* dst, const void* src, size_t esize, const std::vector<int64_t>& dims,
+                 const std::vector<int64_t>& src_strides);
+
+// Transpose of a dense src with `in_dims` into dst: output dim d is input dim perm[d]. Uses
+// cache-blocked tiles when the innermost output dim is not the innermost input dim.
+void TransposeCopy(void* dst, const void* src, size_t esize, const std::vector<int64_t>& in_dims,
+                   const std::vector<int64_t>& perm);
+
+// dst is dense with `out_dims`; maps[d][o] is the source index along dim d for output index o, or
+// -1 for "fill with `fill`" (Pad: constant, edge, reflect and wrap modes are all such maps).
+void IndexMapCopy(void* dst, const void* src, size_t esize, const std::vector<int64_t>& in_dims,
+                  const std::vector<int64_t>& out_dims,
+                  const std::vector<std::vector<int64_t>>& maps, const void* fill);
+
+// `value` converted to `dtype`'s bytes (for fill values given as floats: Pad's opset-2 `value`).
+std::vector<uint8_t> ScalarBytes(DType dtype, double value);
+
+}  // namespace mixtrain::cpu_movement
