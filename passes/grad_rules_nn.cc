@@ -1,0 +1,258 @@
+// Gradient rules of the NN ops: MatMul, Gemm, convolution, pooling, normalization, softmax and
+// the losses. Backward ops that are not plain ONNX are our ai.mixtrain ops (ConvGrad, ...,
+// schemas in graph/ops/grad_ops.cc, CPU kernels in kernels/cpu/grad_*.cc).
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "passes/autodiff.h"
+
+namespace mixtrain {
+namespace {
+
+using V = Value*;
+constexpr char kMt[] = "ai.mixtrain";
+
+int64_t Rank(const Value* v) { return v->shape.rank_known ? v->shape.rank() : -1; }
+
+// Every axis but the channel axis 1 (the bias gradient of Conv/ConvTranspose).
+std::vector<int64_t> AllButChannel(int64_t rank) {
+  std::vector<int64_t> axes{0};
+  for (int64_t i = 2; i < rank; ++i) axes.push_back(i);
+  return axes;
+}
+
+std::vector<Attribute> AttrsOf(const Node& n) { return n.attributes(); }
+
+// MatMul with numpy semantics; 1-D operands are promoted to matrices first, as ONNX does:
+// dA = dY @ B^T, dB = A^T @ dY, batch broadcasting undone.
+absl::Status MatMulGrad(GradContext& c) {
+  auto& b = c.b();
+  V a = c.X(0), bm = c.X(1);
+  const int64_t ra = Rank(a), rb = Rank(bm);
+  if (ra < 1 || rb < 1) return c.Error("operand ranks must be known statically");
+  V a2 = ra == 1 ? b.Unsqueeze(a, {0}) : a;
+  V b2 = rb == 1 ? b.Unsqueeze(bm, {1}) : bm;
+  const int64_t r = std::max<int64_t>(std::max<int64_t>(ra, 2), std::max<int64_t>(rb, 2));
+  std::vector<int64_t> lost;
+  if (ra == 1) lost.push_back(r - 2);
+  if (rb == 1) lost.push_back(r - 1);
+  V dy = b.Unsqueeze(c.dY(0), lost);
+  auto swap_last = [&](V v) {
+    int64_t n = std::max<int64_t>(Rank(v), 2);
+    std::vector<int64_t> perm;
+    for (int64_t i = 0; i < n - 2; ++i) perm.push_back(i);
+    perm.push_back(n - 1);
+    perm.push_back(n - 2);
+    return b.Op("Transpose", {v}, {Attribute::Ints("perm", perm)});
+  };
+  if (c.needs(0)) {
+    V g = b.Op("MatMul", {dy, swap_last(b2)});
+    MT_ASSIGN_OR_RETURN(V s, b.SumTo(g, g->shape, a2));
+    c.SetGrad(0, ra == 1 ? b.ReshapeLike(s, a) : s);
+  }
+  if (c.needs(1)) {
+    V g = b.Op("MatMul", {swap_last(a2), dy});
+    MT_ASSIGN_OR_RETURN(V s, b.SumTo(g, g->shape, b2));
+    c.SetGrad(1, rb == 1 ? b.ReshapeLike(s, bm) : s);
+  }
+  return absl::OkStatus();
+}
+
+// Y = alpha * A' @ B' + beta * C with A' = transA ? A^T : A (same for B):
+// dA' = alpha * dY @ B'^T, dB' = alpha * A'^T @ dY, dC = beta * dY (broadcast undone).
+absl::Status GemmGrad(GradContext& c) {
+  auto& b = c.b();
+  const Node& n = c.node();
+  const int64_t ta = n.attr_int("transA", 0), tb = n.attr_int("transB", 0);
+  const float alpha = n.attr_float("alpha", 1.0f), beta = n.attr_float("beta", 1.0f);
+  auto gemm = [&](V x, V y, int64_t t1, int64_t t2) {
+    return b.Op("Gemm", {x, y},
+                {Attribute::Float("alpha", alpha), Attribute::Int("transA", t1),
+                 Attribute::Int("transB", t2)});
+  };
+  V dy = c.dY(0);
+  if (c.needs(0)) c.SetGrad(0, ta ? gemm(c.X(1), dy, tb, 1) : gemm(dy, c.X(1), 0, !tb));
+  if (c.needs(1)) c.SetGrad(1, tb ? gemm(dy, c.X(0), 1, ta) : gemm(c.X(0), dy, !ta, 0));
+  if (c.needs(2)) {
+    V g = beta == 1.0f ? dy : b.Mul(dy, b.Scalar(beta, dy->dtype));
+    MT_RETURN_IF_ERROR(c.SetGradSumTo(2, g, c.Y(0)->shape));
+  }
+  return absl::OkStatus();
+}
+
+// dX, dW = ConvGrad(dY, X, W) (ai.mixtrain, same attributes as the Conv); dB = sum of dY over
+// every axis but the channels.
+absl::Status ConvGrad(GradContext& c) {
+  auto& b = c.b();
+  if (c.needs(0) || c.needs(1)) {
+    std::vector<V> g = b.OpN("ConvGrad", {c.dY(0), c.X(0), c.X(1)}, {c.needs(0), c.needs(1)},
+                             AttrsOf(c.node()), kMt);
+    c.SetGrad(0, g[0]);
+    c.SetGrad(1, g[1]);
+  }
+  if (c.needs(2)) {
+    if (Rank(c.dY(0)) < 0) return c.Error("output rank must be known statically");
+    c.SetGrad(2, b.ReduceSum(c.dY(0), AllButChannel(Rank(c.Y(0))), false));
+  }
+  return absl::OkStatus();
+}
+
+// ConvTranspose is the adjoint of Conv with the same window: dX = Conv(dY, W); its weight
+// gradient is Conv's weight gradient with the roles of X and dY swapped:
+// dW = ConvGrad(X, dY, W).dW. dB as for Conv.
+absl::Status ConvTransposeGrad(GradContext& c) {
+  auto& b = c.b();
+  const Node& n = c.node();
+  if (n.attr_string("auto_pad", "NOTSET") != "NOTSET" || n.has_attr("output_shape"))
+    return c.Error("only explicit pads are supported (no auto_pad / output_shape)");
+  std::vector<Attribute> attrs;
+  for (const char* a : {"dilations", "group", "kernel_shape", "pads", "strides"})
+    if (const Attribute* at = n.attr(a)) attrs.push_back(*at);
+  if (c.needs(0)) c.SetGrad(0, b.Op("Conv", {c.dY(0), c.X(1)}, attrs));
+  if (c.needs(1))
+    c.SetGrad(1, b.OpN("ConvGrad", {c.X(0), c.dY(0), c.X(1)}, {false, true}, attrs, kMt)[1]);
+  if (c.needs(2)) {
+    if (Rank(c.Y(0)) < 0) return c.Error("output rank must be known statically");
+    c.SetGrad(2, b.ReduceSum(c.dY(0), AllButChannel(Rank(c.Y(0))), false));
+  }
+  return absl::OkStatus();
+}
+
+// dX = MaxPoolGrad(dY, X): dY routed to each window's (first) maximum.
+absl::Status MaxPoolGrad(GradContext& c) {
+  if (c.dY(0) == nullptr) return absl::OkStatus();  // only Indices used
+  c.SetGrad(0, c.b().Op("MaxPoolGrad", {c.dY(0), c.X(0)}, AttrsOf(c.node()), kMt));
+  return absl::OkStatus();
+}
+
+// dX = AveragePoolGrad(dY, X): dY spread evenly over each window.
+absl::Status AveragePoolGrad(GradContext& c) {
+  c.SetGrad(0, c.b().Op("AveragePoolGrad", {c.dY(0), c.X(0)}, AttrsOf(c.node()), kMt));
+  return absl::OkStatus();
+}
+
+// dX = Expand(dY, shape(X)) / (H * W ...)
+absl::Status GlobalAveragePoolGrad(GradContext& c) {
+  auto& b = c.b();
+  const Shape& s = c.X(0)->shape;
+  if (!s.rank_known || s.rank() < 2) return c.Error("input rank must be known statically");
+  int64_t count = 1;
+  for (int64_t i = 2; i < s.rank(); ++i) {
+    if (!s.dims[i].known()) return c.Error("spatial dims must be known statically");
+    count *= s.dims[i].value;
+  }
+  V g = b.ExpandLike(c.dY(0), c.X(0));
+  c.SetGrad(0, b.Mul(g, b.Scalar(1.0 / count, c.dY(0)->dtype)));
+  return absl::OkStatus();
+}
+
+// dX, dScale, dBias = BatchNormalizationGrad(dY, X, scale, mean, var): batch statistics in
+// training mode (recomputed from X), the given running statistics in inference mode.
+absl::Status BatchNormGrad(GradContext& c) {
+  const Node& n = c.node();
+  const bool training = c.opset() >= 14 ? n.attr_int("training_mode", 0) != 0
+                                        : n.output(1) != nullptr;
+  std::vector<V> g = c.b().OpN(
+      "BatchNormalizationGrad", {c.dY(0), c.X(0), c.X(1), c.X(3), c.X(4)},
+      {c.needs(0), c.needs(1), c.needs(2)},
+      {Attribute::Float("epsilon", n.attr_float("epsilon", 1e-5f)),
+       Attribute::Int("training_mode", training ? 1 : 0)},
+      kMt);
+  for (int i = 0; i < 3; ++i) c.SetGrad(i, g[i]);
+  return absl::OkStatus();
+}
+
+// dX, dScale, dBias = LayerNormalizationGrad(dY, X, scale) (statistics recomputed from X).
+absl::Status LayerNormGrad(GradContext& c) {
+  if (c.dY(0) == nullptr) return c.Error("only the gradient of output Y is supported");
+  const Node& n = c.node();
+  std::vector<V> g = c.b().OpN(
+      "LayerNormalizationGrad", {c.dY(0), c.X(0), c.X(1)}, {c.needs(0), c.needs(1), c.needs(2)},
+      {Attribute::Int("axis", n.attr_int("axis", -1)),
+       Attribute::Float("epsilon", n.attr_float("epsilon", 1e-5f))},
+      kMt);
+  for (int i = 0; i < 3; ++i) c.SetGrad(i, g[i]);
+  return absl::OkStatus();
+}
+
+// The axes Softmax/LogSoftmax normalize over: `axis` from opset 13, `axis` and every later axis
+// (the 2-D coercion) before.
+absl::StatusOr<std::vector<int64_t>> SoftmaxAxes(GradContext& c) {
+  const int64_t r = Rank(c.X(0));
+  if (r < 0) return c.Error("input rank must be known statically");
+  int64_t axis = c.node().attr_int("axis", c.opset() >= 13 ? -1 : 1);
+  if (axis < 0) axis += r;
+  if (c.opset() >= 13) return std::vector<int64_t>{axis};
+  std::vector<int64_t> axes;
+  for (int64_t i = axis; i < r; ++i) axes.push_back(i);
+  return axes;
+}
+
+// dX = Y * (dY - sum(dY * Y))
+absl::Status SoftmaxGrad(GradContext& c) {
+  auto& b = c.b();
+  MT_ASSIGN_OR_RETURN(std::vector<int64_t> axes, SoftmaxAxes(c));
+  V y = c.Y(0), dy = c.dY(0);
+  c.SetGrad(0, b.Mul(y, b.Sub(dy, b.ReduceSum(b.Mul(dy, y), axes, true))));
+  return absl::OkStatus();
+}
+
+// dX = dY - exp(Y) * sum(dY)
+absl::Status LogSoftmaxGrad(GradContext& c) {
+  auto& b = c.b();
+  MT_ASSIGN_OR_RETURN(std::vector<int64_t> axes, SoftmaxAxes(c));
+  V y = c.Y(0), dy = c.dY(0);
+  c.SetGrad(0, b.Sub(dy, b.Mul(b.Op("Exp", {y}), b.ReduceSum(dy, axes, true))));
+  return absl::OkStatus();
+}
+
+std::vector<Attribute> LossAttrs(const Node& n) {
+  std::vector<Attribute> a{Attribute::String("reduction", n.attr_string("reduction", "mean"))};
+  if (const Attribute* ii = n.attr("ignore_index")) a.push_back(*ii);
+  return a;
+}
+
+// dScores = SoftmaxCrossEntropyLossGrad(dLoss, scores, labels[, weights]); a used log_prob
+// output adds LogSoftmax's gradient over the class axis 1.
+absl::Status SoftmaxCrossEntropyGrad(GradContext& c) {
+  auto& b = c.b();
+  std::vector<V> parts;
+  if (c.dY(0)) {
+    std::vector<V> ins{c.dY(0), c.X(0), c.X(1)};
+    if (c.X(2)) ins.push_back(c.X(2));
+    parts.push_back(b.Op("SoftmaxCrossEntropyLossGrad", ins, LossAttrs(c.node()), kMt));
+  }
+  if (c.dY(1)) {
+    V lp = c.Y(1), dlp = c.dY(1);
+    parts.push_back(b.Sub(dlp, b.Mul(b.Op("Exp", {lp}), b.ReduceSum(dlp, {1}, true))));
+  }
+  c.SetGrad(0, b.Sum(parts));
+  return absl::OkStatus();
+}
+
+// dInput = NegativeLogLikelihoodLossGrad(dLoss, input, target[, weight])
+absl::Status NllLossGrad(GradContext& c) {
+  std::vector<V> ins{c.dY(0), c.X(0), c.X(1)};
+  if (c.X(2)) ins.push_back(c.X(2));
+  c.SetGrad(0, c.b().Op("NegativeLogLikelihoodLossGrad", ins, LossAttrs(c.node()), kMt));
+  return absl::OkStatus();
+}
+
+MT_REGISTER_GRAD_RULES(nn, {
+    {"MatMul", "", MatMulGrad},
+    {"Gemm", "", GemmGrad},
+    {"Conv", "", ConvGrad},
+    {"ConvTranspose", "", ConvTransposeGrad},
+    {"MaxPool", "", MaxPoolGrad},
+    {"AveragePool", "", AveragePoolGrad},
+    {"GlobalAveragePool", "", GlobalAveragePoolGrad},
+    {"BatchNormalization", "", BatchNormGrad, Inputs({0, 1, 2})},
+    {"LayerNormalization", "", LayerNormGrad, Inputs({0, 1, 2})},
+    {"Softmax", "", SoftmaxGrad},
+    {"LogSoftmax", "", LogSoftmaxGrad},
+    {"SoftmaxCrossEntropyLoss", "", SoftmaxCrossEntropyGrad, Inputs({0})},
+    {"NegativeLogLikelihoodLoss", "", NllLossGrad, Inputs({0})},
+});
+
+}  // namespace
+}  // namespace mixtrain

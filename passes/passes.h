@@ -1,0 +1,56 @@
+// Factories and options of the training passes: train mode, loss, autodiff (DESIGN.md steps 2, 3
+// and 6). Each pass lives in its own file; this header is what tools and later passes include.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "passes/pass.h"
+
+namespace mixtrain {
+
+// Graph outputs that carry state written back after each step are named "state/<initializer>";
+// gradients are "grad/<initializer>". The runtime pairs them by these names.
+inline constexpr char kStatePrefix[] = "state/";
+inline constexpr char kGradPrefix[] = "grad/";
+// The scalar the loss pass produces and autodiff differentiates by default.
+inline constexpr char kLossName[] = "loss";
+
+// (graph output name, initializer name) for every "state/<initializer>" output of `g`.
+std::vector<std::pair<std::string, std::string>> StateUpdates(const Graph& g);
+
+// --- train mode -------------------------------------------------------------------------------
+struct TrainModeOptions {
+  int64_t seed = 0;  // Dropout's RNG seed
+};
+// BatchNormalization -> batch statistics, running mean/var exposed as "state/<initializer>"
+// outputs; Dropout -> training form (ratio kept, seed set, mask output for the gradient).
+std::unique_ptr<Pass> MakeTrainModePass(TrainModeOptions options = {});
+
+// --- loss -------------------------------------------------------------------------------------
+struct LossOptions {
+  // "cross_entropy", "mse", "l1", "bce_with_logits", or "output:NAME" (an output the model
+  // already computes).
+  std::string kind = "cross_entropy";
+  std::string output;            // model output the loss applies to; "" = the first output
+  std::string labels = "labels"; // name of the new labels graph input
+};
+// Appends the loss: a scalar graph output named "loss" and a labels graph input.
+std::unique_ptr<Pass> MakeLossPass(LossOptions options);
+
+// --- autodiff ---------------------------------------------------------------------------------
+struct AutodiffOptions {
+  std::string loss = kLossName;  // the scalar to differentiate
+  // Trainable parameters: float initializers reaching the loss through differentiable inputs,
+  // whose name matches `trainable` (when set) and does not match `freeze` (when set). ECMAScript
+  // regexes, matched against the whole name.
+  std::string trainable;
+  std::string freeze;
+};
+// Reverse mode from `loss` to every trainable parameter; adds "grad/<initializer>" outputs.
+std::unique_ptr<Pass> MakeAutodiffPass(AutodiffOptions options = {});
+
+}  // namespace mixtrain
