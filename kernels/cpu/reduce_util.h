@@ -63,17 +63,22 @@ inline std::vector<float> ToFloatVector(const TensorView& t) {
   return out;
 }
 
-// Writes float values into a float tensor of any float dtype (round-to-nearest-even for low types).
-inline void StoreFloats(const float* v, TensorView& t) {
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    switch (t.dtype) {
-      case DType::kF32: t.as<float>()[i] = v[i]; break;
-      case DType::kF16: t.as<uint16_t>()[i] = FloatToHalf(v[i]); break;
-      case DType::kBF16: t.as<uint16_t>()[i] = FloatToBFloat16(v[i]); break;
-      case DType::kF64: t.as<double>()[i] = v[i]; break;
-      default: MT_CHECK(false) << "StoreFloats: not a float dtype: " << DTypeName(t.dtype);
-    }
+// Writes element i of a float tensor of any float dtype (round-to-nearest-even for low types).
+inline void StoreFloatAt(TensorView& t, int64_t i, float v) {
+  switch (t.dtype) {
+    case DType::kF32: t.as<float>()[i] = v; break;
+    case DType::kF16: t.as<uint16_t>()[i] = FloatToHalf(v); break;
+    case DType::kBF16: t.as<uint16_t>()[i] = FloatToBFloat16(v); break;
+    case DType::kF64: t.as<double>()[i] = v; break;
+    default: MT_CHECK(false) << "StoreFloatAt: not a float dtype: " << DTypeName(t.dtype);
   }
+}
+
+// Whether every tensor's dtype is one ToFloatVector/StoreFloatAt handle (user-facing check).
+inline bool AllFloat(std::initializer_list<const TensorView*> ts) {
+  for (const TensorView* t : ts)
+    if (t != nullptr && !IsFloat(t->dtype)) return false;
+  return true;
 }
 
 // An int32/int64 tensor's elements as int64 (axes, labels).

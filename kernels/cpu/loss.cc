@@ -1,0 +1,146 @@
+// CPU kernels for SoftmaxCrossEntropyLoss and NegativeLogLikelihoodLoss in fp32/fp16/bf16 with
+// int32/int64 labels. Both view scores as [N, C, D] (D = product of the extra dims d1...) and
+// labels as [N, D]. Per element: loss = -w[t] * logp[n, t, d] where logp is the input itself (NLL)
+// or its log-softmax over C (SCE), and w[t] = weights[t] (1 without weights), 0 where
+// t == ignore_index. reduction: none keeps [N, d1...], sum adds, mean divides the sum by the sum
+// of the applied weights (so ignored elements count neither in the numerator nor the count).
+// Partial sums are per sample in double, added in a fixed order: results are deterministic.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/parallel.h"
+#include "kernels/cpu/reduce_util.h"
+
+namespace mixtrain::cpu {
+namespace {
+
+constexpr int64_t kGrain = 8192;
+
+struct LossParams {
+  int64_t N = 0, C = 0, D = 1;
+  const float* weights = nullptr;  // [C] or null
+  std::optional<int64_t> ignore_index;
+  enum class Reduction { kNone, kSum, kMean } reduction = Reduction::kMean;
+};
+
+// kSoftmax: scores are logits (SCE, log_prob optionally written); else they are log-probs (NLL).
+template <typename Io, bool kSoftmax>
+absl::Status LossImpl(KernelContext& ctx, const LossParams& p) {
+  using T = typename Io::T;
+  const T* x = ctx.input(0)->as<T>();
+  const TensorView& labels = *ctx.input(1);
+  T* out = ctx.output(0)->as<T>();
+  TensorView* log_prob = kSoftmax ? ctx.output(1) : nullptr;
+  T* lp = log_prob != nullptr ? log_prob->as<T>() : nullptr;
+  const int64_t N = p.N, C = p.C, D = p.D;
+  std::vector<double> sample_loss(N, 0.0), sample_weight(N, 0.0);
+  std::atomic<bool> has_bad_label{false};
+  std::atomic<int64_t> bad_label{0};
+  ParallelFor(N, std::max<int64_t>(1, kGrain / std::max<int64_t>(C * D, 1)),
+              [&](int64_t b, int64_t e) {
+                std::vector<float> lse(kSoftmax ? D : 0), sum(kSoftmax ? D : 0);
+                for (int64_t n = b; n < e; ++n) {
+                  const T* xs = x + n * C * D;
+                  if constexpr (kSoftmax) {
+                    // log-sum-exp over C for every d at once: inner loops run along d.
+                    std::fill(lse.begin(), lse.end(), -INFINITY);
+                    std::fill(sum.begin(), sum.end(), 0.0f);
+                    for (int64_t c = 0; c < C; ++c)
+                      for (int64_t d = 0; d < D; ++d) {
+                        float v = Io::Load(xs[c * D + d]);
+                        lse[d] = (v > lse[d] || v != v) ? v : lse[d];
+                      }
+                    for (int64_t c = 0; c < C; ++c)
+                      for (int64_t d = 0; d < D; ++d)
+                        sum[d] += red::FastExp(Io::Load(xs[c * D + d]) - lse[d]);
+                    for (int64_t d = 0; d < D; ++d) lse[d] += std::log(sum[d]);
+                    if (lp != nullptr)
+                      for (int64_t c = 0; c < C; ++c)
+                        for (int64_t d = 0; d < D; ++d)
+                          lp[n * C * D + c * D + d] = Io::Store(Io::Load(xs[c * D + d]) - lse[d]);
+                  }
+                  double loss_sum = 0, weight_sum = 0;
+                  for (int64_t d = 0; d < D; ++d) {
+                    const int64_t t = IntAt(labels, n * D + d);
+                    float l = 0, w = 0;
+                    if (!(p.ignore_index && t == *p.ignore_index)) {
+                      if (t < 0 || t >= C) {
+                        bad_label.store(t);
+                        has_bad_label.store(true);
+                        continue;
+                      }
+                      w = p.weights != nullptr ? p.weights[t] : 1.0f;
+                      float logp = Io::Load(xs[t * D + d]);
+                      if constexpr (kSoftmax) logp -= lse[d];
+                      l = -logp * w;
+                    }
+                    if (p.reduction == LossParams::Reduction::kNone)
+                      out[n * D + d] = Io::Store(l);
+                    loss_sum += l;
+                    weight_sum += w;
+                  }
+                  sample_loss[n] = loss_sum;
+                  sample_weight[n] = weight_sum;
+                }
+              });
+  if (has_bad_label.load())
+    return ctx.Error(absl::StrCat("label ", bad_label.load(), " is out of range [0, ", C, ")"));
+  if (p.reduction == LossParams::Reduction::kNone) return absl::OkStatus();
+  double total = 0, total_weight = 0;
+  for (int64_t n = 0; n < N; ++n) total += sample_loss[n], total_weight += sample_weight[n];
+  // mean over zero applied weight is 0/0 = NaN, as ONNX's reference computes it.
+  if (p.reduction == LossParams::Reduction::kMean) total /= total_weight;
+  out[0] = Io::Store(static_cast<float>(total));
+  return absl::OkStatus();
+}
+
+template <bool kSoftmax>
+absl::Status LossKernel(KernelContext& ctx) {
+  const TensorView& scores = *ctx.input(0);
+  const TensorView* labels = ctx.input(1);
+  const TensorView* weights = ctx.input(2);
+  if (labels == nullptr) return ctx.Error("needs input labels");
+  if (labels->dtype != DType::kI32 && labels->dtype != DType::kI64)
+    return ctx.Error(absl::StrCat("labels must be int32 or int64, got ", DTypeName(labels->dtype)));
+  if (scores.rank() < 2) return ctx.Error("scores must be [N, C, ...]");
+  LossParams p;
+  p.N = scores.dims[0];
+  p.C = scores.dims[1];
+  for (int64_t i = 2; i < scores.rank(); ++i) p.D *= scores.dims[i];
+  if (labels->numel() != p.N * p.D)
+    return ctx.Error("labels must have the shape of scores without dim 1");
+  std::vector<float> w;
+  if (weights != nullptr) {
+    if (!IsFloat(weights->dtype) || weights->numel() != p.C)
+      return ctx.Error(absl::StrCat("weights must be a float tensor of C=", p.C, " elements"));
+    w = ToFloatVector(*weights);
+    p.weights = w.data();
+  }
+  if (ctx.node().has_attr("ignore_index")) p.ignore_index = ctx.node().attr_int("ignore_index", 0);
+  const std::string reduction = ctx.node().attr_string("reduction", "mean");
+  if (reduction == "none") p.reduction = LossParams::Reduction::kNone;
+  else if (reduction == "sum") p.reduction = LossParams::Reduction::kSum;
+  else if (reduction == "mean") p.reduction = LossParams::Reduction::kMean;
+  else return ctx.Error(absl::StrCat("unknown reduction '", reduction, "'"));
+  absl::Status st;
+  MT_RETURN_IF_ERROR(DispatchFloat(ctx, scores.dtype, [&](auto io) {
+    st = LossImpl<decltype(io), kSoftmax>(ctx, p);
+  }));
+  return st;
+}
+
+}  // namespace
+
+MT_REGISTER_KERNELS(cpu_loss) {
+  r.Register({"SoftmaxCrossEntropyLoss", "", DeviceType::kCPU, kFloatTypes, 0,
+              FnKernel(LossKernel<true>)});
+  r.Register({"NegativeLogLikelihoodLoss", "", DeviceType::kCPU, kFloatTypes, 0,
+              FnKernel(LossKernel<false>)});
+}
+
+}  // namespace mixtrain::cpu
