@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "kernels/registry.h"
@@ -20,6 +21,27 @@ class Device {
   virtual void CopyOnDevice(void* dst, const void* src, size_t bytes) = 0;    // on the stream
   virtual void Synchronize() = 0;  // waits for the stream
   virtual void* stream() = 0;      // cudaStream_t on CUDA, null on the CPU
+};
+
+// Owns one allocation of a Device (move-only); frees it on destruction.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  static absl::StatusOr<DeviceBuffer> Allocate(Device* device, size_t bytes);
+  DeviceBuffer(DeviceBuffer&& o) noexcept { *this = std::move(o); }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() { Reset(); }
+
+  void* data() const { return data_; }
+  size_t size() const { return bytes_; }
+  void Reset();
+
+ private:
+  Device* device_ = nullptr;
+  void* data_ = nullptr;
+  size_t bytes_ = 0;
 };
 
 // The CPU device (synchronous; the stream is the calling thread).

@@ -1,0 +1,77 @@
+#include "runtime/executor.h"
+
+#include <chrono>
+
+#include "graph/check.h"
+
+namespace mixtrain {
+
+absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const ExecutionPlan> plan,
+                                                           Device* device,
+                                                           const std::vector<void*>& initializers) {
+  std::unique_ptr<Executor> e(new Executor());
+  e->plan_ = std::move(plan);
+  e->device_ = device;
+  const ExecutionPlan& p = *e->plan_;
+  MT_ASSIGN_OR_RETURN(e->arena_, DeviceBuffer::Allocate(device, p.stats.peak_planned_bytes));
+  e->views_.resize(p.slots.size());
+  for (size_t i = 0; i < p.slots.size(); ++i) {
+    const Slot& s = p.slots[i];
+    TensorView& v = e->views_[i];
+    v.dtype = s.dtype;
+    v.dims = s.dims;
+    switch (s.kind) {
+      case SlotKind::kArena: v.data = static_cast<uint8_t*>(e->arena_.data()) + s.offset; break;
+      case SlotKind::kConstant: v.data = const_cast<void*>(p.constants[s.index].data()); break;
+      case SlotKind::kFeed: e->feed_slots_.push_back(static_cast<int>(i)); break;
+      case SlotKind::kInitializer: break;  // bound below
+    }
+  }
+  e->BindInitializers(initializers);
+  e->kernels_.reserve(p.steps.size());
+  e->contexts_.reserve(p.steps.size());
+  for (const Step& st : p.steps) {
+    MT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> k, st.kernel->factory(*st.node));
+    e->kernels_.push_back(std::move(k));
+    std::vector<const TensorView*> ins;
+    std::vector<TensorView*> outs;
+    for (int s : st.inputs) ins.push_back(s >= 0 ? &e->views_[s] : nullptr);
+    for (int s : st.outputs) outs.push_back(s >= 0 ? &e->views_[s] : nullptr);
+    e->contexts_.emplace_back(*st.node, device->type(), std::move(ins), std::move(outs), device->stream(),
+                             st.opset);
+  }
+  e->step_seconds_.assign(p.steps.size(), 0.0);
+  e->step_runs_.assign(p.steps.size(), 0);
+  return e;
+}
+
+void Executor::BindInitializers(const std::vector<void*>& initializers) {
+  for (size_t i = 0; i < plan_->slots.size(); ++i)
+    if (plan_->slots[i].kind == SlotKind::kInitializer) views_[i].data = initializers.at(plan_->slots[i].index);
+}
+
+absl::Status Executor::Run(const std::vector<const void*>& feeds) {
+  for (int s : feed_slots_) views_[s].data = const_cast<void*>(feeds[plan_->slots[s].index]);
+  const size_t n = kernels_.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (!profiling_) {
+      absl::Status st = kernels_[i]->Compute(contexts_[i]);
+      if (!st.ok()) return st;
+      continue;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    absl::Status st = kernels_[i]->Compute(contexts_[i]);
+    device_->Synchronize();
+    step_seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    ++step_runs_[i];
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+void Executor::ResetProfile() {
+  std::fill(step_seconds_.begin(), step_seconds_.end(), 0.0);
+  std::fill(step_runs_.begin(), step_runs_.end(), 0);
+}
+
+}  // namespace mixtrain

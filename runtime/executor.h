@@ -1,0 +1,58 @@
+// The executor: runs one ExecutionPlan's kernels in order over memory bound once — an arena for
+// intermediates, the session's persistent initializer buffers, the plan's folded constants and,
+// per run, the fed tensors. One OpKernel per step, created once and kept (kernels cache
+// per-shape state such as oneDNN primitives). Nodes run one at a time; kernels use the cores.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "kernels/registry.h"
+#include "runtime/device.h"
+#include "runtime/plan.h"
+
+namespace mixtrain {
+
+class Executor {
+ public:
+  // `initializers` are the device addresses of the graph's initializers (Graph::initializers()
+  // order); they must stay valid until rebound or the executor dies.
+  static absl::StatusOr<std::unique_ptr<Executor>> Create(std::shared_ptr<const ExecutionPlan> plan,
+                                                          Device* device,
+                                                          const std::vector<void*>& initializers);
+
+  // Points initializer slots at new addresses (after the session replaced a buffer).
+  void BindInitializers(const std::vector<void*>& initializers);
+
+  // Runs every step. `feeds` holds the device address of each graph input's data (null for
+  // inputs not fed).
+  absl::Status Run(const std::vector<const void*>& feeds);
+
+  const ExecutionPlan& plan() const { return *plan_; }
+  void* SlotData(int slot) const { return views_[slot].data; }
+
+  // Per-step wall time, summed over the runs made while profiling was on.
+  void set_profiling(bool on) { profiling_ = on; }
+  const std::vector<double>& step_seconds() const { return step_seconds_; }
+  const std::vector<int64_t>& step_runs() const { return step_runs_; }
+  void ResetProfile();
+
+ private:
+  Executor() = default;
+
+  std::shared_ptr<const ExecutionPlan> plan_;
+  Device* device_ = nullptr;
+  DeviceBuffer arena_;
+  std::vector<TensorView> views_;  // one per slot; never resized after Create (contexts point in)
+  std::vector<std::unique_ptr<OpKernel>> kernels_;
+  std::vector<KernelContext> contexts_;
+  std::vector<int> feed_slots_;  // slots whose address is the fed tensor's, patched per run
+  bool profiling_ = false;
+  std::vector<double> step_seconds_;
+  std::vector<int64_t> step_runs_;
+};
+
+}  // namespace mixtrain

@@ -1,0 +1,453 @@
+#include "runtime/planner.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/check.h"
+#include "graph/shape_inference.h"
+#include "runtime/arena.h"
+
+namespace mixtrain {
+namespace {
+
+bool IsDefaultDomain(const Node& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
+
+// Ops whose output is input 0's bytes under new dims: zero-copy views, never executed.
+bool IsViewOp(const Node& n) {
+  static const absl::flat_hash_set<std::string> kOps = {"Reshape", "Flatten", "Squeeze",
+                                                        "Unsqueeze", "Identity"};
+  return IsDefaultDomain(n) && kOps.contains(n.op_type());
+}
+
+// Elementwise ops whose output element i depends only on element i of input 0 (other inputs
+// broadcast into it), so the output may overwrite input 0 when it dies there. Max/Min are
+// missing on purpose: a variadic kernel may combine the other inputs first.
+bool MayOverwriteInput0(const Node& n) {
+  static const absl::flat_hash_set<std::string> kOps = {
+      "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "Log",  "Neg", "Abs", "Sqrt", "Reciprocal",
+      "Erf",  "Gelu",      "Softplus", "Clip", "Add", "Sub", "Mul", "Div", "Pow"};
+  return IsDefaultDomain(n) && kOps.contains(n.op_type());
+}
+
+// Ops that draw random numbers must run every time.
+bool IsRandom(const Node& n) {
+  static const absl::flat_hash_set<std::string> kOps = {
+      "Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+      "Bernoulli", "Multinomial"};
+  return IsDefaultDomain(n) && kOps.contains(n.op_type());
+}
+
+std::string DimsString(const std::vector<int64_t>& d) {
+  return absl::StrCat("[", absl::StrJoin(d, ","), "]");
+}
+
+absl::StatusOr<std::vector<Tensor>> ComputeOnHost(const Node& node, int64_t opset, const KernelDef& def,
+                                                  const std::vector<const Tensor*>& inputs,
+                                                  const std::vector<TypeInfo>& out_types) {
+  std::vector<Tensor> outs(node.num_outputs());
+  std::vector<TensorView> in_views(inputs.size()), out_views(outs.size());
+  std::vector<const TensorView*> in_ptrs(inputs.size(), nullptr);
+  std::vector<TensorView*> out_ptrs(outs.size(), nullptr);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] == nullptr) continue;
+    in_views[i] = {inputs[i]->dtype(), inputs[i]->dims(), const_cast<void*>(inputs[i]->data())};
+    in_ptrs[i] = &in_views[i];
+  }
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (node.output(i) == nullptr) continue;
+    outs[i] = Tensor(out_types[i].dtype, out_types[i].shape.sizes());
+    out_views[i] = {outs[i].dtype(), outs[i].dims(), outs[i].data()};
+    out_ptrs[i] = &out_views[i];
+  }
+  MT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, def.factory(node));
+  KernelContext ctx(node, DeviceType::kCPU, in_ptrs, out_ptrs, nullptr, opset);
+  MT_RETURN_IF_ERROR(kernel->Compute(ctx));
+  return outs;
+}
+
+std::vector<DType> DTypesOf(const std::vector<TypeInfo>& t) {
+  std::vector<DType> d;
+  for (const TypeInfo& x : t) d.push_back(x.present ? x.dtype : DType::kUndefined);
+  return d;
+}
+
+class Planner {
+ public:
+  Planner(const Graph& g, const PlanRequest& r) : g_(g), req_(r), plan_(new ExecutionPlan) {}
+
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> Build(std::vector<int>* wants_values) {
+    MT_RETURN_IF_ERROR(MarkNeeded());
+    MT_RETURN_IF_ERROR(AddSources());
+    for (const auto& up : g_.nodes()) {
+      if (!needed_nodes_.contains(up.get())) continue;
+      MT_RETURN_IF_ERROR(PlanNode(*up, wants_values));
+    }
+    MT_RETURN_IF_ERROR(ResolveFetchesAndState());
+    AssignMemory();
+    return std::move(plan_);
+  }
+
+ private:
+  // Only nodes that feed a fetch or a state update run.
+  absl::Status MarkNeeded() {
+    std::vector<const Value*> work;
+    for (const std::string& f : req_.fetches) {
+      const Value* v = g_.FindValue(f);
+      if (v == nullptr) return absl::NotFoundError(absl::StrCat("fetch '", f, "' is not a value of the graph"));
+      work.push_back(v);
+    }
+    for (const auto& [from, to] : req_.state_updates) {
+      const Value* v = g_.FindValue(from);
+      if (v == nullptr)
+        return absl::NotFoundError(absl::StrCat("state update source '", from, "' is not a value of the graph"));
+      const Value* init = g_.FindValue(to);
+      if (init == nullptr || !init->is_initializer())
+        return absl::NotFoundError(absl::StrCat("state update target '", to, "' is not an initializer"));
+      work.push_back(v);
+      mutable_inits_.insert(init);
+    }
+    absl::flat_hash_set<const Value*> seen;
+    while (!work.empty()) {
+      const Value* v = work.back();
+      work.pop_back();
+      if (v == nullptr || !seen.insert(v).second || v->producer == nullptr) continue;
+      if (needed_nodes_.insert(v->producer).second)
+        for (const Value* in : v->producer->inputs()) work.push_back(in);
+    }
+    return absl::OkStatus();
+  }
+
+  int NewSlot(const Value* v, DType dtype, std::vector<int64_t> dims, SlotKind kind, int index) {
+    Slot s;
+    s.value = v;
+    s.dtype = dtype;
+    s.dims = std::move(dims);
+    s.kind = kind;
+    s.index = index;
+    plan_->slots.push_back(std::move(s));
+    int id = static_cast<int>(plan_->slots.size()) - 1;
+    root_.push_back(id);
+    members_.push_back({id});
+    known_.emplace_back();
+    producer_step_.push_back(-1);
+    if (v != nullptr) slot_of_[v] = id;
+    return id;
+  }
+
+  // Graph inputs (fed, or defaulting to their initializer) and initializers.
+  absl::Status AddSources() {
+    MT_CHECK(req_.feeds.size() == g_.inputs().size()) << "one FeedType per graph input";
+    for (size_t i = 0; i < g_.inputs().size(); ++i) {
+      const Value* v = g_.inputs()[i];
+      const FeedType& f = req_.feeds[i];
+      if (!f.fed) {
+        if (!v->is_initializer()) return absl::InvalidArgumentError(absl::StrCat("graph input '", v->name, "' is not fed"));
+        continue;  // added below as an initializer
+      }
+      int s = NewSlot(v, f.dtype, f.dims, SlotKind::kFeed, static_cast<int>(i));
+      if (f.value != nullptr) known_[s] = f.value->Clone();  // the plan outlives the caller's tensor
+    }
+    for (size_t i = 0; i < g_.initializers().size(); ++i) {
+      const Value* v = g_.initializers()[i];
+      if (slot_of_.contains(v)) continue;  // fed instead
+      const Tensor& t = *v->initializer;
+      int s = NewSlot(v, t.dtype(), t.dims(), SlotKind::kInitializer, static_cast<int>(i));
+      if (!mutable_inits_.contains(v)) known_[s] = t;
+    }
+    return absl::OkStatus();
+  }
+
+  // Which small integer feeds without known contents does `n` depend on? (A shape computed
+  // from an input, e.g. Reshape's target shape fed by the caller.)
+  std::vector<int> ValueDependentFeeds(const Node& n) {
+    absl::flat_hash_set<const Value*> seen;
+    std::vector<const Value*> work(n.inputs().begin(), n.inputs().end());
+    std::vector<int> feeds;
+    while (!work.empty()) {
+      const Value* v = work.back();
+      work.pop_back();
+      if (v == nullptr || !seen.insert(v).second) continue;
+      if (v->producer != nullptr) {
+        for (const Value* in : v->producer->inputs()) work.push_back(in);
+        continue;
+      }
+      auto it = slot_of_.find(v);
+      if (it == slot_of_.end()) continue;
+      const Slot& s = plan_->slots[it->second];
+      bool small_int = (s.dtype == DType::kI64 || s.dtype == DType::kI32) && NumElements(s.dims) <= 4096;
+      if (s.kind == SlotKind::kFeed && small_int && !known_[it->second].defined()) feeds.push_back(s.index);
+    }
+    std::sort(feeds.begin(), feeds.end());
+    return feeds;
+  }
+
+  absl::Status PlanNode(const Node& n, std::vector<int>* wants_values) {
+    std::vector<TypeInfo> ins(n.num_inputs());
+    std::vector<int> in_slots(n.num_inputs(), -1);
+    bool all_known = true;
+    for (size_t i = 0; i < n.num_inputs(); ++i) {
+      const Value* v = n.input(i);
+      if (v == nullptr) {
+        ins[i].present = false;
+        continue;
+      }
+      auto it = slot_of_.find(v);
+      if (it == slot_of_.end())
+        return absl::InvalidArgumentError(absl::StrCat(
+            "node '", n.name(), "' (", n.op_type(), "): input '", v->name,
+            "' is not a graph input, an initializer or the output of an earlier node"));
+      int s = it->second;
+      in_slots[i] = s;
+      ins[i].dtype = plan_->slots[s].dtype;
+      ins[i].shape = Shape::Of(plan_->slots[s].dims);
+      if (known_[s].defined())
+        ins[i].value = &known_[s];
+      else
+        all_known = false;
+    }
+    const KernelRegistry& registry = KernelRegistry::Global();
+    if (FindOpSchema(n.domain(), n.op_type()) == nullptr) {
+      // The registry's error names the op as unsupported when it has no kernel either.
+      MT_RETURN_IF_ERROR(registry.Find(n, req_.device, DTypesOf(ins), {}).status());
+      return absl::UnimplementedError(absl::StrCat("node '", n.name(), "' (", n.op_type(),
+                                                   "): no shape inference rule for this op"));
+    }
+    std::vector<TypeInfo> outs;
+    MT_RETURN_IF_ERROR(InferNode(n, g_.opset(n.domain()), ins, &outs));
+    int64_t out_elems = 0;
+    for (size_t i = 0; i < n.num_outputs(); ++i) {
+      if (n.output(i) == nullptr) continue;
+      if (i < outs.size() && outs[i].dtype != DType::kUndefined && outs[i].shape.fully_known()) {
+        out_elems += NumElements(outs[i].shape.sizes());
+        continue;
+      }
+      *wants_values = ValueDependentFeeds(n);
+      std::string what = absl::StrCat("node '", n.name(), "' (", n.op_type(), "): cannot determine the ",
+                                      "dtype and shape of output '", n.output(i)->name, "'");
+      if (!wants_values->empty()) return absl::FailedPreconditionError(absl::StrCat(what, " without input values"));
+      return absl::InvalidArgumentError(what);
+    }
+
+    if (all_known && !IsRandom(n) && out_elems <= req_.fold_limit_elements) {
+      MT_ASSIGN_OR_RETURN(bool folded, Fold(n, in_slots, ins, outs));
+      if (folded) return absl::OkStatus();
+    }
+    if (IsViewOp(n) && in_slots[0] >= 0 && n.output(0) != nullptr) {
+      const Slot& in = plan_->slots[in_slots[0]];
+      std::vector<int64_t> dims = outs[0].shape.sizes();
+      if (outs[0].dtype != in.dtype || NumElements(dims) != NumElements(in.dims))
+        return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(), "): output ",
+                                                       DimsString(dims), " does not view input ", DimsString(in.dims)));
+      int s = NewSlot(n.output(0), in.dtype, dims, SlotKind::kArena, -1);
+      Attach(s, root_[in_slots[0]]);
+      if (known_[in_slots[0]].defined()) known_[s] = known_[in_slots[0]].Reshaped(dims);
+      ++plan_->stats.view_nodes;
+      return absl::OkStatus();
+    }
+    MT_ASSIGN_OR_RETURN(const KernelDef* def, registry.Find(n, req_.device, DTypesOf(ins), DTypesOf(outs)));
+    Step step;
+    step.node = &n;
+    step.kernel = def;
+    step.opset = g_.opset(n.domain());
+    step.inputs = std::move(in_slots);
+    int step_index = static_cast<int>(plan_->steps.size());
+    for (size_t i = 0; i < n.num_outputs(); ++i) {
+      if (n.output(i) == nullptr) {
+        step.outputs.push_back(-1);
+        continue;
+      }
+      int s = NewSlot(n.output(i), outs[i].dtype, outs[i].shape.sizes(), SlotKind::kArena, -1);
+      producer_step_[s] = step_index;
+      step.outputs.push_back(s);
+    }
+    plan_->steps.push_back(std::move(step));
+    return absl::OkStatus();
+  }
+
+  // Computes the node now; false when no CPU kernel can (it then runs as a normal step).
+  absl::StatusOr<bool> Fold(const Node& n, const std::vector<int>& in_slots,
+                            const std::vector<TypeInfo>& ins, const std::vector<TypeInfo>& outs) {
+    std::vector<Tensor> results;
+    if (IsViewOp(n)) {
+      results.push_back(known_[in_slots[0]].Reshaped(outs[0].shape.sizes()));
+    } else {
+      auto def = KernelRegistry::Global().Find(n, DeviceType::kCPU, DTypesOf(ins), DTypesOf(outs));
+      if (!def.ok()) return false;
+      std::vector<const Tensor*> args;
+      for (int s : in_slots) args.push_back(s >= 0 ? &known_[s] : nullptr);
+      MT_ASSIGN_OR_RETURN(results, ComputeOnHost(n, g_.opset(n.domain()), **def, args, outs));
+    }
+    for (size_t i = 0; i < results.size(); ++i) {
+      if (n.output(i) == nullptr) continue;
+      int s = NewSlot(n.output(i), results[i].dtype(), results[i].dims(), SlotKind::kConstant,
+                      static_cast<int>(plan_->constants.size()));
+      plan_->constants.push_back(results[i]);
+      known_[s] = results[i];
+    }
+    for (int s : in_slots)
+      if (s >= 0 && plan_->slots[root_[s]].kind == SlotKind::kInitializer)
+        folded_inits_.insert(plan_->slots[root_[s]].index);
+    ++plan_->stats.folded_nodes;
+    return true;
+  }
+
+  // Makes slot `s` (and everything sharing its bytes) share the bytes of root `r`.
+  void Attach(int s, int r) {
+    int old = root_[s];
+    if (old == r) return;
+    for (int m : members_[old]) {
+      root_[m] = r;
+      members_[r].push_back(m);
+    }
+    members_[old].clear();
+  }
+
+  absl::Status ResolveFetchesAndState() {
+    for (const std::string& f : req_.fetches) {
+      auto it = slot_of_.find(g_.FindValue(f));
+      if (it == slot_of_.end()) return absl::InvalidArgumentError(absl::StrCat("fetch '", f, "' is not computed"));
+      plan_->fetch_slots.push_back(it->second);
+    }
+    for (const auto& [from, to] : req_.state_updates) {
+      int src = slot_of_.at(g_.FindValue(from));
+      auto it = slot_of_.find(g_.FindValue(to));
+      if (it == slot_of_.end() || plan_->slots[it->second].kind != SlotKind::kInitializer)
+        return absl::InvalidArgumentError(absl::StrCat("state update target '", to, "' is fed, not an initializer"));
+      const Slot& a = plan_->slots[src];
+      const Slot& b = plan_->slots[it->second];
+      if (a.dtype != b.dtype || a.dims != b.dims)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "state update '", from, "' (", DTypeName(a.dtype), DimsString(a.dims), ") does not match initializer '",
+            to, "' (", DTypeName(b.dtype), DimsString(b.dims), ")"));
+      state_.push_back({src, it->second});
+    }
+    plan_->folded_initializers.assign(folded_inits_.begin(), folded_inits_.end());
+    std::sort(plan_->folded_initializers.begin(), plan_->folded_initializers.end());
+    return absl::OkStatus();
+  }
+
+  void AssignMemory() {
+    std::vector<Slot>& slots = plan_->slots;
+    const int end = static_cast<int>(plan_->steps.size());  // "after the last step"
+    std::vector<int> last(slots.size(), -1);
+    for (int i = 0; i < end; ++i)
+      for (int s : plan_->steps[i].inputs)
+        if (s >= 0) last[s] = i;
+    for (int s : plan_->fetch_slots) last[s] = end;
+    for (const PendingState& c : state_) last[c.from] = end;
+    std::vector<int> root_last(slots.size(), -1);
+    for (size_t s = 0; s < slots.size(); ++s) root_last[root_[s]] = std::max(root_last[root_[s]], last[s]);
+
+    // In place: an elementwise output takes over input 0's buffer when nothing reads it later.
+    for (int i = 0; i < end; ++i) {
+      const Step& st = plan_->steps[i];
+      if (!MayOverwriteInput0(*st.node) || st.inputs.empty() || st.inputs[0] < 0 || st.outputs.size() != 1) continue;
+      int r = root_[st.inputs[0]], o = st.outputs[0];
+      if (slots[r].kind != SlotKind::kArena || root_last[r] != i || slots[r].nbytes() != slots[o].nbytes()) continue;
+      root_last[r] = std::max(root_last[r], root_last[o]);
+      Attach(o, r);
+      ++plan_->stats.inplace_outputs;
+    }
+
+    // State updates: the producer writes straight into the initializer when the initializer's
+    // old value is dead by the time the new one's buffer is first written.
+    absl::flat_hash_set<int> redirected;
+    for (const PendingState& c : state_) {
+      int r = root_[c.from], init = plan_->slots[c.to].index;
+      bool direct = slots[r].kind == SlotKind::kArena && producer_step_[r] > root_last[c.to] &&
+                    !redirected.contains(r);
+      if (!direct) {
+        plan_->state_copies.push_back({c.from, init});
+        continue;
+      }
+      redirected.insert(r);
+      slots[r].kind = SlotKind::kInitializer;
+      slots[r].index = init;
+      ++plan_->stats.inplace_state_updates;
+    }
+
+    std::vector<int> roots;
+    std::vector<BufferLifetime> lifetimes;
+    for (size_t s = 0; s < slots.size(); ++s) {
+      if (producer_step_[s] >= 0) plan_->stats.naive_bytes += (slots[s].nbytes() + 63) / 64 * 64;
+      if (root_[s] != static_cast<int>(s) || slots[s].kind != SlotKind::kArena) continue;
+      roots.push_back(static_cast<int>(s));
+      int first = producer_step_[s];
+      lifetimes.push_back({slots[s].nbytes(), first, std::max(first, root_last[s])});
+    }
+    ArenaLayout layout = PackBuffers(lifetimes);
+    for (size_t i = 0; i < roots.size(); ++i) slots[roots[i]].offset = layout.offsets[i];
+    for (size_t s = 0; s < slots.size(); ++s) {
+      const Slot& r = slots[root_[s]];
+      slots[s].kind = r.kind;
+      slots[s].index = r.index;
+      slots[s].offset = r.offset;
+    }
+    plan_->stats.peak_planned_bytes = layout.total_bytes;
+    plan_->stats.steps = end;
+  }
+
+  const Graph& g_;
+  const PlanRequest& req_;
+  std::unique_ptr<ExecutionPlan> plan_;
+  absl::flat_hash_set<const Node*> needed_nodes_;
+  absl::flat_hash_set<const Value*> mutable_inits_;
+  absl::flat_hash_map<const Value*, int> slot_of_;
+  // Per slot: the slot whose bytes it shares (itself if none), the slots sharing its bytes
+  // (for roots), contents known at plan time, and the step writing it (-1: not a step output).
+  std::vector<int> root_;
+  std::vector<std::vector<int>> members_;
+  std::vector<Tensor> known_;
+  std::vector<int> producer_step_;
+  absl::flat_hash_set<int> folded_inits_;
+  struct PendingState {
+    int from, to;  // slots
+  };
+  std::vector<PendingState> state_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ExecutionPlan>> BuildPlan(const Graph& graph, const PlanRequest& request,
+                                                         std::vector<int>* wants_values) {
+  wants_values->clear();
+  absl::flat_hash_set<const Node*> done;
+  for (const auto& up : graph.nodes()) {
+    for (const Value* v : up->inputs())
+      if (v != nullptr && v->producer != nullptr && !done.contains(v->producer))
+        return absl::InvalidArgumentError(absl::StrCat("node '", up->name(), "' (", up->op_type(),
+                                                       "): runs before the producer of its input '", v->name,
+                                                       "' (the graph is not topologically sorted)"));
+    done.insert(up.get());
+  }
+  return Planner(graph, request).Build(wants_values);
+}
+
+absl::StatusOr<std::vector<Tensor>> RunNodeOnHost(const Node& node, int64_t opset,
+                                                  const std::vector<const Tensor*>& inputs) {
+  std::vector<TypeInfo> ins(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i] == nullptr) {
+      ins[i].present = false;
+      continue;
+    }
+    ins[i].dtype = inputs[i]->dtype();
+    ins[i].shape = Shape::Of(inputs[i]->dims());
+    ins[i].value = inputs[i];
+  }
+  std::vector<TypeInfo> outs;
+  MT_RETURN_IF_ERROR(InferNode(node, opset, ins, &outs));
+  for (size_t i = 0; i < node.num_outputs(); ++i)
+    if (node.output(i) != nullptr && (i >= outs.size() || !outs[i].shape.fully_known()))
+      return absl::InvalidArgumentError(absl::StrCat("node '", node.name(), "' (", node.op_type(),
+                                                     "): cannot determine output ", i, "'s shape"));
+  MT_ASSIGN_OR_RETURN(const KernelDef* def,
+                      KernelRegistry::Global().Find(node, DeviceType::kCPU, DTypesOf(ins), DTypesOf(outs)));
+  return ComputeOnHost(node, opset, *def, inputs, outs);
+}
+
+}  // namespace mixtrain

@@ -1,0 +1,53 @@
+// The planner: turns a Graph plus the concrete types of what is fed into an ExecutionPlan.
+// It computes every value's dtype and dims with the op table's inference rules, folds small
+// computations whose inputs are all known (Shape -> Gather -> Concat -> Reshape chains), turns
+// Reshape-like nodes into zero-copy views, picks a kernel per node (failing at plan time, naming
+// node, op and dtypes, when there is none), lets elementwise outputs overwrite dying inputs,
+// writes state updates straight into their initializer where liveness allows, and packs all
+// remaining buffers into one arena by lifetime.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/graph.h"
+#include "runtime/plan.h"
+
+namespace mixtrain {
+
+// What is fed for one graph input.
+struct FeedType {
+  bool fed = false;  // false only for graph inputs that are also initializers (their default)
+  DType dtype = DType::kUndefined;
+  std::vector<int64_t> dims;
+  // The fed contents when the plan may depend on them (a shape computed from an input); the
+  // session then keys its plan cache on these contents too.
+  const Tensor* value = nullptr;
+};
+
+struct PlanRequest {
+  DeviceType device = DeviceType::kCPU;
+  std::vector<FeedType> feeds;       // one per Graph::inputs(), in order
+  std::vector<std::string> fetches;  // value names copied out after the run
+  // (value produced each run, initializer that takes its contents after the run).
+  std::vector<std::pair<std::string, std::string>> state_updates;
+  // Nodes whose inputs are all known and whose outputs have at most this many elements in all
+  // are computed at plan time.
+  int64_t fold_limit_elements = 65536;
+};
+
+// Builds the plan. The graph must be topologically sorted. When a shape depends on the contents
+// of fed inputs whose values the request did not give, fails and lists those inputs' indices in
+// `*wants_values` (non-empty only then) so the caller can plan again with the contents.
+absl::StatusOr<std::unique_ptr<ExecutionPlan>> BuildPlan(const Graph& graph,
+                                                         const PlanRequest& request,
+                                                         std::vector<int>* wants_values);
+
+// Runs one node's CPU kernel on host tensors (plan-time folding; also handy for tests).
+absl::StatusOr<std::vector<Tensor>> RunNodeOnHost(const Node& node, int64_t opset,
+                                                  const std::vector<const Tensor*>& inputs);
+
+}  // namespace mixtrain

@@ -1,0 +1,315 @@
+#include "runtime/session.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/check.h"
+#include "runtime/planner.h"
+
+namespace mixtrain {
+
+// One input signature's plan. The signature fields let Run recognize it again without building
+// a key (no allocation on the hot path).
+struct Session::CachedPlan {
+  std::vector<std::string> fetches;
+  std::vector<bool> fed;
+  std::vector<DType> dtypes;
+  std::vector<std::vector<int64_t>> dims;
+  std::vector<Tensor> keyed_values;  // per input; defined for inputs whose contents key the plan
+  std::shared_ptr<const ExecutionPlan> plan;
+  std::unique_ptr<Executor> executor;
+};
+
+namespace {
+
+bool IsSorted(const Graph& g) {
+  absl::flat_hash_set<const Node*> done;
+  for (const auto& up : g.nodes()) {
+    for (const Value* v : up->inputs())
+      if (v != nullptr && v->producer != nullptr && !done.contains(v->producer)) return false;
+    done.insert(up.get());
+  }
+  return true;
+}
+
+}  // namespace
+
+Session::~Session() = default;
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(std::shared_ptr<const Graph> graph,
+                                                         SessionOptions options) {
+  if (!IsSorted(*graph)) {
+    std::unique_ptr<Graph> sorted = graph->Clone();
+    MT_RETURN_IF_ERROR(sorted->TopoSort());
+    graph = std::move(sorted);
+  }
+  std::unique_ptr<Session> s(new Session());
+  s->graph_ = std::move(graph);
+  s->options_ = std::move(options);
+  MT_RETURN_IF_ERROR(s->Init());
+  return s;
+}
+
+absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph, SessionOptions options) {
+  return Create(std::shared_ptr<const Graph>(graph.Clone()), std::move(options));
+}
+
+absl::Status Session::Init() {
+  if (options_.device != DeviceType::kCPU)
+    return absl::UnimplementedError(absl::StrCat("no ", DeviceName(options_.device), " device in this build"));
+  device_ = MakeCpuDevice();
+  absl::flat_hash_set<std::string> targets;
+  for (const auto& [from, to] : options_.state_updates) {
+    const Value* v = graph_->FindValue(to);
+    if (v == nullptr || !v->is_initializer())
+      return absl::InvalidArgumentError(absl::StrCat("state update target '", to, "' is not an initializer"));
+    if (graph_->FindValue(from) == nullptr)
+      return absl::InvalidArgumentError(absl::StrCat("state update source '", from, "' is not a value of the graph"));
+    targets.insert(to);
+  }
+  const auto& inits = graph_->initializers();
+  inits_.resize(inits.size());
+  for (size_t i = 0; i < inits.size(); ++i) {
+    const Tensor& t = *inits[i]->initializer;
+    init_index_[inits[i]->name] = static_cast<int>(i);
+    // Read-only initializers are used where they are on the host; state gets its own buffer
+    // because graph tensors are immutable (and shared with clones).
+    if (device_->type() == DeviceType::kCPU && !targets.contains(inits[i]->name)) {
+      inits_[i].data = const_cast<void*>(t.data());
+      continue;
+    }
+    MT_ASSIGN_OR_RETURN(inits_[i].owned, DeviceBuffer::Allocate(device_.get(), t.nbytes()));
+    inits_[i].data = inits_[i].owned.data();
+    device_->CopyToDevice(inits_[i].data, t.data(), t.nbytes());
+  }
+  for (const Value* v : graph_->outputs()) default_fetches_.push_back(v->name);
+  value_keyed_.assign(graph_->inputs().size(), false);
+  feed_data_.assign(graph_->inputs().size(), nullptr);
+  profiling_ = options_.profile;
+  return absl::OkStatus();
+}
+
+std::vector<void*> Session::InitializerAddresses() const {
+  std::vector<void*> a;
+  for (const InitializerBuffer& b : inits_) a.push_back(b.data);
+  return a;
+}
+
+absl::StatusOr<std::string> Session::SignatureKey(const std::map<std::string, Tensor>& feeds,
+                                                  const std::vector<std::string>& fetches) const {
+  const auto& inputs = graph_->inputs();
+  absl::flat_hash_set<std::string> input_names;
+  for (const Value* v : inputs) input_names.insert(v->name);
+  for (const auto& [name, t] : feeds)
+    if (!input_names.contains(name)) return absl::InvalidArgumentError(absl::StrCat("feed '", name, "' is not an input of the graph"));
+  // symbol -> (size, input that bound it)
+  std::map<std::string, std::pair<int64_t, std::string>> bound;
+  std::string key = absl::StrCat(absl::StrJoin(fetches, ","), "|");
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Value* v = inputs[i];
+    auto it = feeds.find(v->name);
+    if (it == feeds.end()) {
+      if (!v->is_initializer()) return absl::InvalidArgumentError(absl::StrCat("graph input '", v->name, "' is not fed"));
+      absl::StrAppend(&key, "-;");
+      continue;
+    }
+    const Tensor& t = it->second;
+    if (!t.defined()) return absl::InvalidArgumentError(absl::StrCat("input '", v->name, "': fed an empty tensor"));
+    if (v->dtype != DType::kUndefined && t.dtype() != v->dtype)
+      return absl::InvalidArgumentError(absl::StrCat("input '", v->name, "': fed ", DTypeName(t.dtype()),
+                                                     ", the graph expects ", DTypeName(v->dtype)));
+    if (v->shape.rank_known) {
+      if (t.rank() != v->shape.rank())
+        return absl::InvalidArgumentError(absl::StrCat("input '", v->name, "': fed rank ", t.rank(), " [",
+                                                       absl::StrJoin(t.dims(), ","), "], the graph expects ",
+                                                       v->shape.ToString()));
+      for (int64_t d = 0; d < t.rank(); ++d) {
+        const Dim& want = v->shape.dims[d];
+        int64_t got = t.dims()[d];
+        if (want.known() && want.value != got)
+          return absl::InvalidArgumentError(absl::StrCat("input '", v->name, "': dim ", d, " is ", got,
+                                                         ", the graph expects ", want.value));
+        if (want.known() || want.symbol.empty()) continue;
+        auto [b, inserted] = bound.emplace(want.symbol, std::make_pair(got, v->name));
+        if (!inserted && b->second.first != got)
+          return absl::InvalidArgumentError(absl::StrCat("input '", v->name, "': dim ", d, " ('", want.symbol,
+                                                         "') is ", got, ", but input '", b->second.second,
+                                                         "' binds '", want.symbol, "' to ", b->second.first));
+      }
+    }
+    absl::StrAppend(&key, DTypeName(t.dtype()), "[", absl::StrJoin(t.dims(), ","), "]");
+    if (value_keyed_[i]) absl::StrAppend(&key, "=", absl::StrJoin(t.ToInt64Vector(), ","));
+    absl::StrAppend(&key, ";");
+  }
+  return key;
+}
+
+bool Session::Matches(const CachedPlan& p, const std::map<std::string, Tensor>& feeds,
+                      const std::vector<std::string>& fetches) const {
+  if (p.fetches != fetches) return false;
+  const auto& inputs = graph_->inputs();
+  size_t fed = 0;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto it = feeds.find(inputs[i]->name);
+    if ((it != feeds.end()) != p.fed[i]) return false;
+    if (it == feeds.end()) continue;
+    ++fed;
+    const Tensor& t = it->second;
+    if (t.dtype() != p.dtypes[i] || t.dims() != p.dims[i]) return false;
+    if (p.keyed_values[i].defined() && !p.keyed_values[i].Identical(t)) return false;
+  }
+  return fed == feeds.size();  // otherwise a feed names no input: the slow path reports it
+}
+
+absl::StatusOr<std::unique_ptr<Session::CachedPlan>> Session::MakePlan(
+    const std::map<std::string, Tensor>& feeds, const std::vector<std::string>& fetches) {
+  const auto& inputs = graph_->inputs();
+  PlanRequest req;
+  req.device = options_.device;
+  req.fetches = fetches;
+  req.state_updates.assign(options_.state_updates.begin(), options_.state_updates.end());
+  req.fold_limit_elements = options_.fold_limit_elements;
+  req.feeds.resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto it = feeds.find(inputs[i]->name);
+    if (it == feeds.end()) continue;
+    req.feeds[i] = {true, it->second.dtype(), it->second.dims(), value_keyed_[i] ? &it->second : nullptr};
+  }
+  std::vector<int> wants;
+  absl::StatusOr<std::unique_ptr<ExecutionPlan>> plan = BuildPlan(*graph_, req, &wants);
+  // A shape depends on fed contents: plan again knowing them (and key later plans on them).
+  while (!plan.ok() && !wants.empty()) {
+    for (int i : wants) {
+      value_keyed_[i] = true;
+      req.feeds[i].value = &feeds.at(inputs[i]->name);
+    }
+    plan = BuildPlan(*graph_, req, &wants);
+  }
+  if (!plan.ok()) return plan.status();
+
+  auto cp = std::make_unique<CachedPlan>();
+  cp->fetches = fetches;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    cp->fed.push_back(req.feeds[i].fed);
+    cp->dtypes.push_back(req.feeds[i].dtype);
+    cp->dims.push_back(req.feeds[i].dims);
+    cp->keyed_values.push_back(req.feeds[i].value != nullptr ? req.feeds[i].value->Clone() : Tensor());
+  }
+  cp->plan = std::move(*plan);
+  MT_ASSIGN_OR_RETURN(cp->executor, Executor::Create(cp->plan, device_.get(), InitializerAddresses()));
+  cp->executor->set_profiling(profiling_);
+  return cp;
+}
+
+absl::StatusOr<Session::CachedPlan*> Session::GetPlan(const std::map<std::string, Tensor>& feeds,
+                                                      const std::vector<std::string>& fetches) {
+  if (last_ != nullptr && Matches(*last_, feeds, fetches)) return last_;
+  MT_ASSIGN_OR_RETURN(std::string key, SignatureKey(feeds, fetches));
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return last_ = it->second.get();
+  MT_ASSIGN_OR_RETURN(std::unique_ptr<CachedPlan> cp, MakePlan(feeds, fetches));
+  // Planning may have learned that some contents matter: key the plan on them.
+  MT_ASSIGN_OR_RETURN(key, SignatureKey(feeds, fetches));
+  last_ = cp.get();
+  plans_[key] = std::move(cp);
+  return last_;
+}
+
+absl::StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& feeds,
+                                                 const std::vector<std::string>& fetch_names) {
+  const std::vector<std::string>& fetches = fetch_names.empty() ? default_fetches_ : fetch_names;
+  MT_ASSIGN_OR_RETURN(CachedPlan* p, GetPlan(feeds, fetches));
+  const auto& inputs = graph_->inputs();
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto it = feeds.find(inputs[i]->name);
+    feed_data_[i] = it == feeds.end() ? nullptr : it->second.data();
+  }
+  Executor& exec = *p->executor;
+  MT_RETURN_IF_ERROR(exec.Run(feed_data_));
+  const ExecutionPlan& plan = *p->plan;
+  std::vector<Tensor> results;
+  results.reserve(plan.fetch_slots.size());
+  for (int s : plan.fetch_slots) {
+    const Slot& slot = plan.slots[s];
+    results.emplace_back(slot.dtype, slot.dims);
+    device_->CopyToHost(results.back().data(), exec.SlotData(s), slot.nbytes());
+  }
+  for (const StateCopy& c : plan.state_copies)
+    device_->CopyOnDevice(inits_[c.to].data, exec.SlotData(c.from), plan.slots[c.from].nbytes());
+  device_->Synchronize();
+  return results;
+}
+
+absl::StatusOr<Tensor> Session::GetInitializer(const std::string& name) const {
+  auto it = init_index_.find(name);
+  if (it == init_index_.end()) return absl::NotFoundError(absl::StrCat("no initializer '", name, "'"));
+  const Tensor& graph_t = *graph_->initializers()[it->second]->initializer;
+  Tensor t(graph_t.dtype(), graph_t.dims());
+  device_->CopyToHost(t.data(), inits_[it->second].data, t.nbytes());
+  device_->Synchronize();
+  return t;
+}
+
+absl::Status Session::SetInitializer(const std::string& name, const Tensor& value) {
+  auto it = init_index_.find(name);
+  if (it == init_index_.end()) return absl::NotFoundError(absl::StrCat("no initializer '", name, "'"));
+  int i = it->second;
+  const Tensor& graph_t = *graph_->initializers()[i]->initializer;
+  if (value.dtype() != graph_t.dtype() || value.dims() != graph_t.dims())
+    return absl::InvalidArgumentError(absl::StrCat(
+        "initializer '", name, "' is ", DTypeName(graph_t.dtype()), "[", absl::StrJoin(graph_t.dims(), ","),
+        "], got ", DTypeName(value.dtype()), "[", absl::StrJoin(value.dims(), ","), "]"));
+  InitializerBuffer& b = inits_[i];
+  if (b.owned.data() == nullptr) {
+    MT_ASSIGN_OR_RETURN(b.owned, DeviceBuffer::Allocate(device_.get(), value.nbytes()));
+    b.data = b.owned.data();
+    std::vector<void*> addresses = InitializerAddresses();
+    for (auto& [key, p] : plans_) p->executor->BindInitializers(addresses);
+  }
+  device_->CopyToDevice(b.data, value.data(), value.nbytes());
+  device_->Synchronize();
+  // Plans that computed something from the old contents at plan time are stale.
+  for (auto pit = plans_.begin(); pit != plans_.end();) {
+    const std::vector<int>& folded = pit->second->plan->folded_initializers;
+    if (!std::binary_search(folded.begin(), folded.end(), i)) {
+      ++pit;
+      continue;
+    }
+    if (last_ == pit->second.get()) last_ = nullptr;
+    plans_.erase(pit++);
+  }
+  return absl::OkStatus();
+}
+
+const PlanStats* Session::last_plan_stats() const { return last_ == nullptr ? nullptr : &last_->plan->stats; }
+
+void Session::set_profiling(bool on) {
+  profiling_ = on;
+  for (auto& [key, p] : plans_) p->executor->set_profiling(on);
+}
+
+std::vector<OpProfile> Session::Profile() const {
+  std::map<std::string, OpProfile> by_op;
+  for (const auto& [key, p] : plans_) {
+    const auto& steps = p->plan->steps;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      OpProfile& o = by_op[steps[i].node->op_type()];
+      o.op_type = steps[i].node->op_type();
+      o.calls += p->executor->step_runs()[i];
+      o.seconds += p->executor->step_seconds()[i];
+    }
+  }
+  std::vector<OpProfile> v;
+  for (auto& [op, o] : by_op)
+    if (o.calls > 0) v.push_back(o);
+  std::sort(v.begin(), v.end(), [](const OpProfile& a, const OpProfile& b) { return a.seconds > b.seconds; });
+  return v;
+}
+
+void Session::ResetProfile() {
+  for (auto& [key, p] : plans_) p->executor->ResetProfile();
+}
+
+}  // namespace mixtrain

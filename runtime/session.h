@@ -1,0 +1,101 @@
+// Session: the embeddable API that runs a Graph. Feeds bind the graph inputs' symbolic dims; each
+// new input signature (dtypes, dims, and for inputs that shapes depend on, contents) gets its own
+// ExecutionPlan and Executor, cached. Initializers live in persistent device buffers across runs;
+// `state_updates` make values computed by a run the initializers' new contents (training state).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "graph/graph.h"
+#include "runtime/device.h"
+#include "runtime/executor.h"
+#include "runtime/plan.h"
+
+namespace mixtrain {
+
+struct SessionOptions {
+  DeviceType device = DeviceType::kCPU;
+  // Value produced each run -> initializer that holds it after the run.
+  std::map<std::string, std::string> state_updates;
+  // Plan-time folding limit: nodes with known inputs and at most this many output elements.
+  int64_t fold_limit_elements = 65536;
+  bool profile = false;  // time every kernel (see Session::Profile)
+};
+
+// Time spent in one op type.
+struct OpProfile {
+  std::string op_type;
+  int64_t calls = 0;
+  double seconds = 0;
+};
+
+class Session {
+ public:
+  static absl::StatusOr<std::unique_ptr<Session>> Create(std::shared_ptr<const Graph> graph,
+                                                         SessionOptions options = {});
+  // Copies the graph.
+  static absl::StatusOr<std::unique_ptr<Session>> Create(const Graph& graph, SessionOptions options = {});
+  ~Session();
+
+  // Runs the graph on `feeds` (graph input name -> tensor) and returns the fetched values (the
+  // graph outputs when `fetch_names` is empty), in order.
+  absl::StatusOr<std::vector<Tensor>> Run(const std::map<std::string, Tensor>& feeds,
+                                          const std::vector<std::string>& fetch_names = {});
+
+  // A host copy of an initializer's current contents.
+  absl::StatusOr<Tensor> GetInitializer(const std::string& name) const;
+  // Replaces an initializer's contents (same dtype and dims).
+  absl::Status SetInitializer(const std::string& name, const Tensor& value);
+
+  const Graph& graph() const { return *graph_; }
+  // Statistics of the plan the last Run used; null before the first Run.
+  const PlanStats* last_plan_stats() const;
+  size_t num_cached_plans() const { return plans_.size(); }
+
+  // Kernel time by op type over the runs made with profiling on, slowest first.
+  void set_profiling(bool on);
+  std::vector<OpProfile> Profile() const;
+  void ResetProfile();
+
+ private:
+  struct CachedPlan;
+  struct InitializerBuffer {
+    void* data = nullptr;
+    DeviceBuffer owned;  // empty when `data` points into the graph's own (read-only) tensor
+  };
+
+  Session() = default;
+  absl::Status Init();
+  // Checks the feeds against the graph inputs (dtypes, ranks, fixed dims, one size per symbol)
+  // and returns the plan-cache key.
+  absl::StatusOr<std::string> SignatureKey(const std::map<std::string, Tensor>& feeds,
+                                           const std::vector<std::string>& fetches) const;
+  bool Matches(const CachedPlan& p, const std::map<std::string, Tensor>& feeds,
+               const std::vector<std::string>& fetches) const;
+  absl::StatusOr<CachedPlan*> GetPlan(const std::map<std::string, Tensor>& feeds,
+                                      const std::vector<std::string>& fetches);
+  absl::StatusOr<std::unique_ptr<CachedPlan>> MakePlan(const std::map<std::string, Tensor>& feeds,
+                                                       const std::vector<std::string>& fetches);
+  std::vector<void*> InitializerAddresses() const;
+
+  std::shared_ptr<const Graph> graph_;
+  SessionOptions options_;
+  std::unique_ptr<Device> device_;
+  std::vector<InitializerBuffer> inits_;  // Graph::initializers() order
+  absl::flat_hash_map<std::string, int> init_index_;
+  std::vector<std::string> default_fetches_;
+  // Graph inputs whose contents key the plan (shapes depend on them); grows as planning learns.
+  std::vector<bool> value_keyed_;
+  absl::flat_hash_map<std::string, std::unique_ptr<CachedPlan>> plans_;
+  CachedPlan* last_ = nullptr;
+  std::vector<const void*> feed_data_;  // per run, reused
+  bool profiling_ = false;
+};
+
+}  // namespace mixtrain
