@@ -161,7 +161,7 @@ absl::Status BroadcastC(const KernelContext& ctx, const TensorView& c, const voi
   auto* d = static_cast<uint8_t*>(dst);
 #pragma omp parallel for if (m * n > (1 << 16)) schedule(static)
   for (int64_t i = 0; i < m; ++i) {
-    const uint8_t* srow = s + (cd[0] == 1 ? 0 : i * n * elem);
+    const uint8_t* srow = s + (cd[0] == 1 ? 0 : i * cd[1] * elem);
     uint8_t* drow = d + i * n * elem;
     if (cd[1] == n) {
       std::memcpy(drow, srow, n * elem);

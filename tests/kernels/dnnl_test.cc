@@ -1,0 +1,188 @@
+// The oneDNN-backed CPU kernels (MatMul, Gemm, Conv, ConvTranspose, MaxPool, AveragePool, global
+// pools) against naive reference loops written here, in fp32 (tight) and bf16/fp16 (loose:
+// inputs are rounded to the low type first, so only the output rounding and the summation
+// order differ).
+#include <cmath>
+#include <random>
+
+#include "gtest/gtest.h"
+#include "kernels/common/half.h"
+#include "kernels/cpu/cpu_features.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace mixtrain {
+namespace {
+
+using testing_util::MakeNode;
+using testing_util::RunCpuKernel;
+
+// ---- tensors ------------------------------------------------------------------------------
+
+Tensor Random(std::vector<int64_t> dims, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  Tensor t(DType::kF32, std::move(dims));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = u(rng);
+  return t;
+}
+
+Tensor ToType(const Tensor& f, DType dt) {
+  if (dt == DType::kF32) return f;
+  Tensor t(dt, f.dims());
+  for (int64_t i = 0; i < f.numel(); ++i) {
+    float v = f.data_as<float>()[i];
+    t.data_as<uint16_t>()[i] = dt == DType::kBF16 ? FloatToBFloat16(v) : FloatToHalf(v);
+  }
+  return t;
+}
+
+Tensor ToF32(const Tensor& t) {
+  if (t.dtype() == DType::kF32) return t;
+  Tensor f(DType::kF32, t.dims());
+  for (int64_t i = 0; i < t.numel(); ++i) f.data_as<float>()[i] = static_cast<float>(t.GetDouble(i));
+  return f;
+}
+
+void ExpectNear(const Tensor& got, const Tensor& want, float tol) {
+  ASSERT_EQ(got.dims(), want.dims());
+  Tensor g = ToF32(got);
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    float w = want.data_as<float>()[i];
+    ASSERT_NEAR(g.data_as<float>()[i], w, tol * (1.0f + std::fabs(w))) << "element " << i;
+  }
+}
+
+float Tol(DType dt) { return dt == DType::kF32 ? 1e-5f : dt == DType::kF16 ? 4e-3f : 2e-2f; }
+
+// Runs op on `inputs` converted to dt; compares output 0 with `ref` computed from the
+// dt-rounded inputs in fp32.
+template <typename RefFn>
+void Check(const std::string& op, std::vector<Tensor> inputs, std::vector<Attribute> attrs,
+           DType dt, const std::vector<int64_t>& want_dims, RefFn ref) {
+  std::vector<Tensor> low, rounded;
+  for (const Tensor& t : inputs) {
+    low.push_back(t.defined() ? ToType(t, dt) : Tensor());
+    rounded.push_back(t.defined() ? ToF32(low.back()) : Tensor());
+  }
+  auto one = MakeNode(op, low, 1, attrs);
+  auto out = RunCpuKernel(*one.node, low);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ((*out)[0].dtype(), dt);
+  ASSERT_EQ((*out)[0].dims(), want_dims);
+  Tensor want(DType::kF32, want_dims);
+  ref(rounded, want);
+  ExpectNear((*out)[0], want, Tol(dt));
+}
+
+const DType kAll[] = {DType::kF32, DType::kBF16, DType::kF16};
+
+std::vector<int64_t> Strides(const std::vector<int64_t>& d) {
+  std::vector<int64_t> s(d.size(), 1);
+  for (int64_t i = static_cast<int64_t>(d.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * d[i + 1];
+  return s;
+}
+
+// Iterates every index of `dims` (row-major).
+bool Next(std::vector<int64_t>& idx, const std::vector<int64_t>& dims) {
+  for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) {
+    if (++idx[d] < dims[d]) return true;
+    idx[d] = 0;
+  }
+  return false;
+}
+
+// ---- MatMul / Gemm ------------------------------------------------------------------------
+
+// numpy matmul: 1-D operands promoted and squeezed, batch dims broadcast.
+void RefMatMul(const Tensor& a, const Tensor& b, Tensor& y) {
+  std::vector<int64_t> ad = a.dims(), bd = b.dims();
+  if (ad.size() == 1) ad.insert(ad.begin(), 1);
+  if (bd.size() == 1) bd.push_back(1);
+  size_t r = std::max(ad.size(), bd.size());
+  ad.insert(ad.begin(), r - ad.size(), 1);
+  bd.insert(bd.begin(), r - bd.size(), 1);
+  int64_t m = ad[r - 2], k = ad[r - 1], n = bd[r - 1];
+  std::vector<int64_t> batch(r - 2);
+  for (size_t i = 0; i + 2 < r; ++i) batch[i] = std::max(ad[i], bd[i]);
+  auto as = Strides(ad), bs = Strides(bd);
+  std::vector<int64_t> idx(batch.size(), 0);
+  int64_t bi = 0;
+  do {
+    int64_t ao = 0, bo = 0;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      ao += (ad[i] == 1 ? 0 : idx[i]) * as[i];
+      bo += (bd[i] == 1 ? 0 : idx[i]) * bs[i];
+    }
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t l = 0; l < k; ++l)
+          s += double(a.data_as<float>()[ao + i * k + l]) * b.data_as<float>()[bo + l * n + j];
+        y.data_as<float>()[(bi * m + i) * n + j] = static_cast<float>(s);
+      }
+    ++bi;
+  } while (!batch.empty() && Next(idx, batch));
+}
+
+void CheckMatMul(std::vector<int64_t> ad, std::vector<int64_t> bd, std::vector<int64_t> yd) {
+  for (DType dt : kAll) {
+    SCOPED_TRACE(DTypeName(dt));
+    Check("MatMul", {Random(ad, 1), Random(bd, 2)}, {}, dt, yd,
+          [](const std::vector<Tensor>& in, Tensor& y) { RefMatMul(in[0], in[1], y); });
+  }
+}
+
+TEST(DnnlMatMul, Plain2D) { CheckMatMul({7, 33}, {33, 5}, {7, 5}); }
+TEST(DnnlMatMul, SharedWeightsAcrossBatch) { CheckMatMul({2, 3, 4, 16}, {16, 8}, {2, 3, 4, 8}); }
+TEST(DnnlMatMul, BatchedBothSides) { CheckMatMul({3, 5, 6}, {3, 6, 4}, {3, 5, 4}); }
+TEST(DnnlMatMul, BroadcastBatchDims) { CheckMatMul({2, 1, 5, 6}, {1, 3, 6, 4}, {2, 3, 5, 4}); }
+TEST(DnnlMatMul, BroadcastLowerRank) { CheckMatMul({5, 6}, {2, 3, 6, 4}, {2, 3, 5, 4}); }
+TEST(DnnlMatMul, VectorLeft) { CheckMatMul({6}, {2, 6, 4}, {2, 4}); }
+TEST(DnnlMatMul, VectorRight) { CheckMatMul({2, 5, 6}, {6}, {2, 5}); }
+TEST(DnnlMatMul, VectorBoth) { CheckMatMul({6}, {6}, {}); }
+
+TEST(DnnlMatMul, InnerDimMismatchNamesNode) {
+  Tensor a = Random({2, 3}, 1), b = Random({4, 2}, 2);
+  auto one = MakeNode("MatMul", {a, b}, 1);
+  auto out = RunCpuKernel(*one.node, {a, b});
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("node"), absl::string_view::npos) << out.status();
+}
+
+void CheckGemm(bool ta, bool tb, float alpha, float beta, std::vector<int64_t> cdims) {
+  const int64_t m = 5, k = 7, n = 4;
+  std::vector<Tensor> in = {Random(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, 3),
+                            Random(tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, 4)};
+  if (!cdims.empty() || beta != 0) in.push_back(Random(cdims, 5));
+  std::vector<Attribute> attrs = {Attribute::Int("transA", ta), Attribute::Int("transB", tb),
+                                  Attribute::Float("alpha", alpha), Attribute::Float("beta", beta)};
+  for (DType dt : kAll) {
+    SCOPED_TRACE(DTypeName(dt));
+    Check("Gemm", in, attrs, dt, {m, n}, [&](const std::vector<Tensor>& r, Tensor& y) {
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double s = 0;
+          for (int64_t l = 0; l < k; ++l)
+            s += double(r[0].data_as<float>()[ta ? l * m + i : i * k + l]) *
+                 r[1].data_as<float>()[tb ? j * k + l : l * n + j];
+          s *= alpha;
+          if (r.size() > 2) {
+            std::vector<int64_t> cd = r[2].dims();
+            cd.insert(cd.begin(), 2 - cd.size(), 1);
+            s += beta * r[2].data_as<float>()[(cd[0] == 1 ? 0 : i) * cd[1] + (cd[1] == 1 ? 0 : j)];
+          }
+          y.data_as<float>()[i * n + j] = static_cast<float>(s);
+        }
+    });
+  }
+}
+
+TEST(DnnlGemm, NoTransposeFullC) { CheckGemm(false, false, 1.0f, 1.0f, {5, 4}); }
+TEST(DnnlGemm, TransposeA) { CheckGemm(true, false, 0.5f, 2.0f, {4}); }
+TEST(DnnlGemm, TransposeB) { CheckGemm(false, true, 1.0f, 1.0f, {1, 4}); }
+TEST(DnnlGemm, TransposeBoth) { CheckGemm(true, true, 2.0f, -1.0f, {5, 1}); }
+TEST(DnnlGemm, ScalarC) { CheckGemm(false, true, 1.5f, 0.25f, {}); }
+TEST(DnnlGemm, NoC) { CheckGemm(true, false, 3.0f, 0.0f, {}); }
+
+}  // namespace
+}  // namespace mixtrain
