@@ -1,0 +1,42 @@
+// NumPy .npy / .npz files in and out: how users feed data to `mixtrain run` / `train` and read
+// results back. Our own small parser of the .npy header; libzip for the .npz archive.
+//
+// Supported element types (NumPy descr -> DType):
+//   '<f4' f32, '<f2' f16, '<f8' f64, '<i8' i64, '<i4' i32, '|i1' i8, '|u1' u8, '|b1' bool,
+//   '<V2' bf16.
+// NumPy has no bfloat16; `ml_dtypes.bfloat16` (what JAX and PyTorch users convert through) saves
+// as the 2-byte void type '<V2' holding the bf16 bits, and that is what we read and write. With
+// ml_dtypes installed, `np.load` then `.view(ml_dtypes.bfloat16)` gives the values back.
+// Only C order (fortran_order False) and little-endian data are accepted; anything else is an
+// error naming the file. Header versions 1.0, 2.0 and 3.0 are read; we write 1.0 (2.0 when the
+// header does not fit), padded to 64 bytes like NumPy.
+//
+// An .npz is a zip of NAME.npy entries, stored or deflated (np.savez / np.savez_compressed); the
+// map key is NAME. Every write goes through WriteFileAtomically (graph/atomic_file.h), so a
+// failed write leaves no partial file behind.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "graph/tensor.h"
+
+namespace mixtrain {
+
+// Parses the bytes of one .npy file. `source` names it in error messages (a path, "a.npz:x").
+absl::StatusOr<Tensor> ParseNpy(std::string_view bytes, const std::string& source = "<npy>");
+// Serializes `t` as a .npy file (fails for kString / kUndefined).
+absl::StatusOr<std::string> SerializeNpy(const Tensor& t);
+
+absl::StatusOr<Tensor> ReadNpy(const std::string& path);
+absl::Status WriteNpy(const std::string& path, const Tensor& t);
+
+absl::StatusOr<std::map<std::string, Tensor>> ReadNpz(const std::string& path);
+// `compress` deflates each entry (like np.savez_compressed); the default stores them (np.savez).
+absl::Status WriteNpz(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                      bool compress = false);
+
+}  // namespace mixtrain
