@@ -1,0 +1,35 @@
+// Shape and type rules of the ai.mixtrain backward ops the autodiff pass emits. Every output is
+// shaped and typed like one of the node's inputs (a gradient has its variable's shape and dtype),
+// so one templated rule covers them all: Like<a, b, c> = output i is like input a/b/c.
+#include "graph/shape_inference.h"
+
+namespace mixtrain {
+namespace {
+
+template <int... Src>
+absl::Status Like(InferContext& ctx) {
+  constexpr int kSrc[] = {Src...};
+  for (size_t i = 0; i < sizeof...(Src) && i < ctx.num_outputs(); ++i) {
+    if (!ctx.output(i).present) continue;
+    const TypeInfo& in = ctx.input(kSrc[i]);
+    if (!in.present) return ctx.Error("missing input the gradient is shaped like");
+    ctx.output(i).dtype = in.dtype;
+    ctx.output(i).shape = in.shape;
+  }
+  return absl::OkStatus();
+}
+
+MT_REGISTER_OP_SCHEMAS(grad_ops, {
+    {"ConvGrad", "ai.mixtrain", Like<1, 2>},                     // (dY, X, W) -> dX, dW
+    {"MaxPoolGrad", "ai.mixtrain", Like<1>},                     // (dY, X) -> dX
+    {"AveragePoolGrad", "ai.mixtrain", Like<1>},                 // (dY, X) -> dX
+    {"BatchNormalizationGrad", "ai.mixtrain", Like<1, 2, 2>},    // (dY, X, scale, mean, var)
+    {"LayerNormalizationGrad", "ai.mixtrain", Like<1, 2, 2>},    // (dY, X, scale)
+    {"SoftmaxCrossEntropyLossGrad", "ai.mixtrain", Like<1>},     // (dL, scores, labels[, w])
+    {"NegativeLogLikelihoodLossGrad", "ai.mixtrain", Like<1>},   // (dL, input, target[, w])
+    {"GeluGrad", "ai.mixtrain", Like<1>},                        // (dY, X) -> dX
+    {"GatherGrad", "ai.mixtrain", Like<2>},                      // (dY, indices, X) -> dX
+});
+
+}  // namespace
+}  // namespace mixtrain

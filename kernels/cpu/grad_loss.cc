@@ -1,0 +1,117 @@
+// CPU kernels of ai.mixtrain.SoftmaxCrossEntropyLossGrad(dL, scores, labels[, weights]) and
+// NegativeLogLikelihoodLossGrad(dL, input, target[, weight]): the gradients of ONNX's two
+// classification losses w.r.t. scores / input, for N x C [x d...] layouts, class weights,
+// ignore_index and every reduction. With loss_i = -w[y_i] * logp_i[y_i]:
+//   d scores_i = coef_i * (softmax_i - onehot(y_i)),  d input_i = -coef_i * onehot(y_i)
+// where coef_i = w[y_i] * (dL / sum of w over non-ignored items | dL | dL_i) for
+// reduction mean | sum | none, and 0 for ignored items.
+#include <cmath>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/grad_util.h"
+#include "kernels/cpu/parallel.h"
+
+namespace mixtrain::cpu {
+namespace {
+
+struct LossArgs {
+  int64_t N = 0, C = 0, D = 1;  // scores viewed as N x C x D
+  std::vector<float> coef;      // per item (N x D)
+  std::vector<int64_t> label;   // per item; -1 when ignored
+};
+
+absl::StatusOr<LossArgs> ReadLoss(KernelContext& ctx) {
+  const TensorView* dl = ctx.input(0);
+  const TensorView* x = ctx.input(1);
+  const TensorView* t = ctx.input(2);
+  const TensorView* w = ctx.input(3);
+  if (!dl || !x || !t || !ctx.output(0)) return ctx.Error("needs inputs dL, scores, labels");
+  if (!AllFloat({dl, x, w, ctx.output(0)})) return ctx.Error("expects float tensors");
+  if (t->dtype != DType::kI64 && t->dtype != DType::kI32)
+    return ctx.Error("labels must be int32 or int64");
+  if (x->rank() < 2) return ctx.Error("scores must be N x C [x d...]");
+  LossArgs a;
+  a.N = x->dims[0];
+  a.C = x->dims[1];
+  a.D = x->numel() / std::max<int64_t>(a.N * a.C, 1);
+  const int64_t items = a.N * a.D;
+  if (t->numel() != items) return ctx.Error("labels must be N [x d...]");
+  const std::string reduction = ctx.node().attr_string("reduction", "mean");
+  const bool has_ignore = ctx.node().has_attr("ignore_index");
+  const int64_t ignore = ctx.node().attr_int("ignore_index", 0);
+  const std::vector<float> weights = w ? ToFloatVector(*w) : std::vector<float>();
+  if (w && static_cast<int64_t>(weights.size()) != a.C) return ctx.Error("weights must have C elements");
+  const std::vector<float> g = ToFloatVector(*dl);
+  if (reduction == "none" ? static_cast<int64_t>(g.size()) != items : g.size() != 1)
+    return ctx.Error("dL's shape does not match the reduction");
+  if (reduction != "none" && reduction != "sum" && reduction != "mean")
+    return ctx.Error(absl::StrCat("unknown reduction '", reduction, "'"));
+  a.coef.resize(items);
+  a.label.resize(items);
+  double wsum = 0;
+  for (int64_t i = 0; i < items; ++i) {
+    int64_t y = IntAt(*t, i);
+    if (has_ignore && y == ignore) {
+      a.label[i] = -1;
+      a.coef[i] = 0;
+      continue;
+    }
+    if (y < 0 || y >= a.C) return ctx.Error(absl::StrCat("label ", y, " out of range [0, ", a.C, ")"));
+    a.label[i] = y;
+    a.coef[i] = w ? weights[y] : 1.0f;
+    wsum += a.coef[i];
+  }
+  for (int64_t i = 0; i < items; ++i) {
+    if (reduction == "none") a.coef[i] *= g[i];
+    else if (reduction == "sum") a.coef[i] *= g[0];
+    else a.coef[i] = wsum == 0 ? 0.0f : static_cast<float>(a.coef[i] * g[0] / wsum);
+  }
+  return a;
+}
+
+absl::Status SoftmaxCrossEntropyGradKernel(KernelContext& ctx) {
+  MT_ASSIGN_OR_RETURN(LossArgs a, ReadLoss(ctx));
+  const std::vector<float> x = ToFloatVector(*ctx.input(1));
+  std::vector<float> dx(x.size());
+  ParallelFor(a.N * a.D, 16, [&](int64_t b, int64_t e) {
+    for (int64_t it = b; it < e; ++it) {
+      const int64_t n = it / a.D, d = it % a.D;
+      const float* xp = x.data() + n * a.C * a.D + d;
+      float* dp = dx.data() + n * a.C * a.D + d;
+      float mx = xp[0];
+      for (int64_t c = 1; c < a.C; ++c) mx = std::max(mx, xp[c * a.D]);
+      double s = 0;
+      for (int64_t c = 0; c < a.C; ++c) s += std::exp(static_cast<double>(xp[c * a.D] - mx));
+      for (int64_t c = 0; c < a.C; ++c) {
+        const double p = std::exp(static_cast<double>(xp[c * a.D] - mx)) / s;
+        dp[c * a.D] = static_cast<float>(a.coef[it] * (p - (c == a.label[it] ? 1.0 : 0.0)));
+      }
+    }
+  });
+  StoreFloats(*ctx.output(0), dx);
+  return absl::OkStatus();
+}
+
+absl::Status NllLossGradKernel(KernelContext& ctx) {
+  MT_ASSIGN_OR_RETURN(LossArgs a, ReadLoss(ctx));
+  std::vector<float> dx(static_cast<size_t>(a.N * a.C * a.D), 0.0f);
+  for (int64_t it = 0; it < a.N * a.D; ++it) {
+    if (a.label[it] < 0) continue;
+    const int64_t n = it / a.D, d = it % a.D;
+    dx[(n * a.C + a.label[it]) * a.D + d] = -a.coef[it];
+  }
+  StoreFloats(*ctx.output(0), dx);
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+MT_REGISTER_KERNELS(cpu_grad_loss) {
+  r.Register({"SoftmaxCrossEntropyLossGrad", "ai.mixtrain", DeviceType::kCPU, kFloatTypes, 1,
+              FnKernel(SoftmaxCrossEntropyGradKernel)});
+  r.Register({"NegativeLogLikelihoodLossGrad", "ai.mixtrain", DeviceType::kCPU, kFloatTypes, 1,
+              FnKernel(NllLossGradKernel)});
+}
+
+}  // namespace mixtrain::cpu
