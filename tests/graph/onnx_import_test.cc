@@ -50,7 +50,7 @@ TEST(OnnxImport, TinyFixture) {
   EXPECT_EQ(G.producer_name, "fixture");
   EXPECT_EQ(G.opset(), 17);
   ASSERT_EQ(G.metadata_props.size(), 1u);
-  EXPECT_EQ(G.metadata_props[0].second, "onnx test");
+  EXPECT_EQ(G.metadata_props[0].second, "onnxio test");
   // Symbolic batch dim on the input.
   const Value* x = G.FindValue("x");
   ASSERT_NE(x, nullptr);
