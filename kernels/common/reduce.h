@@ -101,8 +101,9 @@ MT_HD void SoftmaxRow(const typename In::T* x, typename Out::T* y, int64_t n) {
   MT_SIMD_SUM(sum)
   for (int64_t i = 0; i < n; ++i) sum += FastExp(In::Load(x[i]) - m);
   if (kLog) {
-    float shift = m + std::log(sum);
-    for (int64_t i = 0; i < n; ++i) y[i] = Out::Store(In::Load(x[i]) - shift);
+    // (x - m) - log(sum), not x - (m + log(sum)): the latter rounds away digits for large m.
+    float ls = std::log(sum);
+    for (int64_t i = 0; i < n; ++i) y[i] = Out::Store((In::Load(x[i]) - m) - ls);
   } else {
     float inv = 1.0f / sum;
     for (int64_t i = 0; i < n; ++i) y[i] = Out::Store(FastExp(In::Load(x[i]) - m) * inv);

@@ -43,26 +43,29 @@ absl::Status LossImpl(KernelContext& ctx, const LossParams& p) {
   std::atomic<int64_t> bad_label{0};
   ParallelFor(N, std::max<int64_t>(1, kGrain / std::max<int64_t>(C * D, 1)),
               [&](int64_t b, int64_t e) {
-                std::vector<float> lse(kSoftmax ? D : 0), sum(kSoftmax ? D : 0);
+                std::vector<float> mx(kSoftmax ? D : 0), lse(kSoftmax ? D : 0);
                 for (int64_t n = b; n < e; ++n) {
                   const T* xs = x + n * C * D;
                   if constexpr (kSoftmax) {
                     // log-sum-exp over C for every d at once: inner loops run along d.
-                    std::fill(lse.begin(), lse.end(), -INFINITY);
-                    std::fill(sum.begin(), sum.end(), 0.0f);
+                    // logp = (x - max) - log(sum(exp(x - max))), kept as two terms so large
+                    // logits lose no digits.
+                    std::fill(mx.begin(), mx.end(), -INFINITY);
+                    std::fill(lse.begin(), lse.end(), 0.0f);
                     for (int64_t c = 0; c < C; ++c)
                       for (int64_t d = 0; d < D; ++d) {
                         float v = Io::Load(xs[c * D + d]);
-                        lse[d] = (v > lse[d] || v != v) ? v : lse[d];
+                        mx[d] = (v > mx[d] || v != v) ? v : mx[d];
                       }
                     for (int64_t c = 0; c < C; ++c)
                       for (int64_t d = 0; d < D; ++d)
-                        sum[d] += red::FastExp(Io::Load(xs[c * D + d]) - lse[d]);
-                    for (int64_t d = 0; d < D; ++d) lse[d] += std::log(sum[d]);
+                        lse[d] += red::FastExp(Io::Load(xs[c * D + d]) - mx[d]);
+                    for (int64_t d = 0; d < D; ++d) lse[d] = std::log(lse[d]);
                     if (lp != nullptr)
                       for (int64_t c = 0; c < C; ++c)
                         for (int64_t d = 0; d < D; ++d)
-                          lp[n * C * D + c * D + d] = Io::Store(Io::Load(xs[c * D + d]) - lse[d]);
+                          lp[n * C * D + c * D + d] =
+                              Io::Store((Io::Load(xs[c * D + d]) - mx[d]) - lse[d]);
                   }
                   double loss_sum = 0, weight_sum = 0;
                   for (int64_t d = 0; d < D; ++d) {
@@ -76,7 +79,7 @@ absl::Status LossImpl(KernelContext& ctx, const LossParams& p) {
                       }
                       w = p.weights != nullptr ? p.weights[t] : 1.0f;
                       float logp = Io::Load(xs[t * D + d]);
-                      if constexpr (kSoftmax) logp -= lse[d];
+                      if constexpr (kSoftmax) logp = (logp - mx[d]) - lse[d];
                       l = -logp * w;
                     }
                     if (p.reduction == LossParams::Reduction::kNone)

@@ -57,7 +57,7 @@ void SoftmaxStrided(const typename Io::T* x, typename Io::T* y, AxisView v) {
             for (int64_t i = 0; i < len; ++i) sum[i] += red::FastExp(Io::Load(src[i]) - mx[i]);
           }
           if (kLog) {
-            for (int64_t i = 0; i < len; ++i) sum[i] = mx[i] + std::log(sum[i]);
+            for (int64_t i = 0; i < len; ++i) sum[i] = std::log(sum[i]);
           } else {
             for (int64_t i = 0; i < len; ++i) sum[i] = 1.0f / sum[i];
           }
@@ -66,7 +66,7 @@ void SoftmaxStrided(const typename Io::T* x, typename Io::T* y, AxisView v) {
             typename Io::T* dst = y + base + r * v.inner;
             for (int64_t i = 0; i < len; ++i) {
               float val = Io::Load(src[i]);
-              dst[i] = kLog ? Io::Store(val - sum[i])
+              dst[i] = kLog ? Io::Store((val - mx[i]) - sum[i])
                             : Io::Store(red::FastExp(val - mx[i]) * sum[i]);
             }
           }
