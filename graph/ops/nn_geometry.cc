@@ -116,8 +116,8 @@ absl::StatusOr<WindowGeometry> TransposedWindowGeometry(const Node& node,
     if (!explicit_pads && (same || !out_shape.empty())) {
       // Pads follow from the requested size (output_shape, or in*stride for SAME).
       int64_t target = out_shape.empty() ? in[i] * g.strides[i] : out_shape[i];
-      int64_t total = full - target;
-      int64_t small = total / 2;
+      int64_t total = full - target;  // negative when output_shape asks for more than `full`
+      int64_t small = total >= 0 ? total / 2 : -((1 - total) / 2);  // floor(total / 2)
       g.pads_begin[i] = auto_pad == "SAME_UPPER" ? small : total - small;
       g.pads_end[i] = total - g.pads_begin[i];
       g.out[i] = target;
