@@ -286,6 +286,17 @@ void Graph::SetNodeOutput(Node* n, size_t i, Value* v) {
   v->producer_output = static_cast<int>(i);
 }
 
+void Graph::DropNodeOutput(Node* n, size_t i) {
+  if (i >= n->outputs_.size()) return;
+  if (Value* old = n->outputs_[i]) {
+    old->producer = nullptr;
+    old->producer_output = -1;
+    if (old->consumers.empty() && !IsGraphOutput(old)) RemoveValue(old);
+  }
+  n->outputs_[i] = nullptr;
+  while (!n->outputs_.empty() && n->outputs_.back() == nullptr) n->outputs_.pop_back();
+}
+
 void Graph::MoveBefore(Node* n, const Node* before) {
   auto find = [&](const Node* x) {
     return std::find_if(nodes_.begin(), nodes_.end(),

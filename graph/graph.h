@@ -168,6 +168,9 @@ class Graph {
   // Makes `v` (a value without producer, not an initializer) output i of n; the old output value
   // loses its producer (and is removed if nothing uses it and it is no graph output).
   void SetNodeOutput(Node* n, size_t i, Value* v);
+  // Removes output i of n (an omitted optional output from now on; trailing ones are dropped).
+  // The old value is removed if nothing uses it and it is no graph output.
+  void DropNodeOutput(Node* n, size_t i);
   // Moves a node to just before `before` in the node order (for passes that insert producers).
   void MoveBefore(Node* n, const Node* before);
   // Detaches the node from its inputs and outputs and deletes it; its outputs remain as values
