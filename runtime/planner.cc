@@ -45,18 +45,20 @@ std::string DimsString(const std::vector<int64_t>& d) {
   return absl::StrCat("[", absl::StrJoin(d, ","), "]");
 }
 
+// Ops whose outputs depend on their inputs' dims only: always computed at plan time.
+bool ReadsOnlyDims(const Node& n) {
+  return IsDefaultDomain(n) && (n.op_type() == "Shape" || n.op_type() == "Size");
+}
+
+TensorView ViewOf(const Tensor& t) { return {t.dtype(), t.dims(), const_cast<void*>(t.data())}; }
+
+// Runs a CPU kernel on host memory. A null entry of `inputs` is an omitted optional input.
 absl::StatusOr<std::vector<Tensor>> ComputeOnHost(const Node& node, int64_t opset, const KernelDef& def,
-                                                  const std::vector<const Tensor*>& inputs,
+                                                  const std::vector<const TensorView*>& inputs,
                                                   const std::vector<TypeInfo>& out_types) {
   std::vector<Tensor> outs(node.num_outputs());
-  std::vector<TensorView> in_views(inputs.size()), out_views(outs.size());
-  std::vector<const TensorView*> in_ptrs(inputs.size(), nullptr);
+  std::vector<TensorView> out_views(outs.size());
   std::vector<TensorView*> out_ptrs(outs.size(), nullptr);
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (inputs[i] == nullptr) continue;
-    in_views[i] = {inputs[i]->dtype(), inputs[i]->dims(), const_cast<void*>(inputs[i]->data())};
-    in_ptrs[i] = &in_views[i];
-  }
   for (size_t i = 0; i < outs.size(); ++i) {
     if (node.output(i) == nullptr) continue;
     outs[i] = Tensor(out_types[i].dtype, out_types[i].shape.sizes());
@@ -64,7 +66,7 @@ absl::StatusOr<std::vector<Tensor>> ComputeOnHost(const Node& node, int64_t opse
     out_ptrs[i] = &out_views[i];
   }
   MT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> kernel, def.factory(node));
-  KernelContext ctx(node, DeviceType::kCPU, in_ptrs, out_ptrs, nullptr, opset);
+  KernelContext ctx(node, DeviceType::kCPU, inputs, out_ptrs, nullptr, opset);
   MT_RETURN_IF_ERROR(kernel->Compute(ctx));
   return outs;
 }
@@ -161,7 +163,7 @@ class Planner {
     return absl::OkStatus();
   }
 
-  // Which small integer feeds without known contents does `n` depend on? (A shape computed
+  // Which small feeds without known contents does `n` depend on? (A shape computed
   // from an input, e.g. Reshape's target shape fed by the caller.)
   std::vector<int> ValueDependentFeeds(const Node& n) {
     absl::flat_hash_set<const Value*> seen;
@@ -178,8 +180,10 @@ class Planner {
       auto it = slot_of_.find(v);
       if (it == slot_of_.end()) continue;
       const Slot& s = plan_->slots[it->second];
-      bool small_int = (s.dtype == DType::kI64 || s.dtype == DType::kI32) && NumElements(s.dims) <= 4096;
-      if (s.kind == SlotKind::kFeed && small_int && !known_[it->second].defined()) feeds.push_back(s.index);
+      // Shapes come from small integer tensors, or from a few scalars (Range's float bounds).
+      bool is_int = s.dtype == DType::kI64 || s.dtype == DType::kI32;
+      bool small = NumElements(s.dims) <= (is_int ? 4096 : 16) && s.dtype != DType::kString;
+      if (s.kind == SlotKind::kFeed && small && !known_[it->second].defined()) feeds.push_back(s.index);
     }
     std::sort(feeds.begin(), feeds.end());
     return feeds;
@@ -232,7 +236,7 @@ class Planner {
       return absl::InvalidArgumentError(what);
     }
 
-    if (all_known && !IsRandom(n) && out_elems <= req_.fold_limit_elements) {
+    if ((all_known || ReadsOnlyDims(n)) && !IsRandom(n) && out_elems <= req_.fold_limit_elements) {
       MT_ASSIGN_OR_RETURN(bool folded, Fold(n, in_slots, ins, outs));
       if (folded) return absl::OkStatus();
     }
@@ -277,8 +281,16 @@ class Planner {
     } else {
       auto def = KernelRegistry::Global().Find(n, DeviceType::kCPU, DTypesOf(ins), DTypesOf(outs));
       if (!def.ok()) return false;
-      std::vector<const Tensor*> args;
-      for (int s : in_slots) args.push_back(s >= 0 ? &known_[s] : nullptr);
+      // Dims-only ops see their inputs' dims with no data behind them.
+      std::vector<TensorView> views(in_slots.size());
+      std::vector<const TensorView*> args(in_slots.size(), nullptr);
+      for (size_t i = 0; i < in_slots.size(); ++i) {
+        if (in_slots[i] < 0) continue;
+        const Slot& slot = plan_->slots[in_slots[i]];
+        views[i] = known_[in_slots[i]].defined() ? ViewOf(known_[in_slots[i]])
+                                                 : TensorView{slot.dtype, slot.dims, nullptr};
+        args[i] = &views[i];
+      }
       MT_ASSIGN_OR_RETURN(results, ComputeOnHost(n, g_.opset(n.domain()), **def, args, outs));
     }
     for (size_t i = 0; i < results.size(); ++i) {
@@ -289,7 +301,7 @@ class Planner {
       known_[s] = results[i];
     }
     for (int s : in_slots)
-      if (s >= 0 && plan_->slots[root_[s]].kind == SlotKind::kInitializer)
+      if (s >= 0 && !ReadsOnlyDims(n) && plan_->slots[root_[s]].kind == SlotKind::kInitializer)
         folded_inits_.insert(plan_->slots[root_[s]].index);
     ++plan_->stats.folded_nodes;
     return true;
@@ -447,7 +459,14 @@ absl::StatusOr<std::vector<Tensor>> RunNodeOnHost(const Node& node, int64_t opse
                                                      "): cannot determine output ", i, "'s shape"));
   MT_ASSIGN_OR_RETURN(const KernelDef* def,
                       KernelRegistry::Global().Find(node, DeviceType::kCPU, DTypesOf(ins), DTypesOf(outs)));
-  return ComputeOnHost(node, opset, *def, inputs, outs);
+  std::vector<TensorView> views(inputs.size());
+  std::vector<const TensorView*> args(inputs.size(), nullptr);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i] != nullptr) {
+      views[i] = ViewOf(*inputs[i]);
+      args[i] = &views[i];
+    }
+  return ComputeOnHost(node, opset, *def, args, outs);
 }
 
 }  // namespace mixtrain
