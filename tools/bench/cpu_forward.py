@@ -10,10 +10,10 @@ For each model in models/ it times, at the same batch size and thread count:
   * PyTorch eager, fp32, in inference mode (the model class from models/export_models.py);
   * PyTorch with torch.autocast("cpu", dtype=torch.bfloat16);
   * onnxruntime (CPUExecutionProvider, all graph optimisations) on the committed .onnx file;
-  * `mixtrain bench MODEL --batch-size=N` and `... --dtype=bf16`, parsed from its output lines
-    `median_ms: X` (and `peak_bytes: B` when printed), with OMP_NUM_THREADS=--threads.
-The Python runners report the median of --iters timed runs after --warmup untimed ones (mixtrain
-bench uses its own repetition counts), and the script
+  * `mixtrain bench MODEL --batch-size=N --warmup=W --iters=I` and `... --dtype=bf16`, with
+    OMP_NUM_THREADS=--threads; its `forward: median X ms` and `planned peak memory: Y MiB` lines
+    are parsed.
+Every runner reports the median of --iters timed runs after --warmup untimed ones, and the script
 prints each peer's time divided by mixtrain's (above 1: mixtrain is faster).
 """
 
@@ -85,15 +85,30 @@ def bench_ort(path, x, args):
     return median_ms(lambda: sess.run(None, feed), args.warmup, args.iters)
 
 
-MEDIAN_RE = re.compile(r"median_ms\s*[:=]\s*([0-9.eE+-]+)")
-PEAK_RE = re.compile(r"peak[a-z_]*bytes\s*[:=]\s*([0-9]+)")
+# `mixtrain bench` (tools/cmd_bench.cc) prints
+#   forward: median 1.234 ms, min 1.200 ms, max 1.500 ms per batch
+#   planned peak memory: 12.34 MiB (...)
+# A `median_ms: X` / `peak_bytes: B` form is accepted too.
+MEDIAN_RE = re.compile(r"median(?:_ms\s*[:=]\s*|\s+)([0-9.]+)")
+PEAK_RE = re.compile(r"peak[a-z_ ]*?(memory|bytes)\s*[:=]\s*([0-9.]+)\s*(MiB)?")
+
+
+def parse_bench_output(text):
+    """Returns (median ms or None, planned peak bytes or None) from `mixtrain bench` output."""
+    m = MEDIAN_RE.search(text)
+    p = PEAK_RE.search(text)
+    peak = None
+    if p:
+        peak = int(float(p.group(2)) * (2**20 if p.group(3) else 1))
+    return (float(m.group(1)) if m else None), peak
 
 
 def bench_mixtrain(path, dtype, args):
     """Runs `mixtrain bench`; returns (median ms or None, peak bytes or None, note)."""
     if not os.access(args.mixtrain, os.X_OK):
         return None, None, f"{args.mixtrain} not built"
-    cmd = [args.mixtrain, "bench", path, f"--batch-size={args.batch_size}"]
+    cmd = [args.mixtrain, "bench", path, f"--batch-size={args.batch_size}",
+           f"--warmup={args.warmup}", f"--iters={args.iters}"]
     if dtype != "fp32":
         cmd.append(f"--dtype={dtype}")
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
@@ -102,12 +117,11 @@ def bench_mixtrain(path, dtype, args):
     except subprocess.TimeoutExpired:
         return None, None, "timed out"
     out = proc.stdout + proc.stderr
-    m = MEDIAN_RE.search(out)
-    if proc.returncode != 0 or m is None:
+    median, peak = parse_bench_output(proc.stdout)
+    if proc.returncode != 0 or median is None:
         last = out.strip().splitlines()[-1] if out.strip() else f"exit {proc.returncode}"
         return None, None, f"failed: {last[:120]}"
-    peak = PEAK_RE.search(out)
-    return float(m.group(1)), int(peak.group(1)) if peak else None, ""
+    return median, peak, ""
 
 
 def fmt(ms):
