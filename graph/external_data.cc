@@ -52,7 +52,11 @@ absl::StatusOr<std::string> ReadExternal(const onnx::TensorProto& p, const std::
   if (base_dir.empty())
     return absl::InvalidArgumentError(absl::StrCat(
         what, ": external data '", location, "' needs the model's folder (load it from a file)"));
-  MT_ASSIGN_OR_RETURN(std::string path, ResolveExternalPath(base_dir, location));
+  absl::StatusOr<std::string> resolved = ResolveExternalPath(base_dir, location);
+  if (!resolved.ok())
+    return absl::Status(resolved.status().code(),
+                        absl::StrCat(what, ": ", resolved.status().message()));
+  const std::string& path = *resolved;
   if (length >= 0 && static_cast<size_t>(length) != nbytes)
     return absl::InvalidArgumentError(absl::StrCat(what, ": external data length ", length,
                                                    " does not match the dims (", nbytes, " bytes)"));
