@@ -1,6 +1,6 @@
-// The copy engines behind the CPU data-movement kernels (see movement_util.h): strided copy,
-// blocked transpose, index-map copy. All move elements by byte size (1, 2, 4 or 8 bytes), so the
-// same code serves fp32/fp16/bf16/f64/int/bool tensors.
+// The copy engines behind the CPU data-movement kernels (see movement_util.h): strided copy and
+// index-map copy (the transpose engine is movement_transpose.cc). All move elements by byte size
+// (1, 2, 4 or 8 bytes), so the same code serves fp32/fp16/bf16/f64/int/bool tensors.
 #include <algorithm>
 #include <cstring>
 
@@ -14,43 +14,6 @@ namespace {
 
 // Roughly how many bytes one thread should copy before splitting work pays off.
 constexpr int64_t kCopyGrainBytes = 64 * 1024;
-
-int64_t RowGrain(int64_t row_bytes) {
-  return std::max<int64_t>(1, kCopyGrainBytes / std::max<int64_t>(row_bytes, 1));
-}
-
-// Dims with their source strides after dropping size-1 dims and merging neighbours that are
-// contiguous in the source (the destination is dense, so they are contiguous there too).
-struct Layout {
-  std::vector<int64_t> dims, strides;
-  bool empty = false;  // some dim is 0: nothing to copy
-};
-Layout Simplify(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
-  Layout l;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] == 0) l.empty = true;
-    if (dims[i] == 1) continue;
-    if (!l.dims.empty() && l.strides.back() == strides[i] * dims[i]) {
-      l.dims.back() *= dims[i];
-      l.strides.back() = strides[i];
-    } else {
-      l.dims.push_back(dims[i]);
-      l.strides.push_back(strides[i]);
-    }
-  }
-  return l;
-}
-
-// Source offset of row `row` of the index space `dims` (strides `strides`).
-int64_t OffsetOf(int64_t row, const std::vector<int64_t>& dims,
-                 const std::vector<int64_t>& strides) {
-  int64_t off = 0;
-  for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) {
-    off += (row % dims[d]) * strides[d];
-    row /= dims[d];
-  }
-  return off;
-}
 
 template <typename T>
 void StridedRow(T* dst, const T* src, int64_t n, int64_t stride) {
@@ -77,56 +40,37 @@ void CopyRow(uint8_t* dst, const uint8_t* src, size_t esize, int64_t n, int64_t 
   }
 }
 
-// Transposes a rows x cols block: dst[r * dst_ld + c] = src[r + c * src_ld]. Tiles of kTile x
-// kTile keep both the strided reads and the strided writes inside L1.
-template <typename T>
-void TransposeBlock(T* dst, const T* src, int64_t r0, int64_t r1, int64_t cols, int64_t dst_ld,
-                    int64_t src_ld) {
-  constexpr int64_t kTile = 32;
-  for (int64_t rb = r0; rb < r1; rb += kTile) {
-    const int64_t re = std::min(rb + kTile, r1);
-    for (int64_t cb = 0; cb < cols; cb += kTile) {
-      const int64_t ce = std::min(cb + kTile, cols);
-      for (int64_t r = rb; r < re; ++r)
-        for (int64_t c = cb; c < ce; ++c) dst[r * dst_ld + c] = src[r + c * src_ld];
-    }
-  }
-}
-
-template <typename T>
-void BlockedTranspose(T* dst, const T* src, const Layout& l, int64_t j) {
-  // Output-order layout: the innermost output dim L reads with stride sL; dim j reads with stride
-  // 1. Every other dim is an outer loop.
-  const int64_t rank = static_cast<int64_t>(l.dims.size());
-  const int64_t L = rank - 1;
-  std::vector<int64_t> dst_strides(rank);
-  for (int64_t d = rank - 1, s = 1; d >= 0; --d) {
-    dst_strides[d] = s;
-    s *= l.dims[d];
-  }
-  std::vector<int64_t> odims, osrc, odst;
-  for (int64_t d = 0; d < rank; ++d) {
-    if (d == j || d == L) continue;
-    odims.push_back(l.dims[d]);
-    osrc.push_back(l.strides[d]);
-    odst.push_back(dst_strides[d]);
-  }
-  const int64_t nj = l.dims[j], cols = l.dims[L], src_ld = l.strides[L], dst_ld = dst_strides[j];
-  int64_t outer = 1;
-  for (int64_t d : odims) outer *= d;
-  constexpr int64_t kStrip = 32;
-  const int64_t strips = (nj + kStrip - 1) / kStrip;
-  ParallelFor(outer * strips, RowGrain(kStrip * cols * sizeof(T)), [&](int64_t b, int64_t e) {
-    for (int64_t w = b; w < e; ++w) {
-      const int64_t o = w / strips, r0 = (w % strips) * kStrip;
-      const T* s = src + OffsetOf(o, odims, osrc);
-      T* d = dst + OffsetOf(o, odims, odst);
-      TransposeBlock(d, s, r0, std::min(r0 + kStrip, nj), cols, dst_ld, src_ld);
-    }
-  });
-}
-
 }  // namespace
+
+int64_t RowGrain(int64_t row_bytes) {
+  return std::max<int64_t>(1, kCopyGrainBytes / std::max<int64_t>(row_bytes, 1));
+}
+
+Layout Simplify(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+  Layout l;
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (dims[i] == 0) l.empty = true;
+    if (dims[i] == 1) continue;
+    if (!l.dims.empty() && l.strides.back() == strides[i] * dims[i]) {
+      l.dims.back() *= dims[i];
+      l.strides.back() = strides[i];
+    } else {
+      l.dims.push_back(dims[i]);
+      l.strides.push_back(strides[i]);
+    }
+  }
+  return l;
+}
+
+int64_t OffsetOf(int64_t row, const std::vector<int64_t>& dims,
+                 const std::vector<int64_t>& strides) {
+  int64_t off = 0;
+  for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) {
+    off += (row % dims[d]) * strides[d];
+    row /= dims[d];
+  }
+  return off;
+}
 
 absl::StatusOr<std::vector<int64_t>> ReadInts(const KernelContext& ctx, const TensorView& t) {
   std::vector<int64_t> v(t.numel());
@@ -198,29 +142,6 @@ void StridedCopy(void* dst, const void* src, size_t esize, const std::vector<int
     for (int64_t r = b; r < e; ++r)
       CopyRow(d + r * n * esize, s + OffsetOf(r, l.dims, l.strides) * esize, esize, n, stride);
   });
-}
-
-void TransposeCopy(void* dst, const void* src, size_t esize, const std::vector<int64_t>& in_dims,
-                   const std::vector<int64_t>& perm) {
-  const std::vector<int64_t> in_strides = StridesOf(in_dims);
-  std::vector<int64_t> dims, strides;
-  for (int64_t p : perm) {
-    dims.push_back(in_dims[p]);
-    strides.push_back(in_strides[p]);
-  }
-  Layout l = Simplify(dims, strides);
-  if (l.empty) return;
-  auto j = std::find(l.strides.begin(), l.strides.end(), 1);
-  if (l.dims.size() < 2 || l.strides.back() == 1 || j == l.strides.end() ||
-      (esize != 1 && esize != 2 && esize != 4 && esize != 8))
-    return StridedCopy(dst, src, esize, l.dims, l.strides);
-  const int64_t jd = j - l.strides.begin();
-  switch (esize) {
-    case 1: return BlockedTranspose(static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), l, jd);
-    case 2: return BlockedTranspose(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), l, jd);
-    case 4: return BlockedTranspose(static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), l, jd);
-    default: return BlockedTranspose(static_cast<uint64_t*>(dst), static_cast<const uint64_t*>(src), l, jd);
-  }
 }
 
 void IndexMapCopy(void* dst, const void* src, size_t esize, const std::vector<int64_t>& in_dims,

@@ -13,6 +13,18 @@
 
 namespace mixtrain::cpu_movement {
 
+// Dims with their source strides after dropping size-1 dims and merging neighbours that are
+// contiguous in the source (the destination is dense, so they are contiguous there too).
+struct Layout {
+  std::vector<int64_t> dims, strides;
+  bool empty = false;  // some dim is 0: nothing to copy
+};
+Layout Simplify(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
+// Offset of row `row` of the index space `dims` in a layout with `strides`.
+int64_t OffsetOf(int64_t row, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides);
+// A ParallelFor grain (in rows) giving each thread enough bytes to be worth waking.
+int64_t RowGrain(int64_t row_bytes);
+
 // The contents of an int32/int64 tensor as int64 (Slice starts, Pad pads, axes...).
 absl::StatusOr<std::vector<int64_t>> ReadInts(const KernelContext& ctx, const TensorView& t);
 
