@@ -79,10 +79,12 @@ void UnaryRow(const SI* x, SO* y, int64_t n, const Op& op) {
     for (int64_t s = 0; s < n; s += kBlock) {
       int64_t len = n - s < kBlock ? n - s : kBlock;
       CI in[kBlock];
+#pragma omp simd
       for (int64_t i = 0; i < len; ++i) in[i] = Io<SI>::Load(x[s + i]);
       decltype(op(in[0])) out[kBlock];
 #pragma omp simd
       for (int64_t i = 0; i < len; ++i) out[i] = op(in[i]);
+#pragma omp simd
       for (int64_t i = 0; i < len; ++i) y[s + i] = Io<SO>::Store(out[i]);
     }
   } else {
@@ -108,11 +110,22 @@ void BinaryRow(const SA* a, int64_t sa, const SB* b, int64_t sb, SO* o, int64_t 
     const CB b0 = Io<SB>::Load(b[0]);
     for (int64_t s = 0; s < n; s += kBlock) {
       int64_t len = n - s < kBlock ? n - s : kBlock;
-      for (int64_t i = 0; i < len; ++i) av[i] = sa ? Io<SA>::Load(a[s + i]) : a0;
-      for (int64_t i = 0; i < len; ++i) bv[i] = sb ? Io<SB>::Load(b[s + i]) : b0;
+      if (sa) {
+#pragma omp simd
+        for (int64_t i = 0; i < len; ++i) av[i] = Io<SA>::Load(a[s + i]);
+      } else {
+        for (int64_t i = 0; i < len; ++i) av[i] = a0;
+      }
+      if (sb) {
+#pragma omp simd
+        for (int64_t i = 0; i < len; ++i) bv[i] = Io<SB>::Load(b[s + i]);
+      } else {
+        for (int64_t i = 0; i < len; ++i) bv[i] = b0;
+      }
       decltype(op(av[0], bv[0])) out[kBlock];
 #pragma omp simd
       for (int64_t i = 0; i < len; ++i) out[i] = op(av[i], bv[i]);
+#pragma omp simd
       for (int64_t i = 0; i < len; ++i) o[s + i] = Io<SO>::Store(out[i]);
     }
   } else if (sa && sb) {
