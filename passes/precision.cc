@@ -215,3 +215,13 @@ std::unique_ptr<Pass> MakePrecisionPass(PrecisionPolicy policy) {
 }
 
 }  // namespace mixtrain
+
+#include "passes/pass_registry.h"
+
+namespace mixtrain {
+// Defaults for `dump --passes=...`; `dump --precision/--dtype` and `train` configure them.
+MT_REGISTER_PASS(precision, [] {
+  return MakePrecisionPass(PrecisionPolicy::Default(PrecisionPreset::kAmp, DType::kBF16));
+});
+MT_REGISTER_PASS(cleanup, [] { return MakeCleanupPass(); });
+}  // namespace mixtrain

@@ -1,0 +1,250 @@
+// The update half of the training step: overflow check, unscale, clipping, optimizer nodes,
+// step counter, loss-scale update. Rules, in graph order:
+//   all_finite = AllFinite(g_1..g_n)                     (on the raw, possibly scaled, gradients)
+//   g_i       *= 1/loss_scale                            (when unscaling)
+//   g_i       *= min(1, max_norm / (||g||_2 + 1e-6))     (when clipping; on unscaled gradients)
+//   X_i', state_i' = Opt(lr, step, skip = !all_finite, X_i, g_i, state_i)   -> "state/..." outputs
+//   step'      = step + (all_finite ? 1 : 0)
+//   loss_scale', good' = UpdateLossScale(!all_finite, loss_scale, good)     (dynamic scaling)
+// With accumulation, gradients add into "accum/<param>" state and the rest happens on apply=true.
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "graph/check.h"
+#include "passes/passes.h"
+#include "passes/training.h"
+
+namespace mixtrain {
+namespace {
+
+constexpr char kMt[] = "ai.mixtrain";
+
+class OptimizerPass final : public Pass {
+ public:
+  explicit OptimizerPass(OptimizerOptions o) : o_(o) {}
+  absl::string_view name() const override { return "optimizer"; }
+
+  absl::StatusOr<bool> Run(Graph& g) override {
+    g_ = &g;
+    // The parameters and their gradients, in graph-output order.
+    std::vector<std::pair<Value*, Value*>> pg;  // (param, grad)
+    std::vector<Value*> keep_outputs;
+    for (Value* out : g.outputs()) {
+      if (out->name.rfind(kGradPrefix, 0) != 0) {
+        keep_outputs.push_back(out);
+        continue;
+      }
+      Value* param = g.FindValue(out->name.substr(std::string(kGradPrefix).size()));
+      if (param == nullptr || !param->is_initializer())
+        return absl::InvalidArgumentError(absl::StrCat("gradient '", out->name, "' names no initializer"));
+      if (param->dtype != DType::kF32 || out->dtype != DType::kF32)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "parameter '", param->name, "' and its gradient must be f32 (fp32 master weights)"));
+      pg.emplace_back(param, out);
+    }
+    if (pg.empty()) return absl::InvalidArgumentError("no gradients: run the autodiff pass first");
+    g.mutable_outputs() = keep_outputs;  // gradients are consumed here, not returned
+
+    Value* lr = g.AddValue(kLrName, DType::kF32, Shape(std::vector<Dim>{}));
+    g.AddInput(lr);
+    Value* step = g.AddInitializer(kStepName, Tensor::ScalarI64(0));
+
+    std::vector<Value*> grads;
+    for (auto& [p, gr] : pg) grads.push_back(gr);
+
+    // Accumulation: g_total = accum + g; accum' = apply ? 0 : g_total; use g_total / N.
+    Value* apply = nullptr;
+    if (o_.accumulate > 1) {
+      apply = g.AddValue(kApplyName, DType::kBool, Shape(std::vector<Dim>{}));
+      g.AddInput(apply);
+      Value* zero = Const("accum/zero", 0.0f);
+      Value* inv_n = Const("accum/inv_n", 1.0f / static_cast<float>(o_.accumulate));
+      for (size_t i = 0; i < pg.size(); ++i) {
+        Value* param = pg[i].first;
+        Value* acc = g.AddInitializer(absl::StrCat("accum/", param->name),
+                                      Tensor(DType::kF32, param->initializer->dims()));
+        Value* total = Op("Add", {acc, grads[i]}, absl::StrCat("accum/add/", param->name));
+        State(Op("Where", {apply, zero, total}, absl::StrCat("accum/reset/", param->name)), acc);
+        grads[i] = Op("Mul", {total, inv_n}, absl::StrCat("accum/mean/", param->name));
+      }
+    }
+
+    // Overflow check on the gradients as computed (an inf stays inf after scaling).
+    Node* af = g.AddNode("AllFinite", grads, 1, "amp/all_finite", kMt);
+    Value* all_finite = af->output(0);
+    all_finite->dtype = DType::kBool;
+    all_finite->shape = Shape(std::vector<Dim>{});
+    Value* found_inf = g.AddValue(kFoundInfName, DType::kBool, Shape(std::vector<Dim>{}));
+    g.AddNode("Not", {all_finite}, {found_inf}, "amp/found_inf");
+    g.AddOutput(found_inf);
+    Value* good_step = all_finite;  // an update happens
+    if (apply) good_step = Op("And", {all_finite, apply}, "accum/apply_and_finite");
+    Value* skip = found_inf;
+    if (apply) skip = Op("Not", {good_step}, "accum/skip");
+
+    if (o_.unscale) {
+      Value* scale = g.FindValue(kLossScaleName);
+      if (scale == nullptr || !scale->is_initializer())
+        return absl::InvalidArgumentError("unscaling needs the 'loss_scale' state (loss_scale pass)");
+      Value* inv = Op("Reciprocal", {scale}, "amp/inv_scale");
+      for (size_t i = 0; i < grads.size(); ++i)
+        grads[i] = Op("Mul", {grads[i], inv}, absl::StrCat("amp/unscale/", pg[i].first->name));
+    }
+
+    if (o_.clip_grad_norm > 0) {
+      Value* total = nullptr;
+      for (size_t i = 0; i < grads.size(); ++i) {
+        Node* ss = g.AddNode("ReduceSumSquare", {grads[i]}, 1,
+                             absl::StrCat("clip/sumsq/", pg[i].first->name));
+        ss->SetAttr(Attribute::Int("keepdims", 0));
+        Value* s = ss->output(0);
+        total = total ? Op("Add", {total, s}, absl::StrCat("clip/sum/", i)) : s;
+      }
+      Value* norm = Op("Sqrt", {total}, "clip/norm");
+      Value* denom = Op("Add", {norm, Const("clip/eps", 1e-6f)}, "clip/denom");
+      Value* ratio = Op("Div", {Const("clip/max_norm", o_.clip_grad_norm), denom}, "clip/ratio");
+      Value* coef = Op("Min", {ratio, Const("clip/one", 1.0f)}, "clip/coef");
+      for (size_t i = 0; i < grads.size(); ++i)
+        grads[i] = Op("Mul", {grads[i], coef}, absl::StrCat("clip/scale/", pg[i].first->name));
+    }
+
+    for (size_t i = 0; i < pg.size(); ++i) AddUpdate(pg[i].first, grads[i], lr, step, skip);
+
+    // step' = step + good_step
+    Node* as_int = g.AddNode("Cast", {good_step}, 1, "step/as_int");
+    as_int->SetAttr(Attribute::Int("to", ToOnnxType(DType::kI64)));
+    State(Op("Add", {step, as_int->output(0)}, "step/next"), step);
+
+    if (o_.dynamic_scale) {
+      Value* scale = g.FindValue(kLossScaleName);
+      if (scale == nullptr || !scale->is_initializer())
+        return absl::InvalidArgumentError("dynamic loss scaling needs the 'loss_scale' state");
+      Value* good = g.AddInitializer(kGoodStepsName, Tensor::ScalarI64(0));
+      Node* u = g.AddNode("UpdateLossScale", {found_inf, scale, good}, 2, "amp/update_scale", kMt);
+      u->SetAttr(Attribute::Float("growth_factor", o_.growth_factor));
+      u->SetAttr(Attribute::Float("backoff_factor", o_.backoff_factor));
+      u->SetAttr(Attribute::Float("max_scale", o_.max_scale));
+      u->SetAttr(Attribute::Int("growth_interval", o_.growth_interval));
+      Value* new_scale = u->output(0);
+      Value* new_good = u->output(1);
+      new_scale->dtype = DType::kF32;
+      new_good->dtype = DType::kI64;
+      if (apply) {  // only micro-batches that apply move the scaler
+        new_scale = Op("Where", {apply, new_scale, scale}, "amp/scale_if_apply");
+        new_good = Op("Where", {apply, new_good, good}, "amp/good_if_apply");
+      }
+      State(new_scale, scale);
+      State(new_good, good);
+    }
+    MT_RETURN_IF_ERROR(g.TopoSort());
+    return true;
+  }
+
+ private:
+  Value* Const(const std::string& name, float v) {
+    return g_->AddInitializer(g_->UniqueName(name), Tensor::Scalar(v));
+  }
+  Value* Op(const std::string& op, std::vector<Value*> ins, const std::string& name) {
+    Node* n = g_->AddNode(op, ins, 1, g_->UniqueName(name));
+    // Outputs take the dtype of the first float/bool-typed input; shapes are re-inferred later.
+    Value* out = n->output(0);
+    for (Value* in : ins)
+      if (in && in->dtype != DType::kBool) out->dtype = in->dtype;
+    if (op == "Not" || op == "And") out->dtype = DType::kBool;
+    if (op == "Where") out->dtype = ins[1]->dtype;
+    return out;
+  }
+  // Makes `v` the next value of initializer `init` ("state/<init>" output).
+  void State(Value* v, Value* init) {
+    Value* out = g_->AddValue(absl::StrCat(kStatePrefix, init->name), init->dtype, init->shape);
+    g_->AddNode("Identity", {v}, {out}, g_->UniqueName(absl::StrCat("state/", init->name)));
+    g_->AddOutput(out);
+  }
+  Value* Zeros(const std::string& name, const Value* like) {
+    return g_->AddInitializer(name, Tensor(DType::kF32, like->initializer->dims()));
+  }
+
+  void AddUpdate(Value* param, Value* grad, Value* lr, Value* step, Value* skip) {
+    Graph& g = *g_;
+    std::string p = param->name;
+    Node* n = nullptr;
+    switch (o_.kind) {
+      case OptimizerOptions::kAdam:
+      case OptimizerOptions::kAdamW: {
+        Value* m = Zeros(absl::StrCat("adam.m/", p), param);
+        Value* v = Zeros(absl::StrCat("adam.v/", p), param);
+        n = g.AddNode("Adam", {lr, step, skip, param, grad, m, v}, 3, g.UniqueName("adam/" + p), kMt);
+        n->SetAttr(Attribute::Float("beta1", o_.beta1));
+        n->SetAttr(Attribute::Float("beta2", o_.beta2));
+        n->SetAttr(Attribute::Float("epsilon", o_.epsilon));
+        n->SetAttr(Attribute::Float("weight_decay", o_.weight_decay));
+        n->SetAttr(Attribute::Int("decoupled", o_.kind == OptimizerOptions::kAdamW));
+        Link(n, {param, m, v});
+        break;
+      }
+      case OptimizerOptions::kSgd: {
+        std::vector<Value*> ins = {lr, skip, param, grad};
+        std::vector<Value*> state = {param};
+        if (o_.momentum != 0.0f) {
+          Value* b = Zeros(absl::StrCat("sgd.momentum/", p), param);
+          ins.push_back(b);
+          state.push_back(b);
+        }
+        n = g.AddNode("SGD", ins, static_cast<int>(state.size()), g.UniqueName("sgd/" + p), kMt);
+        n->SetAttr(Attribute::Float("momentum", o_.momentum));
+        n->SetAttr(Attribute::Float("weight_decay", o_.weight_decay));
+        n->SetAttr(Attribute::Int("nesterov", o_.nesterov));
+        Link(n, state);
+        break;
+      }
+      case OptimizerOptions::kAdagrad: {
+        Value* h = Zeros(absl::StrCat("adagrad.sum/", p), param);
+        n = g.AddNode("Adagrad", {lr, step, skip, param, grad, h}, 2, g.UniqueName("adagrad/" + p), kMt);
+        n->SetAttr(Attribute::Float("lr_decay", o_.lr_decay));
+        n->SetAttr(Attribute::Float("weight_decay", o_.weight_decay));
+        n->SetAttr(Attribute::Float("epsilon", o_.epsilon));
+        Link(n, {param, h});
+        break;
+      }
+    }
+  }
+  // Output i of the optimizer node is the next value of state[i].
+  void Link(Node* n, const std::vector<Value*>& state) {
+    for (size_t i = 0; i < state.size(); ++i) {
+      Value* out = n->output(i);
+      out->dtype = DType::kF32;
+      out->shape = state[i]->shape;
+      State(out, state[i]);
+    }
+  }
+
+  OptimizerOptions o_;
+  Graph* g_ = nullptr;
+};
+
+}  // namespace
+
+absl::StatusOr<OptimizerOptions::Kind> ParseOptimizerKind(const std::string& s) {
+  if (s == "adam") return OptimizerOptions::kAdam;
+  if (s == "adamw") return OptimizerOptions::kAdamW;
+  if (s == "sgd") return OptimizerOptions::kSgd;
+  if (s == "adagrad") return OptimizerOptions::kAdagrad;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown optimizer '", s, "' (expected adam, adamw, sgd or adagrad)"));
+}
+
+std::unique_ptr<Pass> MakeOptimizerPass(OptimizerOptions options) {
+  return std::make_unique<OptimizerPass>(options);
+}
+
+}  // namespace mixtrain
+
+#include "passes/pass_registry.h"
+
+namespace mixtrain {
+MT_REGISTER_PASS(optimizer, [] {
+  OptimizerOptions o;
+  return MakeOptimizerPass(o);
+});
+}  // namespace mixtrain

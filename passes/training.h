@@ -1,0 +1,56 @@
+// The passes that make a gradient graph a training step (DESIGN.md steps 5 and 7): loss scaling
+// before autodiff; after it, the overflow check, unscale, gradient clipping, the optimizer update
+// of fp32 master weights, the step counter and the dynamic loss-scale update — all in the graph,
+// so a step needs no host round trip. State is written back through "state/<initializer>"
+// outputs (passes/passes.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "passes/pass.h"
+
+namespace mixtrain {
+
+// Names of the step's inputs, state and outputs.
+inline constexpr char kScaledLossName[] = "scaled_loss";
+inline constexpr char kLossScaleName[] = "loss_scale";         // f32 scalar state
+inline constexpr char kGoodStepsName[] = "loss_scale.good_steps";  // i64 scalar state
+inline constexpr char kStepName[] = "step";                    // i64 scalar state: applied updates
+inline constexpr char kLrName[] = "lr";                        // f32 scalar input, fed per step
+inline constexpr char kApplyName[] = "apply";                  // bool scalar input (accumulation)
+inline constexpr char kFoundInfName[] = "found_inf";           // bool scalar output
+
+struct LossScaleOptions {
+  float init_scale = 65536.0f;
+};
+// scaled_loss = loss * loss_scale, with loss_scale an fp32 state initializer (fp32 always: 2^16
+// is above fp16's largest finite value). Autodiff then starts from "scaled_loss".
+std::unique_ptr<Pass> MakeLossScalePass(LossScaleOptions options = {});
+
+struct OptimizerOptions {
+  enum Kind { kAdam, kAdamW, kSgd, kAdagrad };
+  Kind kind = kAdam;
+  float beta1 = 0.9f, beta2 = 0.999f, epsilon = 1e-8f;
+  float weight_decay = 0.0f;
+  float momentum = 0.0f;  // SGD
+  bool nesterov = false;  // SGD
+  float lr_decay = 0.0f;  // Adagrad
+  float clip_grad_norm = 0.0f;  // 0 = off; on unscaled gradients
+  // Loss scaling: "loss_scale" must exist (MakeLossScalePass) when either is on.
+  bool unscale = false;
+  bool dynamic_scale = false;
+  float growth_factor = 2.0f, backoff_factor = 0.5f, max_scale = 16777216.0f;
+  int64_t growth_interval = 2000;
+  // >1: gradients accumulate in state over micro-batches; the update happens on runs fed
+  // apply=true, with the mean of the accumulated gradients.
+  int64_t accumulate = 1;
+};
+absl::StatusOr<OptimizerOptions::Kind> ParseOptimizerKind(const std::string& s);
+
+// Consumes the "grad/<param>" outputs: adds found_inf, unscale, clipping, one optimizer node per
+// parameter (fp32 moments as new initializers), the step counter and the loss-scale update.
+std::unique_ptr<Pass> MakeOptimizerPass(OptimizerOptions options);
+
+}  // namespace mixtrain

@@ -1,0 +1,41 @@
+// In-memory datasets for training: named arrays sharing their first (example) dimension, split
+// into batches in a seeded shuffled order that depends only on (seed, epoch), so a resumed run
+// sees exactly the batches the uninterrupted run would.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/tensor.h"
+
+namespace mixtrain {
+
+class Dataset {
+ public:
+  // Every array must have rank >= 1 and the same first dimension; `source` names the data in
+  // errors.
+  static absl::StatusOr<Dataset> Create(std::map<std::string, Tensor> arrays,
+                                        const std::string& source);
+  int64_t size() const { return size_; }
+  const std::map<std::string, Tensor>& arrays() const { return arrays_; }
+  bool has(const std::string& key) const { return arrays_.contains(key); }
+
+  // Example order of an epoch: identity without shuffling, else a permutation from (seed, epoch).
+  std::vector<int64_t> Order(bool shuffle, uint64_t seed, int64_t epoch) const;
+  // Batches per epoch; `drop_last` drops a final partial batch.
+  int64_t NumBatches(int64_t batch_size, bool drop_last) const;
+  // The arrays gathered at order[begin, end).
+  std::map<std::string, Tensor> Gather(const std::vector<int64_t>& order, int64_t begin,
+                                       int64_t end) const;
+  // The first n examples (for subsets).
+  Dataset Head(int64_t n) const;
+
+ private:
+  std::map<std::string, Tensor> arrays_;
+  int64_t size_ = 0;
+};
+
+}  // namespace mixtrain

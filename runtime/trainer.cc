@@ -1,0 +1,398 @@
+#include "runtime/trainer.h"
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "graph/atomic_file.h"
+#include "graph/check.h"
+#include "graph/external_data.h"
+#include "kernels/common/half.h"
+#include "graph/onnx_export.h"
+#include "graph/onnx_import.h"
+#include "graph/shape_inference.h"
+#include "passes/passes.h"
+#include "passes/precision.h"
+#include "passes/training.h"
+
+namespace mixtrain {
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+
+// Inference form: BatchNormalization uses its running statistics, Dropout is the identity.
+void ToInferenceForm(Graph& g) {
+  for (const auto& up : g.nodes()) {
+    Node* n = up.get();
+    if (n->op_type() == "BatchNormalization" && n->domain().empty()) {
+      if (n->attr_int("training_mode", 0) != 0) n->SetAttr(Attribute::Int("training_mode", 0));
+      while (n->num_outputs() > 1) g.DropNodeOutput(n, n->num_outputs() - 1);
+    }
+  }
+}
+
+absl::StatusOr<PrecisionPolicy> MakePolicy(const pb::PrecisionPolicy& p, PrecisionPreset preset,
+                                           DType low) {
+  PrecisionPolicy policy = PrecisionPolicy::Default(preset, low);
+  for (const std::string& op : p.allow()) policy.SetClass(op, PrecisionClass::kAllow);
+  for (const std::string& op : p.deny()) policy.SetClass(op, PrecisionClass::kDeny);
+  for (const std::string& op : p.infer()) policy.SetClass(op, PrecisionClass::kInfer);
+  for (const std::string& op : p.clear()) policy.SetClass(op, PrecisionClass::kClear);
+  for (const std::string& re : p.fp32_nodes()) MT_RETURN_IF_ERROR(policy.AddFp32NodeRegex(re));
+  return policy;
+}
+
+absl::Status RunPasses(Graph& g, std::vector<std::unique_ptr<Pass>> passes) {
+  PassManager pm;
+  for (auto& p : passes) pm.Add(std::move(p));
+  return pm.Run(g);
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const std::string& model_path,
+                                                         const pb::TrainConfig& config) {
+  MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxFile(model_path));
+  return CreateFromGraph(std::move(g), config);
+}
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::CreateFromBytes(const std::string& bytes,
+                                                                  const pb::TrainConfig& config) {
+  MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxBytes(bytes, "."));
+  return CreateFromGraph(std::move(g), config);
+}
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::CreateFromGraph(std::unique_ptr<Graph> model,
+                                                                  const pb::TrainConfig& config) {
+  std::unique_ptr<Trainer> t(new Trainer());
+  t->config_ = config;
+  MT_RETURN_IF_ERROR(t->Build(std::move(model)));
+  return t;
+}
+
+absl::Status Trainer::Build(std::unique_ptr<Graph> model) {
+  const pb::TrainConfig& c = config_;
+  if (c.device() != "cpu" && c.device() != "auto")
+    return absl::UnimplementedError(absl::StrCat("device '", c.device(),
+                                                 "': this build trains on the CPU only"));
+  // --- resolve the precision: AUTO is bf16 on the CPU (fp16 is for GPUs) ---
+  const auto& pp = c.precision();
+  PrecisionPreset preset = pp.preset() == pb::PrecisionPolicy::FP32   ? PrecisionPreset::kFp32
+                           : pp.preset() == pb::PrecisionPolicy::HALF ? PrecisionPreset::kHalf
+                                                                            : PrecisionPreset::kAmp;
+  DType low = pp.low_dtype() == pb::PrecisionPolicy::FP16 ? DType::kF16 : DType::kBF16;
+  precision_.preset = preset == PrecisionPreset::kFp32 ? "fp32" : preset == PrecisionPreset::kHalf ? "half" : "amp";
+  precision_.low = preset == PrecisionPreset::kFp32 ? DType::kF32 : low;
+  auto mode = c.loss_scaler().mode();
+  bool scaling = false, dynamic = false;
+  if (mode == pb::LossScalerConfig::AUTO) {
+    scaling = dynamic = precision_.low == DType::kF16;
+  } else if (mode == pb::LossScalerConfig::STATIC) {
+    scaling = true;
+  } else if (mode == pb::LossScalerConfig::DYNAMIC) {
+    scaling = dynamic = true;
+  }
+  precision_.scaling = !scaling ? "off" : dynamic ? "dynamic" : "static";
+  if (c.accumulate() < 1) return absl::InvalidArgumentError("accumulate must be >= 1");
+
+  // --- names ---
+  for (Value* v : model->inputs())
+    if (!v->is_initializer()) {
+      input_name_ = v->name;
+      break;
+    }
+  output_name_ = c.output();
+  if (output_name_.empty()) {
+    if (model->outputs().empty()) return absl::InvalidArgumentError("the model has no outputs");
+    output_name_ = model->outputs()[0]->name;
+  } else if (model->FindValue(output_name_) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("--output: the model has no value '", output_name_, "'"));
+  }
+  labels_name_ = c.data().labels_key();
+  classification_ = c.loss() == "cross_entropy";
+  model_ = model->Clone();
+
+  LossOptions loss;
+  loss.kind = c.loss();
+  loss.output = output_name_;
+  loss.labels = labels_name_;
+  MT_ASSIGN_OR_RETURN(PrecisionPolicy policy, MakePolicy(pp, preset, low == DType::kF16 ? DType::kF16 : DType::kBF16));
+
+  // --- the training step ---
+  std::unique_ptr<Graph> g = model->Clone();
+  {
+    std::vector<std::unique_ptr<Pass>> ps;
+    TrainModeOptions tm;
+    tm.seed = static_cast<int64_t>(c.data().seed());
+    ps.push_back(MakeTrainModePass(tm));
+    ps.push_back(MakeLossPass(loss));
+    if (preset != PrecisionPreset::kFp32) ps.push_back(MakePrecisionPass(policy));
+    if (scaling) ps.push_back(MakeLossScalePass({c.loss_scaler().init_scale()}));
+    AutodiffOptions ad;
+    ad.loss = scaling ? kScaledLossName : kLossName;
+    ad.trainable = c.trainable();
+    ad.freeze = c.freeze();
+    ps.push_back(MakeAutodiffPass(ad));
+    MT_RETURN_IF_ERROR(RunPasses(*g, std::move(ps)));
+  }
+  for (Value* out : g->outputs())
+    if (out->name.rfind(kGradPrefix, 0) == 0) params_.push_back(out->name.substr(std::string(kGradPrefix).size()));
+  if (params_.empty()) return absl::InvalidArgumentError("no trainable parameters reach the loss");
+  {
+    const pb::OptimizerConfig& oc = c.optimizer();
+    OptimizerOptions o;
+    switch (oc.kind()) {
+      case pb::OptimizerConfig::ADAM: o.kind = OptimizerOptions::kAdam; break;
+      case pb::OptimizerConfig::ADAMW: o.kind = OptimizerOptions::kAdamW; break;
+      case pb::OptimizerConfig::SGD: o.kind = OptimizerOptions::kSgd; break;
+      case pb::OptimizerConfig::ADAGRAD: o.kind = OptimizerOptions::kAdagrad; break;
+    }
+    o.beta1 = oc.beta1();
+    o.beta2 = oc.beta2();
+    o.epsilon = oc.kind() == pb::OptimizerConfig::ADAGRAD && !oc.has_epsilon() ? 1e-10f : oc.epsilon();
+    o.weight_decay = oc.weight_decay();
+    if (oc.kind() == pb::OptimizerConfig::ADAMW && !oc.has_weight_decay()) o.weight_decay = 0.01f;  // torch's default
+    o.momentum = oc.momentum();
+    o.nesterov = oc.nesterov();
+    o.clip_grad_norm = oc.clip_grad_norm();
+    o.unscale = scaling;
+    o.dynamic_scale = dynamic;
+    o.growth_factor = c.loss_scaler().growth_factor();
+    o.backoff_factor = c.loss_scaler().backoff_factor();
+    o.growth_interval = c.loss_scaler().growth_interval();
+    o.max_scale = c.loss_scaler().max_scale();
+    o.accumulate = c.accumulate();
+    std::vector<std::unique_ptr<Pass>> ps;
+    ps.push_back(MakeOptimizerPass(o));
+    ps.push_back(MakeCleanupPass());
+    MT_RETURN_IF_ERROR(RunPasses(*g, std::move(ps)));
+  }
+  MT_RETURN_IF_ERROR(InferShapes(*g));
+  SessionOptions so;
+  for (const auto& [from, to] : StateUpdates(*g)) {
+    so.state_updates[from] = to;
+    state_names_.push_back(to);
+  }
+  train_graph_ = std::shared_ptr<Graph>(g.release());
+  MT_ASSIGN_OR_RETURN(train_, Session::Create(std::const_pointer_cast<const Graph>(train_graph_), so));
+
+  // --- the eval graph: inference form, same loss and precision ---
+  std::unique_ptr<Graph> e = model->Clone();
+  ToInferenceForm(*e);
+  {
+    std::vector<std::unique_ptr<Pass>> ps;
+    ps.push_back(MakeLossPass(loss));
+    if (preset != PrecisionPreset::kFp32) ps.push_back(MakePrecisionPass(policy));
+    ps.push_back(MakeCleanupPass());
+    MT_RETURN_IF_ERROR(RunPasses(*e, std::move(ps)));
+  }
+  MT_RETURN_IF_ERROR(InferShapes(*e));
+  eval_graph_ = std::shared_ptr<Graph>(e.release());
+  MT_ASSIGN_OR_RETURN(eval_, Session::Create(std::const_pointer_cast<const Graph>(eval_graph_)));
+  return absl::OkStatus();
+}
+
+float Trainer::LearningRate(int64_t update) const {
+  const pb::ScheduleConfig& s = config_.schedule();
+  double base = config_.optimizer().lr();
+  int64_t warm = s.warmup_steps();
+  if (warm > 0 && update < warm) return static_cast<float>(base * (update + 1) / warm);
+  int64_t t = update - warm;
+  switch (s.kind()) {
+    case pb::ScheduleConfig::CONSTANT: return static_cast<float>(base);
+    case pb::ScheduleConfig::STEP:
+      return static_cast<float>(base * std::pow(s.gamma(), t / std::max(1, s.step_size())));
+    case pb::ScheduleConfig::COSINE: {
+      int64_t total = std::max<int64_t>(1, config_.steps() - warm);
+      double frac = std::min(1.0, static_cast<double>(t) / total);
+      return static_cast<float>(s.min_lr() + (base - s.min_lr()) * 0.5 * (1 + std::cos(kPi * frac)));
+    }
+  }
+  return static_cast<float>(base);
+}
+
+absl::StatusOr<StepResult> Trainer::Step(const std::map<std::string, Tensor>& batch, bool read_loss) {
+  StepResult r;
+  int64_t acc = config_.accumulate();
+  int64_t update = calls_ / acc;
+  bool apply = (calls_ + 1) % acc == 0;
+  r.lr = LearningRate(update);
+  std::map<std::string, Tensor> feeds;
+  for (Value* in : train_graph_->inputs()) {
+    if (in->is_initializer()) continue;
+    if (in->name == kLrName) {
+      feeds.emplace(kLrName, Tensor::Scalar(r.lr));
+    } else if (in->name == kApplyName) {
+      Tensor a(DType::kBool, {});
+      a.data_as<uint8_t>()[0] = apply;
+      feeds.emplace(kApplyName, a);
+    } else {
+      auto it = batch.find(in->name);
+      if (it == batch.end())
+        return absl::InvalidArgumentError(absl::StrCat("the batch has no '", in->name, "' array"));
+      feeds.emplace(in->name, it->second);
+    }
+  }
+  if (read_loss && precision_.scaling != "off") {
+    MT_ASSIGN_OR_RETURN(Tensor s, train_->GetInitializer(kLossScaleName));
+    r.loss_scale = s.data_as<float>()[0];
+  }
+  std::vector<std::string> fetch = {kFoundInfName};
+  if (read_loss) fetch.push_back(kLossName);
+  MT_ASSIGN_OR_RETURN(std::vector<Tensor> out, train_->Run(feeds, fetch));
+  r.skipped = out[0].data_as<uint8_t>()[0] != 0;
+  r.loss = read_loss ? static_cast<float>(out[1].GetDouble(0)) : std::numeric_limits<float>::quiet_NaN();
+  ++calls_;
+  eval_stale_ = true;
+  return r;
+}
+
+absl::Status Trainer::SyncEval() {
+  if (!eval_stale_) return absl::OkStatus();
+  for (const Value* v : eval_graph_->initializers()) {
+    if (std::find(state_names_.begin(), state_names_.end(), v->name) == state_names_.end()) continue;
+    MT_ASSIGN_OR_RETURN(Tensor t, train_->GetInitializer(v->name));
+    MT_RETURN_IF_ERROR(eval_->SetInitializer(v->name, t));
+  }
+  eval_stale_ = false;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<EvalResult> Trainer::Evaluate(const std::map<std::string, Tensor>& batch) {
+  MT_RETURN_IF_ERROR(SyncEval());
+  std::map<std::string, Tensor> feeds;
+  for (Value* in : eval_graph_->inputs()) {
+    if (in->is_initializer()) continue;
+    auto it = batch.find(in->name);
+    if (it == batch.end())
+      return absl::InvalidArgumentError(absl::StrCat("the batch has no '", in->name, "' array"));
+    feeds.emplace(in->name, it->second);
+  }
+  MT_ASSIGN_OR_RETURN(std::vector<Tensor> out, eval_->Run(feeds, {kLossName, output_name_}));
+  EvalResult r;
+  const Tensor& logits = out[1];
+  r.examples = logits.rank() > 0 ? logits.dims()[0] : 1;
+  r.loss_sum = out[0].GetDouble(0) * static_cast<double>(r.examples);
+  if (classification_ && logits.rank() == 2 && batch.contains(labels_name_)) {
+    const Tensor& labels = batch.at(labels_name_);
+    int64_t n = logits.dims()[0], k = logits.dims()[1];
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t best = 0;
+      for (int64_t j = 1; j < k; ++j)
+        if (logits.GetDouble(i * k + j) > logits.GetDouble(i * k + best)) best = j;
+      r.correct += best == labels.GetInt(i);
+    }
+  }
+  return r;
+}
+
+absl::StatusOr<Tensor> Trainer::GetParameter(const std::string& name) const {
+  return train_->GetInitializer(name);
+}
+
+absl::Status Trainer::SetParameter(const std::string& name, const Tensor& value) {
+  MT_RETURN_IF_ERROR(train_->SetInitializer(name, value));
+  eval_stale_ = true;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<std::string, Tensor>> Trainer::State() const {
+  std::map<std::string, Tensor> s;
+  for (const std::string& n : state_names_) {
+    MT_ASSIGN_OR_RETURN(Tensor t, train_->GetInitializer(n));
+    s.emplace(n, std::move(t));
+  }
+  return s;
+}
+
+absl::Status Trainer::SaveCheckpoint(const std::string& path, int64_t epoch, int64_t batch) const {
+  pb::Checkpoint ck;
+  ck.set_step(calls_);
+  ck.set_epoch(epoch);
+  ck.set_batch_in_epoch(batch);
+  ck.set_rng_seed(config_.data().seed());
+  *ck.mutable_config() = config_;
+  MT_ASSIGN_OR_RETURN(auto state, State());
+  for (const auto& [name, t] : state) {
+    onnx::TensorProto* p = ck.add_state();
+    TensorToProto(t, p);
+    p->set_name(name);
+  }
+  std::string bytes;
+  if (!ck.SerializeToString(&bytes))
+    return absl::InternalError(absl::StrCat("cannot serialize the checkpoint for ", path));
+  return WriteFileAtomically(path, bytes);
+}
+
+absl::StatusOr<std::pair<int64_t, int64_t>> Trainer::LoadCheckpoint(const std::string& path) {
+  std::string bytes;
+  {
+    FILE* f = std::fopen(path.c_str(), "rb");
+    if (!f) return absl::NotFoundError(absl::StrCat("cannot open checkpoint '", path, "'"));
+    char buf[1 << 16];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) bytes.append(buf, n);
+    std::fclose(f);
+  }
+  pb::Checkpoint ck;
+  if (!ck.ParseFromString(bytes))
+    return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a mixtrain checkpoint"));
+  std::map<std::string, Tensor> loaded;
+  for (const onnx::TensorProto& p : ck.state()) {
+    MT_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(p, "", absl::StrCat("checkpoint tensor '", p.name(), "'")));
+    loaded.emplace(p.name(), std::move(t));
+  }
+  for (const std::string& n : state_names_)
+    if (!loaded.contains(n))
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path, "' lacks state '", n,
+                                                     "' (made for another model or config?)"));
+  for (const auto& [n, t] : loaded) {
+    absl::Status s = train_->SetInitializer(n, t);
+    if (!s.ok())
+      return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path, "': ", s.message()));
+  }
+  calls_ = ck.step();
+  eval_stale_ = true;
+  return std::make_pair(ck.epoch(), ck.batch_in_epoch());
+}
+
+absl::Status Trainer::ExportInferenceModel(const std::string& path, DType dtype) const {
+  std::unique_ptr<Graph> g = model_->Clone();
+  for (Value* v : std::vector<Value*>(g->initializers().begin(), g->initializers().end())) {
+    if (std::find(state_names_.begin(), state_names_.end(), v->name) == state_names_.end()) continue;
+    MT_ASSIGN_OR_RETURN(Tensor t, train_->GetInitializer(v->name));
+    g->SetInitializer(v, t);
+  }
+  ToInferenceForm(*g);
+  if (dtype != DType::kF32) {
+    if (!IsLowFloat(dtype)) return absl::InvalidArgumentError("export dtype must be fp32, fp16 or bf16");
+    std::vector<std::unique_ptr<Pass>> ps;
+    ps.push_back(MakePrecisionPass(PrecisionPolicy::Default(PrecisionPreset::kHalf, dtype)));
+    ps.push_back(MakeCleanupPass());
+    MT_RETURN_IF_ERROR(RunPasses(*g, std::move(ps)));
+    // Store weights in the low type: Cast(W) of an initializer becomes the cast initializer.
+    std::vector<Node*> casts;
+    for (const auto& n : g->nodes())
+      if (n->op_type() == "Cast" && n->input(0) && n->input(0)->is_initializer() &&
+          n->input(0)->consumers.size() == 1 && !g->IsGraphOutput(n->output(0)))
+        casts.push_back(n.get());
+    for (Node* n : casts) {
+      Value* w = n->input(0);
+      Value* out = n->output(0);
+      const Tensor& src = *w->initializer;
+      Tensor low(dtype, src.dims());
+      uint16_t* d = low.data_as<uint16_t>();
+      for (int64_t i = 0; i < src.numel(); ++i) {
+        float f = static_cast<float>(src.GetDouble(i));
+        d[i] = dtype == DType::kF16 ? FloatToHalf(f) : FloatToBFloat16(f);
+      }
+      g->RemoveNode(n);  // `out` stays (it is used) without producer; `w` loses its last use
+      g->RemoveValue(w);
+      g->SetInitializer(out, low);
+    }
+    MT_RETURN_IF_ERROR(g->TopoSort());
+  }
+  return SaveOnnxFile(*g, path);
+}
+
+}  // namespace mixtrain

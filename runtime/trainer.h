@@ -1,0 +1,100 @@
+// Trainer: the training step as one graph, built by the pass pipeline (train mode, loss,
+// precision, loss scale, autodiff, optimizer, cleanup) from an ONNX model and a pb::TrainConfig, and
+// run by a Session with fp32 master weights as state. Also an eval graph (the model in inference
+// form with the same precision policy) sharing the trained weights, checkpoints and export.
+//
+// Thread safety: a Trainer is used from one thread at a time; several Trainers may run
+// concurrently in one process (no global mutable state besides the immutable op/kernel tables).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/graph.h"
+#include "proto/mixtrain_pb.h"
+#include "runtime/session.h"
+
+namespace mixtrain {
+
+struct StepResult {
+  float loss = 0;        // unscaled loss of the batch
+  float loss_scale = 1;  // the scale used by this step (1 without loss scaling)
+  bool skipped = false;  // an inf/NaN gradient skipped the update
+  float lr = 0;          // learning rate of this step
+};
+
+struct EvalResult {
+  double loss_sum = 0;  // sum over examples of the loss
+  int64_t correct = 0;  // argmax(logits) == label (classification losses only)
+  int64_t examples = 0;
+};
+
+// How the trainer resolved the config (printed by `train`, kept in checkpoints).
+struct ResolvedPrecision {
+  std::string preset;   // fp32 | amp | half
+  DType low = DType::kF32;
+  std::string scaling;  // off | static | dynamic
+};
+
+class Trainer {
+ public:
+  // The model from a file (or ONNX bytes with CreateFromBytes), configured by `config`.
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const std::string& model_path,
+                                                         const pb::TrainConfig& config);
+  static absl::StatusOr<std::unique_ptr<Trainer>> CreateFromBytes(const std::string& bytes,
+                                                                  const pb::TrainConfig& config);
+  static absl::StatusOr<std::unique_ptr<Trainer>> CreateFromGraph(std::unique_ptr<Graph> model,
+                                                                   const pb::TrainConfig& config);
+
+  // One micro-batch: graph inputs by name plus the labels under config.data.labels_key. With
+  // accumulate = N, every N-th call applies the update. `read_loss` = false skips reading the
+  // loss back (result.loss is then NaN).
+  absl::StatusOr<StepResult> Step(const std::map<std::string, Tensor>& batch, bool read_loss = true);
+  // Loss (and accuracy for classification) on a batch, in inference form, no update.
+  absl::StatusOr<EvalResult> Evaluate(const std::map<std::string, Tensor>& batch);
+
+  absl::Status SaveCheckpoint(const std::string& path, int64_t epoch = 0, int64_t batch = 0) const;
+  // Restores state; returns the (epoch, batch) position saved with it.
+  absl::StatusOr<std::pair<int64_t, int64_t>> LoadCheckpoint(const std::string& path);
+  // The model with the trained weights in inference form (BatchNorm with running statistics);
+  // `dtype` f16/bf16 stores weights and computes in the low type where the policy allows.
+  absl::Status ExportInferenceModel(const std::string& path, DType dtype = DType::kF32) const;
+
+  const Graph& TransformedGraph() const { return *train_graph_; }
+  const Graph& EvalGraph() const { return *eval_graph_; }
+  std::vector<std::string> ParameterNames() const { return params_; }
+  absl::StatusOr<Tensor> GetParameter(const std::string& name) const;
+  absl::Status SetParameter(const std::string& name, const Tensor& value);
+  // Every state tensor (params, moments, counters, scaler, BN stats) by name.
+  absl::StatusOr<std::map<std::string, Tensor>> State() const;
+
+  int64_t calls() const { return calls_; }  // Step() calls so far
+  const ResolvedPrecision& precision() const { return precision_; }
+  const pb::TrainConfig& config() const { return config_; }
+  // Learning rate for update number `update` (0-based) by the schedule.
+  float LearningRate(int64_t update) const;
+  std::string input_name() const { return input_name_; }
+
+ private:
+  Trainer() = default;
+  absl::Status Build(std::unique_ptr<Graph> model);
+  // Copies trained parameters and BN statistics into the eval session.
+  absl::Status SyncEval();
+
+  pb::TrainConfig config_;
+  ResolvedPrecision precision_;
+  std::unique_ptr<Graph> model_;  // as imported, for export
+  std::shared_ptr<Graph> train_graph_, eval_graph_;
+  std::unique_ptr<Session> train_, eval_;
+  std::vector<std::string> params_;
+  std::vector<std::string> state_names_;  // targets of state updates
+  std::string input_name_, output_name_, labels_name_;
+  bool classification_ = false;
+  bool eval_stale_ = true;
+  int64_t calls_ = 0;
+};
+
+}  // namespace mixtrain

@@ -1,0 +1,391 @@
+// `mixtrain train [MODEL.onnx] [flags]`: trains a model with mixed precision. With no arguments,
+// models/fashion_cnn.onnx on Fashion-MNIST in bf16 AMP on the CPU, reporting test accuracy.
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/text_format.h"
+#include "graph/atomic_file.h"
+#include "runtime/dataset.h"
+#include "runtime/idx.h"
+#include "runtime/npy.h"
+#include "runtime/trainer.h"
+#include "tools/cli.h"
+
+namespace mixtrain {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+absl::Status ReadText(const std::string& path, std::string* out) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return absl::NotFoundError(absl::StrCat("cannot open '", path, "'"));
+  std::stringstream ss;
+  ss << f.rdbuf();
+  *out = ss.str();
+  return absl::OkStatus();
+}
+
+// Applies the command-line flags over `c` (defaults < --config < flags).
+absl::Status ApplyFlags(const cli::Args& a, pb::TrainConfig& c) {
+  if (a.has("config")) {
+    std::string text;
+    MT_RETURN_IF_ERROR(ReadText(a.str("config"), &text));
+    if (!google::protobuf::TextFormat::ParseFromString(text, &c))
+      return absl::InvalidArgumentError(absl::StrCat("--config: '", a.str("config"),
+                                                     "' is not a valid TrainConfig textproto"));
+  }
+  if (!a.positional().empty()) c.set_model(a.positional()[0]);
+  if (a.positional().size() > 1)
+    return absl::InvalidArgumentError("expects at most one MODEL.onnx (see --help)");
+  if (a.has("loss")) c.set_loss(a.str("loss"));
+  if (a.has("output")) c.set_output(a.str("output"));
+  if (a.has("labels")) c.mutable_data()->set_labels_key(a.str("labels"));
+  if (a.has("freeze")) c.set_freeze(a.str("freeze"));
+  if (a.has("trainable")) c.set_trainable(a.str("trainable"));
+  if (a.has("device")) c.set_device(a.str("device"));
+  if (a.has("data")) c.mutable_data()->set_path(a.str("data"));
+  if (a.has("dataset")) c.mutable_data()->set_dataset(a.str("dataset"));
+  auto num = [&](const char* name, auto set) -> absl::Status {
+    if (!a.has(name)) return absl::OkStatus();
+    MT_ASSIGN_OR_RETURN(double v, a.number(name));
+    set(v);
+    return absl::OkStatus();
+  };
+  auto* opt = c.mutable_optimizer();
+  if (a.has("optimizer")) {
+    std::string k = a.str("optimizer");
+    pb::OptimizerConfig::Kind kind;
+    if (!pb::OptimizerConfig::Kind_Parse(absl::AsciiStrToUpper(k), &kind))
+      return absl::InvalidArgumentError(absl::StrCat("--optimizer: unknown '", k, "' (adam, adamw, sgd, adagrad)"));
+    opt->set_kind(kind);
+  }
+  MT_RETURN_IF_ERROR(num("lr", [&](double v) { opt->set_lr(v); }));
+  MT_RETURN_IF_ERROR(num("weight-decay", [&](double v) { opt->set_weight_decay(v); }));
+  MT_RETURN_IF_ERROR(num("momentum", [&](double v) { opt->set_momentum(v); }));
+  MT_RETURN_IF_ERROR(num("beta1", [&](double v) { opt->set_beta1(v); }));
+  MT_RETURN_IF_ERROR(num("beta2", [&](double v) { opt->set_beta2(v); }));
+  MT_RETURN_IF_ERROR(num("clip-grad-norm", [&](double v) { opt->set_clip_grad_norm(v); }));
+  if (a.has("nesterov")) opt->set_nesterov(a.flag("nesterov"));
+  auto* sch = c.mutable_schedule();
+  if (a.has("schedule")) {
+    pb::ScheduleConfig::Kind kind;
+    if (!pb::ScheduleConfig::Kind_Parse(absl::AsciiStrToUpper(a.str("schedule")), &kind))
+      return absl::InvalidArgumentError(absl::StrCat("--schedule: unknown '", a.str("schedule"), "' (constant, step, cosine)"));
+    sch->set_kind(kind);
+  }
+  MT_RETURN_IF_ERROR(num("warmup-steps", [&](double v) { sch->set_warmup_steps(static_cast<int>(v)); }));
+  MT_RETURN_IF_ERROR(num("step-size", [&](double v) { sch->set_step_size(static_cast<int>(v)); }));
+  MT_RETURN_IF_ERROR(num("gamma", [&](double v) { sch->set_gamma(v); }));
+  auto* prec = c.mutable_precision();
+  if (a.has("policy")) {
+    std::string text;
+    MT_RETURN_IF_ERROR(ReadText(a.str("policy"), &text));
+    if (!google::protobuf::TextFormat::ParseFromString(text, prec))
+      return absl::InvalidArgumentError(absl::StrCat("--policy: '", a.str("policy"), "' is not a valid PrecisionPolicy textproto"));
+  }
+  if (a.has("precision")) {
+    pb::PrecisionPolicy::Preset p;
+    if (!pb::PrecisionPolicy::Preset_Parse(absl::AsciiStrToUpper(a.str("precision")), &p))
+      return absl::InvalidArgumentError(absl::StrCat("--precision: unknown '", a.str("precision"), "' (fp32, amp, half)"));
+    prec->set_preset(p);
+  }
+  if (a.has("dtype")) {
+    std::string d = a.str("dtype");
+    if (d == "fp16") prec->set_low_dtype(pb::PrecisionPolicy::FP16);
+    else if (d == "bf16") prec->set_low_dtype(pb::PrecisionPolicy::BF16);
+    else if (d == "auto") prec->set_low_dtype(pb::PrecisionPolicy::AUTO);
+    else return absl::InvalidArgumentError(absl::StrCat("--dtype: '", d, "' (fp16, bf16 or auto)"));
+  }
+  for (const std::string& op : a.list("allow")) prec->add_allow(op);
+  for (const std::string& op : a.list("deny")) prec->add_deny(op);
+  if (a.has("fp32-nodes")) prec->add_fp32_nodes(a.str("fp32-nodes"));
+  auto* ls = c.mutable_loss_scaler();
+  if (a.has("loss-scale")) {
+    std::string v = a.str("loss-scale");
+    if (v == "dynamic") {
+      ls->set_mode(pb::LossScalerConfig::DYNAMIC);
+    } else if (v == "off") {
+      ls->set_mode(pb::LossScalerConfig::OFF);
+    } else {
+      MT_ASSIGN_OR_RETURN(double s, a.number("loss-scale"));
+      if (!(s > 0)) return absl::InvalidArgumentError("--loss-scale must be > 0, 'dynamic' or 'off'");
+      ls->set_mode(pb::LossScalerConfig::STATIC);
+      ls->set_init_scale(s);
+    }
+  }
+  MT_RETURN_IF_ERROR(num("growth-interval", [&](double v) { ls->set_growth_interval(static_cast<int>(v)); }));
+  MT_RETURN_IF_ERROR(num("epochs", [&](double v) { c.set_epochs(static_cast<int>(v)); }));
+  MT_RETURN_IF_ERROR(num("steps", [&](double v) { c.set_steps(static_cast<int64_t>(v)); }));
+  MT_RETURN_IF_ERROR(num("batch-size", [&](double v) { c.mutable_data()->set_batch_size(static_cast<int>(v)); }));
+  MT_RETURN_IF_ERROR(num("seed", [&](double v) { c.mutable_data()->set_seed(static_cast<uint64_t>(v)); }));
+  MT_RETURN_IF_ERROR(num("accumulate", [&](double v) { c.set_accumulate(static_cast<int>(v)); }));
+  if (a.has("shuffle")) c.mutable_data()->set_shuffle(a.flag("shuffle"));
+  if (c.data().batch_size() < 1) return absl::InvalidArgumentError("--batch-size must be >= 1");
+  if (c.epochs() < 1 && c.steps() < 1) return absl::InvalidArgumentError("--epochs or --steps must be >= 1");
+  return absl::OkStatus();
+}
+
+struct Data {
+  Dataset train, test;
+  bool has_test = false;
+};
+
+// Reshapes image arrays to the rank the model input wants (N x 784 for an MLP).
+Tensor FitToInput(const Tensor& x, int64_t rank) {
+  if (rank == 2 && x.rank() == 4) return x.Reshaped({x.dims()[0], x.numel() / x.dims()[0]});
+  return x;
+}
+
+absl::StatusOr<Data> LoadData(const pb::TrainConfig& c, const Trainer& t, int64_t limit_train,
+                              int64_t limit_test) {
+  Data d;
+  const std::string input = t.input_name();
+  const Value* in = t.TransformedGraph().FindValue(input);
+  int64_t rank = in && in->shape.rank_known ? in->shape.rank() : 4;
+  const std::string labels = c.data().labels_key();
+  if (!c.data().path().empty()) {
+    MT_ASSIGN_OR_RETURN(auto arrays, ReadNpz(c.data().path()));
+    std::map<std::string, Tensor> train, test;
+    for (auto& [k, v] : arrays) {
+      if (k.rfind("test/", 0) == 0) test.emplace(k.substr(5), v);
+      else train.emplace(k, v);
+    }
+    MT_ASSIGN_OR_RETURN(d.train, Dataset::Create(std::move(train), c.data().path()));
+    if (!test.empty()) {
+      MT_ASSIGN_OR_RETURN(d.test, Dataset::Create(std::move(test), c.data().path() + " (test/)"));
+      d.has_test = true;
+    }
+  } else if (c.data().dataset() == "fashion-mnist") {
+    MT_ASSIGN_OR_RETURN(FashionMnist fm, LoadFashionMnist());
+    std::map<std::string, Tensor> tr, te;
+    tr.emplace(input, FitToInput(fm.train_images, rank));
+    tr.emplace(labels, fm.train_labels);
+    te.emplace(input, FitToInput(fm.test_images, rank));
+    te.emplace(labels, fm.test_labels);
+    MT_ASSIGN_OR_RETURN(d.train, Dataset::Create(std::move(tr), "fashion-mnist train"));
+    MT_ASSIGN_OR_RETURN(d.test, Dataset::Create(std::move(te), "fashion-mnist test"));
+    d.has_test = true;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--dataset: unknown '", c.data().dataset(),
+                                                   "' (fashion-mnist, or use --data=FILE.npz)"));
+  }
+  if (limit_train > 0) d.train = d.train.Head(limit_train);
+  if (limit_test > 0 && d.has_test) d.test = d.test.Head(limit_test);
+  return d;
+}
+
+absl::StatusOr<EvalResult> EvaluateAll(Trainer& t, const Dataset& ds, int64_t bs) {
+  EvalResult total;
+  std::vector<int64_t> order = ds.Order(false, 0, 0);
+  for (int64_t b = 0; b < ds.size(); b += bs) {
+    MT_ASSIGN_OR_RETURN(EvalResult r, t.Evaluate(ds.Gather(order, b, std::min(ds.size(), b + bs))));
+    total.loss_sum += r.loss_sum;
+    total.correct += r.correct;
+    total.examples += r.examples;
+  }
+  return total;
+}
+
+absl::Status RunTrain(const cli::Args& a) {
+  pb::TrainConfig c;
+  MT_RETURN_IF_ERROR(ApplyFlags(a, c));
+  MT_ASSIGN_OR_RETURN(int64_t log_every, a.integer("log-every"));
+  MT_ASSIGN_OR_RETURN(int64_t limit_train, a.integer("limit-train"));
+  MT_ASSIGN_OR_RETURN(int64_t limit_test, a.integer("limit-test"));
+  DType export_dtype = DType::kF32;
+  if (a.has("export-dtype")) {
+    MT_ASSIGN_OR_RETURN(export_dtype, ParseDType(a.str("export-dtype")));
+    if (export_dtype != DType::kF32 && !IsLowFloat(export_dtype))
+      return absl::InvalidArgumentError("--export-dtype must be fp32, fp16 or bf16");
+  }
+  std::FILE* json = nullptr;
+  std::string json_path = a.str("log-json"), json_tmp;
+  if (!json_path.empty()) {
+    json_tmp = json_path + ".tmp";
+    json = std::fopen(json_tmp.c_str(), "w");
+    if (!json) return absl::InvalidArgumentError(absl::StrCat("--log-json: cannot write '", json_path, "'"));
+  }
+  auto close_json = [&](bool keep) {
+    if (!json) return;
+    std::fclose(json);
+    json = nullptr;
+    if (keep) std::rename(json_tmp.c_str(), json_path.c_str());
+    else std::remove(json_tmp.c_str());
+  };
+
+  std::fprintf(stderr, "mixtrain train: building the training step for %s\n", c.model().c_str());
+  auto trainer_or = Trainer::Create(c.model(), c);
+  if (!trainer_or.ok()) {
+    close_json(false);
+    return trainer_or.status();
+  }
+  Trainer& t = **trainer_or;
+  const ResolvedPrecision& p = t.precision();
+  std::fprintf(stderr, "mixtrain train: precision %s (%s), loss scaling %s, %zu parameter tensors\n",
+               p.preset.c_str(), DTypeName(p.low), p.scaling.c_str(), t.ParameterNames().size());
+  auto data_or = LoadData(c, t, limit_train, limit_test);
+  if (!data_or.ok()) {
+    close_json(false);
+    return data_or.status();
+  }
+  Data& d = *data_or;
+  int64_t bs = c.data().batch_size();
+  int64_t per_epoch = d.train.NumBatches(bs, /*drop_last=*/d.train.size() >= bs);
+  int64_t total = c.steps() > 0 ? c.steps() : per_epoch * c.epochs();
+  int64_t epoch = 0, batch = 0;
+  if (a.has("resume")) {
+    auto pos = t.LoadCheckpoint(a.str("resume"));
+    if (!pos.ok()) {
+      close_json(false);
+      return pos.status();
+    }
+    std::tie(epoch, batch) = *pos;
+    std::fprintf(stderr, "mixtrain train: resumed from %s at step %lld (epoch %lld, batch %lld)\n",
+                 a.str("resume").c_str(), static_cast<long long>(t.calls()),
+                 static_cast<long long>(epoch), static_cast<long long>(batch));
+  }
+  std::fprintf(stderr, "mixtrain train: %lld train examples, batch %lld, %lld steps\n",
+               static_cast<long long>(d.train.size()), static_cast<long long>(bs),
+               static_cast<long long>(total));
+  const bool tty = isatty(fileno(stderr));
+  int64_t skipped = 0;
+  double window_ms = 0, loss_ema = NAN;
+  int64_t window_n = 0;
+  auto t0 = Clock::now();
+  while (t.calls() < total) {
+    std::vector<int64_t> order = d.train.Order(c.data().shuffle(), c.data().seed(), epoch);
+    for (; batch < per_epoch && t.calls() < total; ++batch) {
+      int64_t begin = batch * bs, end = std::min(d.train.size(), begin + bs);
+      auto feeds = d.train.Gather(order, begin, end);
+      int64_t step = t.calls() + 1;
+      bool log = step % log_every == 0 || step == total || tty;
+      auto s0 = Clock::now();
+      auto r_or = t.Step(feeds, log || json != nullptr);
+      if (!r_or.ok()) {
+        close_json(false);
+        return r_or.status();
+      }
+      StepResult r = *r_or;
+      double ms = std::chrono::duration<double, std::milli>(Clock::now() - s0).count();
+      window_ms += ms;
+      ++window_n;
+      skipped += r.skipped;
+      if (!std::isnan(r.loss)) loss_ema = std::isnan(loss_ema) ? r.loss : 0.9 * loss_ema + 0.1 * r.loss;
+      if (json)
+        std::fprintf(json, "{\"step\": %lld, \"loss\": %.8g, \"loss_scale\": %.8g, \"skipped\": %s, \"lr\": %.8g, \"ms\": %.4f}\n",
+                     static_cast<long long>(step), r.loss, r.loss_scale, r.skipped ? "true" : "false", r.lr, ms);
+      if (log) {
+        double ex_s = window_n * static_cast<double>(end - begin) / (window_ms / 1000.0);
+        std::string line = absl::StrFormat(
+            "step %lld/%lld  epoch %lld  loss %.4f  %.0f ex/s  %.2f ms/step  scale %g  skipped %lld",
+            static_cast<long long>(step), static_cast<long long>(total), static_cast<long long>(epoch + 1),
+            loss_ema, ex_s, window_ms / window_n, r.loss_scale, static_cast<long long>(skipped));
+        if (tty) {
+          int width = 30, filled = static_cast<int>(width * step / total);
+          std::fprintf(stderr, "\r[%s%s] %s", std::string(filled, '#').c_str(),
+                       std::string(width - filled, '.').c_str(), line.c_str());
+        } else {
+          std::fprintf(stderr, "%s\n", line.c_str());
+        }
+        if (!tty || step % log_every == 0) window_ms = 0, window_n = 0;
+      }
+    }
+    if (batch >= per_epoch) {
+      if (tty) std::fprintf(stderr, "\n");
+      if (d.has_test) {
+        MT_ASSIGN_OR_RETURN(EvalResult e, EvaluateAll(t, d.test, std::max<int64_t>(bs, 256)));
+        std::printf("epoch %lld: test loss %.4f  test accuracy %.2f%% (%lld examples)\n",
+                    static_cast<long long>(epoch + 1), e.loss_sum / e.examples,
+                    100.0 * e.correct / e.examples, static_cast<long long>(e.examples));
+        std::fflush(stdout);
+      }
+      ++epoch;
+      batch = 0;
+      if (a.has("save")) MT_RETURN_IF_ERROR(t.SaveCheckpoint(a.str("save"), epoch, batch));
+    }
+  }
+  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  if (tty) std::fprintf(stderr, "\n");
+  if (batch != 0 && d.has_test) {  // stopped mid-epoch (--steps): evaluate anyway
+    MT_ASSIGN_OR_RETURN(EvalResult e, EvaluateAll(t, d.test, std::max<int64_t>(bs, 256)));
+    std::printf("final: test loss %.4f  test accuracy %.2f%% (%lld examples)\n", e.loss_sum / e.examples,
+                100.0 * e.correct / e.examples, static_cast<long long>(e.examples));
+  }
+  std::printf("trained %lld steps in %.1f s (%lld skipped)\n", static_cast<long long>(t.calls()), secs,
+              static_cast<long long>(skipped));
+  close_json(true);
+  if (a.has("save")) MT_RETURN_IF_ERROR(t.SaveCheckpoint(a.str("save"), epoch, batch));
+  if (a.has("export")) {
+    MT_RETURN_IF_ERROR(t.ExportInferenceModel(a.str("export"), export_dtype));
+    std::printf("exported %s (%s)\n", a.str("export").c_str(), DTypeName(export_dtype));
+  }
+  return absl::OkStatus();
+}
+
+MT_REGISTER_COMMAND(
+    train,
+    cli::Command{
+        .name = "train",
+        .usage = "mixtrain train [MODEL.onnx] [--data=FILE.npz | --dataset=fashion-mnist] [flags]",
+        .summary = "train a model with mixed precision (default: fashion_cnn on Fashion-MNIST, bf16 AMP)",
+        .flags =
+            {
+                {"config", "", "TrainConfig .textproto; flags override it"},
+                {"data", "", ".npz with arrays named after graph inputs + labels; 'test/<key>' arrays are the test set"},
+                {"dataset", "fashion-mnist", "built-in dataset when --data is not given"},
+                {"loss", "cross_entropy", "cross_entropy, mse, l1, bce_with_logits or output:NAME"},
+                {"output", "", "model output the loss reads (default: the first)"},
+                {"labels", "labels", "npz key of the labels"},
+                {"optimizer", "adam", "adam, adamw, sgd or adagrad"},
+                {"lr", "0.001", "learning rate"},
+                {"weight-decay", "0", "weight decay (decoupled for adamw; L2 otherwise)"},
+                {"momentum", "0", "SGD momentum"},
+                {"nesterov", "", "SGD Nesterov momentum", true},
+                {"beta1", "0.9", "Adam beta1"},
+                {"beta2", "0.999", "Adam beta2"},
+                {"clip-grad-norm", "0", "clip the global gradient norm (unscaled) to this; 0 = off"},
+                {"schedule", "constant", "LR schedule: constant, step or cosine"},
+                {"warmup-steps", "0", "linear LR warmup steps"},
+                {"step-size", "1000", "step schedule: decay every N updates"},
+                {"gamma", "0.1", "step schedule: decay factor"},
+                {"precision", "amp", "fp32 (off), amp (allow/deny lists) or half (all low but deny)"},
+                {"dtype", "auto", "low type: fp16, bf16 or auto (bf16 on the CPU)"},
+                {"policy", "", "PrecisionPolicy .textproto with list edits"},
+                {"allow", "", "comma-separated ops moved to the allow (low) list"},
+                {"deny", "", "comma-separated ops moved to the deny (fp32) list"},
+                {"fp32-nodes", "", "regex of node names pinned to fp32"},
+                {"loss-scale", "", "a static scale, 'dynamic' or 'off' (default: dynamic for fp16, off otherwise)"},
+                {"growth-interval", "2000", "dynamic scaling: clean steps before the scale doubles"},
+                {"accumulate", "1", "gradient accumulation over N micro-batches"},
+                {"epochs", "1", "epochs over the training data"},
+                {"steps", "0", "train this many steps instead of --epochs"},
+                {"batch-size", "64", "examples per step"},
+                {"shuffle", "true", "shuffle each epoch (--no-shuffle to keep the order)", true},
+                {"seed", "0", "seed for shuffling and dropout"},
+                {"freeze", "", "regex of initializers to keep frozen"},
+                {"trainable", "", "regex of initializers to train (default: all that reach the loss)"},
+                {"limit-train", "0", "use only the first N training examples"},
+                {"limit-test", "0", "use only the first N test examples"},
+                {"log-every", "100", "print a progress line every N steps when not on a terminal"},
+                {"log-json", "", "write one JSON object per step (step, loss, loss_scale, skipped, lr, ms)"},
+                {"save", "", "checkpoint file written at each epoch end and at the end"},
+                {"resume", "", "checkpoint to resume from"},
+                {"export", "", "write the trained inference model (ONNX) here"},
+                {"export-dtype", "fp32", "fp32, fp16 or bf16 weights/compute in the exported model"},
+                {"device", "auto", "cpu or auto"},
+            },
+        .run = [](const cli::Args& args) {
+          absl::Status s = RunTrain(args);
+          return s.ok() ? 0 : cli::Fail("train", s);
+        }});
+
+}  // namespace
+}  // namespace mixtrain
