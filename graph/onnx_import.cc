@@ -283,7 +283,13 @@ absl::StatusOr<std::unique_ptr<Graph>> ImportOnnxFile(const std::string& path) {
     return absl::InvalidArgumentError(absl::StrCat(prefix, "is a folder, not an ONNX file"));
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return absl::NotFoundError(absl::StrCat(prefix, "cannot open the file"));
-  std::string bytes(static_cast<size_t>(in.tellg()), '\0');
+  const int64_t size = in.tellg();
+  // Refuse before reading: protobuf cannot parse a message above 2 GiB.
+  if (size > INT_MAX)
+    return absl::InvalidArgumentError(absl::StrCat(
+        prefix, "the file has ", size,
+        " bytes; ONNX files above 2 GiB must keep their weights in external data"));
+  std::string bytes(static_cast<size_t>(size), '\0');
   in.seekg(0);
   if (!bytes.empty() && !in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
     return absl::DataLossError(absl::StrCat(prefix, "reading the file failed"));
