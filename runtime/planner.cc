@@ -156,7 +156,7 @@ class Planner {
     for (size_t i = 0; i < g_.initializers().size(); ++i) {
       const Value* v = g_.initializers()[i];
       if (slot_of_.contains(v)) continue;  // fed instead
-      const Tensor& t = *v->initializer;
+      const Tensor& t = req_.initializers.empty() ? *v->initializer : *req_.initializers[i];
       int s = NewSlot(v, t.dtype(), t.dims(), SlotKind::kInitializer, static_cast<int>(i));
       if (!mutable_inits_.contains(v)) known_[s] = t;
     }
@@ -180,9 +180,9 @@ class Planner {
       auto it = slot_of_.find(v);
       if (it == slot_of_.end()) continue;
       const Slot& s = plan_->slots[it->second];
-      // Shapes come from small integer tensors, or from a few scalars (Range's float bounds).
+      // Shapes come from small integer tensors, or from scalars (Range's float bounds).
       bool is_int = s.dtype == DType::kI64 || s.dtype == DType::kI32;
-      bool small = NumElements(s.dims) <= (is_int ? 4096 : 16) && s.dtype != DType::kString;
+      bool small = is_int ? NumElements(s.dims) <= 4096 : s.dims.empty() && s.dtype != DType::kString;
       if (s.kind == SlotKind::kFeed && small && !known_[it->second].defined()) feeds.push_back(s.index);
     }
     std::sort(feeds.begin(), feeds.end());

@@ -32,6 +32,9 @@ struct PlanRequest {
   DeviceType device = DeviceType::kCPU;
   std::vector<FeedType> feeds;       // one per Graph::inputs(), in order
   std::vector<std::string> fetches;  // value names copied out after the run
+  // The initializers' current contents (Graph::initializers() order), for folding; empty = the
+  // graph's own tensors.
+  std::vector<const Tensor*> initializers;
   // (value produced each run, initializer that takes its contents after the run).
   std::vector<std::pair<std::string, std::string>> state_updates;
   // Nodes whose inputs are all known and whose outputs have at most this many elements in all

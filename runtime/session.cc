@@ -1,6 +1,7 @@
 #include "runtime/session.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -74,15 +75,10 @@ absl::Status Session::Init() {
   for (size_t i = 0; i < inits.size(); ++i) {
     const Tensor& t = *inits[i]->initializer;
     init_index_[inits[i]->name] = static_cast<int>(i);
-    // Read-only initializers are used where they are on the host; state gets its own buffer
-    // because graph tensors are immutable (and shared with clones).
-    if (device_->type() == DeviceType::kCPU && !targets.contains(inits[i]->name)) {
-      inits_[i].data = const_cast<void*>(t.data());
-      continue;
-    }
-    MT_ASSIGN_OR_RETURN(inits_[i].owned, DeviceBuffer::Allocate(device_.get(), t.nbytes()));
-    inits_[i].data = inits_[i].owned.data();
-    device_->CopyToDevice(inits_[i].data, t.data(), t.nbytes());
+    // Read-only initializers are used where they are; state gets its own buffer because graph
+    // tensors are immutable (and shared with clones).
+    inits_[i].owned = targets.contains(inits[i]->name);
+    inits_[i].tensor = inits_[i].owned ? t.Clone() : t;
   }
   for (const Value* v : graph_->outputs()) default_fetches_.push_back(v->name);
   value_keyed_.assign(graph_->inputs().size(), false);
@@ -93,7 +89,7 @@ absl::Status Session::Init() {
 
 std::vector<void*> Session::InitializerAddresses() const {
   std::vector<void*> a;
-  for (const InitializerBuffer& b : inits_) a.push_back(b.data);
+  for (const InitializerBuffer& b : inits_) a.push_back(const_cast<void*>(b.tensor.data()));
   return a;
 }
 
@@ -171,6 +167,7 @@ absl::StatusOr<std::unique_ptr<Session::CachedPlan>> Session::MakePlan(
   req.fetches = fetches;
   req.state_updates.assign(options_.state_updates.begin(), options_.state_updates.end());
   req.fold_limit_elements = options_.fold_limit_elements;
+  for (const InitializerBuffer& b : inits_) req.initializers.push_back(&b.tensor);
   req.feeds.resize(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     auto it = feeds.find(inputs[i]->name);
@@ -237,7 +234,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Ten
     device_->CopyToHost(results.back().data(), exec.SlotData(s), slot.nbytes());
   }
   for (const StateCopy& c : plan.state_copies)
-    device_->CopyOnDevice(inits_[c.to].data, exec.SlotData(c.from), plan.slots[c.from].nbytes());
+    device_->CopyOnDevice(inits_[c.to].tensor.data(), exec.SlotData(c.from), plan.slots[c.from].nbytes());
   device_->Synchronize();
   return results;
 }
@@ -245,11 +242,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Ten
 absl::StatusOr<Tensor> Session::GetInitializer(const std::string& name) const {
   auto it = init_index_.find(name);
   if (it == init_index_.end()) return absl::NotFoundError(absl::StrCat("no initializer '", name, "'"));
-  const Tensor& graph_t = *graph_->initializers()[it->second]->initializer;
-  Tensor t(graph_t.dtype(), graph_t.dims());
-  device_->CopyToHost(t.data(), inits_[it->second].data, t.nbytes());
-  device_->Synchronize();
-  return t;
+  return inits_[it->second].tensor.Clone();
 }
 
 absl::Status Session::SetInitializer(const std::string& name, const Tensor& value) {
@@ -262,14 +255,14 @@ absl::Status Session::SetInitializer(const std::string& name, const Tensor& valu
         "initializer '", name, "' is ", DTypeName(graph_t.dtype()), "[", absl::StrJoin(graph_t.dims(), ","),
         "], got ", DTypeName(value.dtype()), "[", absl::StrJoin(value.dims(), ","), "]"));
   InitializerBuffer& b = inits_[i];
-  if (b.owned.data() == nullptr) {
-    MT_ASSIGN_OR_RETURN(b.owned, DeviceBuffer::Allocate(device_.get(), value.nbytes()));
-    b.data = b.owned.data();
+  if (!b.owned) {
+    b.tensor = value.Clone();
+    b.owned = true;
     std::vector<void*> addresses = InitializerAddresses();
     for (auto& [key, p] : plans_) p->executor->BindInitializers(addresses);
+  } else {
+    std::memcpy(b.tensor.data(), value.data(), value.nbytes());
   }
-  device_->CopyToDevice(b.data, value.data(), value.nbytes());
-  device_->Synchronize();
   // Plans that computed something from the old contents at plan time are stale.
   for (auto pit = plans_.begin(); pit != plans_.end();) {
     const std::vector<int>& folded = pit->second->plan->folded_initializers;

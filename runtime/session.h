@@ -65,9 +65,11 @@ class Session {
 
  private:
   struct CachedPlan;
+  // On the CPU an initializer's persistent buffer is a host tensor: the graph's own (read-only,
+  // shared with the graph) until the session writes it, then a private copy.
   struct InitializerBuffer {
-    void* data = nullptr;
-    DeviceBuffer owned;  // empty when `data` points into the graph's own (read-only) tensor
+    Tensor tensor;
+    bool owned = false;
   };
 
   Session() = default;

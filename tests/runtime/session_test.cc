@@ -1,0 +1,192 @@
+// Session: symbol binding and its errors, the plan cache, fetches, persistent initializers and
+// state updates, plan invalidation when a folded initializer changes, and profiling.
+#include <gtest/gtest.h>
+
+#include "runtime/session.h"
+
+namespace mixtrain {
+namespace {
+
+Tensor F32(std::vector<int64_t> dims, std::vector<float> v) {
+  return Tensor::FromVector<float>(DType::kF32, std::move(dims), v);
+}
+
+std::vector<float> Values(const Tensor& t) {
+  return std::vector<float>(t.data_as<float>(), t.data_as<float>() + t.numel());
+}
+
+// y = x + b with x: [N, 3], b: [3] an initializer.
+std::unique_ptr<Graph> AddBias() {
+  auto g = std::make_unique<Graph>();
+  g->opset_imports[""] = 17;
+  Value* x = g->AddValue("x", DType::kF32, Shape({Dim::Symbol("N"), 3}));
+  g->AddInput(x);
+  Value* b = g->AddInitializer("b", F32({3}, {10, 20, 30}));
+  Value* y = g->AddNode("Add", {x, b}, 1, "add")->output(0);
+  g->AddOutput(y);
+  return g;
+}
+
+TEST(Session, BindsSymbolsAndCachesPlansPerShape) {
+  auto s = Session::Create(*AddBias());
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto out = (*s)->Run({{"x", F32({1, 3}, {1, 2, 3})}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Values((*out)[0]), (std::vector<float>{11, 22, 33}));
+  out = (*s)->Run({{"x", F32({2, 3}, {1, 2, 3, 4, 5, 6})}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].dims(), (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(Values((*out)[0]), (std::vector<float>{11, 22, 33, 14, 25, 36}));
+  EXPECT_EQ((*s)->num_cached_plans(), 2u);
+  out = (*s)->Run({{"x", F32({1, 3}, {0, 0, 0})}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Values((*out)[0]), (std::vector<float>{10, 20, 30}));
+  EXPECT_EQ((*s)->num_cached_plans(), 2u);
+}
+
+TEST(Session, FeedErrorsNameTheInput) {
+  auto g = std::make_unique<Graph>();
+  g->opset_imports[""] = 17;
+  Value* x = g->AddValue("x", DType::kF32, Shape({Dim::Symbol("N"), 3}));
+  Value* z = g->AddValue("z", DType::kF32, Shape({Dim::Symbol("N"), 3}));
+  g->AddInput(x);
+  g->AddInput(z);
+  g->AddOutput(g->AddNode("Add", {x, z}, 1, "add")->output(0));
+  auto s = Session::Create(*g);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto expect_error = [&](const std::map<std::string, Tensor>& feeds, const std::string& needle) {
+    auto out = (*s)->Run(feeds);
+    ASSERT_FALSE(out.ok()) << "expected an error mentioning " << needle;
+    EXPECT_NE(std::string(out.status().message()).find(needle), std::string::npos) << out.status();
+  };
+  Tensor ok = F32({2, 3}, {1, 2, 3, 4, 5, 6});
+  expect_error({{"x", ok}}, "'z' is not fed");
+  expect_error({{"x", ok}, {"z", F32({3, 3}, std::vector<float>(9))}}, "binds 'N' to 2");
+  expect_error({{"x", ok}, {"z", F32({2, 4}, std::vector<float>(8))}}, "input 'z': dim 1 is 4");
+  expect_error({{"x", ok}, {"z", F32({6}, std::vector<float>(6))}}, "input 'z': fed rank 1");
+  expect_error({{"x", ok}, {"z", Tensor(DType::kI64, {2, 3})}}, "input 'z': fed i64");
+  expect_error({{"x", ok}, {"z", ok}, {"w", ok}}, "feed 'w'");
+  EXPECT_TRUE((*s)->Run({{"x", ok}, {"z", ok}}).ok());
+}
+
+TEST(Session, FetchesIntermediateValues) {
+  auto g = std::make_unique<Graph>();
+  g->opset_imports[""] = 17;
+  Value* x = g->AddValue("x", DType::kF32, Shape({3}));
+  g->AddInput(x);
+  Value* r = g->AddNode("Relu", {x}, 1, "relu")->output(0);
+  g->AddOutput(g->AddNode("Neg", {r}, 1, "neg")->output(0));
+  auto s = Session::Create(*g);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto out = (*s)->Run({{"x", F32({3}, {-1, 2, -3})}}, {r->name, g->outputs()[0]->name});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Values((*out)[0]), (std::vector<float>{0, 2, 0}));  // kept although Neg could reuse it
+  EXPECT_EQ(Values((*out)[1]), (std::vector<float>{0, -2, 0}));
+  EXPECT_FALSE((*s)->Run({{"x", F32({3}, {1, 2, 3})}}, {"nope"}).ok());
+}
+
+TEST(Session, StateUpdatesAccumulateAcrossRuns) {
+  auto g = std::make_unique<Graph>();
+  g->opset_imports[""] = 17;
+  Value* x = g->AddValue("x", DType::kF32, Shape({2}));
+  g->AddInput(x);
+  Value* w = g->AddInitializer("w", F32({2}, {0, 0}));
+  Value* w_new = g->AddNode("Add", {w, x}, 1, "acc")->output(0);
+  g->AddOutput(w_new);
+  SessionOptions o;
+  o.state_updates[w_new->name] = "w";
+  auto s = Session::Create(*g, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  for (int i = 1; i <= 3; ++i) {
+    auto out = (*s)->Run({{"x", F32({2}, {1, 10})}});
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(Values((*out)[0]), (std::vector<float>{1.f * i, 10.f * i}));
+  }
+  auto w_now = (*s)->GetInitializer("w");
+  ASSERT_TRUE(w_now.ok()) << w_now.status();
+  EXPECT_EQ(Values(*w_now), (std::vector<float>{3, 30}));
+  // The graph's own tensor is untouched: initializers are copied into the session.
+  EXPECT_EQ(Values(*w->initializer), (std::vector<float>{0, 0}));
+}
+
+TEST(Session, StateUpdateWrittenInPlaceWhenTheOldValueIsDead) {
+  auto g = std::make_unique<Graph>();
+  g->opset_imports[""] = 17;
+  Value* x = g->AddValue("x", DType::kF32, Shape({2}));
+  g->AddInput(x);
+  Value* w = g->AddInitializer("w", F32({2}, {5, 5}));
+  Value* y = g->AddNode("Mul", {x, w}, 1, "use_w")->output(0);
+  Value* w_new = g->AddNode("Relu", {x}, 1, "new_w")->output(0);  // runs after w's last read
+  g->AddOutput(y);
+  SessionOptions o;
+  o.state_updates[w_new->name] = "w";
+  auto s = Session::Create(*g, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto out = (*s)->Run({{"x", F32({2}, {-1, 2})}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Values((*out)[0]), (std::vector<float>{-5, 10}));
+  EXPECT_EQ((*s)->last_plan_stats()->inplace_state_updates, 1);
+  EXPECT_EQ(Values(*(*s)->GetInitializer("w")), (std::vector<float>{0, 2}));
+  out = (*s)->Run({{"x", F32({2}, {3, 3})}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Values((*out)[0]), (std::vector<float>{0, 6}));
+}
+
+TEST(Session, SetInitializerReachesFoldedComputations) {
+  auto g = std::make_unique<Graph>();
+  g->opset_imports[""] = 17;
+  Value* x = g->AddValue("x", DType::kF32, Shape({2}));
+  g->AddInput(x);
+  Value* b = g->AddInitializer("b", F32({2}, {2, 3}));
+  Value* bb = g->AddNode("Mul", {b, b}, 1, "square")->output(0);  // folded at plan time
+  g->AddOutput(g->AddNode("Add", {x, bb}, 1, "add")->output(0));
+  auto s = Session::Create(*g);
+  ASSERT_TRUE(s.ok()) << s.status();
+  Tensor x0 = F32({2}, {0, 0});
+  auto out = (*s)->Run({{"x", x0}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Values((*out)[0]), (std::vector<float>{4, 9}));
+  EXPECT_EQ((*s)->last_plan_stats()->folded_nodes, 1);
+  ASSERT_TRUE((*s)->SetInitializer("b", F32({2}, {5, 6})).ok());
+  out = (*s)->Run({{"x", x0}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Values((*out)[0]), (std::vector<float>{25, 36}));
+  EXPECT_FALSE((*s)->SetInitializer("b", F32({3}, {1, 2, 3})).ok());
+  EXPECT_FALSE((*s)->SetInitializer("nope", x0).ok());
+}
+
+TEST(Session, ShapeFromFedValuesReplansPerContents) {
+  auto g = std::make_unique<Graph>();
+  g->opset_imports[""] = 17;
+  Value* x = g->AddValue("x", DType::kF32, Shape({6}));
+  Value* shape = g->AddValue("shape", DType::kI64, Shape({2}));
+  g->AddInput(x);
+  g->AddInput(shape);
+  g->AddOutput(g->AddNode("Reshape", {x, shape}, 1, "reshape")->output(0));
+  auto s = Session::Create(*g);
+  ASSERT_TRUE(s.ok()) << s.status();
+  Tensor x0 = F32({6}, {1, 2, 3, 4, 5, 6});
+  auto out = (*s)->Run({{"x", x0}, {"shape", Tensor::FromVector<int64_t>(DType::kI64, {2}, {2, 3})}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].dims(), (std::vector<int64_t>{2, 3}));
+  out = (*s)->Run({{"x", x0}, {"shape", Tensor::FromVector<int64_t>(DType::kI64, {2}, {3, 2})}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*out)[0].dims(), (std::vector<int64_t>{3, 2}));
+  EXPECT_EQ(Values((*out)[0]), Values(x0));
+}
+
+TEST(Session, ProfilesKernelTimeByOpType) {
+  auto s = Session::Create(*AddBias());
+  ASSERT_TRUE(s.ok()) << s.status();
+  (*s)->set_profiling(true);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE((*s)->Run({{"x", F32({1, 3}, {1, 2, 3})}}).ok());
+  std::vector<OpProfile> p = (*s)->Profile();
+  ASSERT_EQ(p.size(), 1u);
+  EXPECT_EQ(p[0].op_type, "Add");
+  EXPECT_EQ(p[0].calls, 2);
+  (*s)->ResetProfile();
+  EXPECT_TRUE((*s)->Profile().empty());
+}
+
+}  // namespace
+}  // namespace mixtrain

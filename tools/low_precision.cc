@@ -1,0 +1,55 @@
+#include "tools/low_precision.h"
+
+#include "absl/strings/str_cat.h"
+#include "kernels/common/half.h"
+
+namespace mixtrain {
+
+Tensor ConvertFloat(const Tensor& t, DType to) {
+  auto is_f = [](DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; };
+  if (t.dtype() == to || !is_f(t.dtype()) || !is_f(to)) return t;
+  Tensor out(to, t.dims());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    float v = static_cast<float>(t.GetDouble(i));
+    if (to == DType::kF32) out.data_as<float>()[i] = v;
+    else if (to == DType::kF16) out.data_as<uint16_t>()[i] = FloatToHalf(v);
+    else out.data_as<uint16_t>()[i] = FloatToBFloat16(v);
+  }
+  return out;
+}
+
+absl::Status LowerFloatModel(Graph& g, DType low) {
+  if (low != DType::kF16 && low != DType::kBF16)
+    return absl::InvalidArgumentError(absl::StrCat("cannot lower a model to ", DTypeName(low)));
+  for (Value* v : g.initializers())
+    if (v->initializer->dtype() == DType::kF32) {
+      g.SetInitializer(v, ConvertFloat(*v->initializer, low));
+      v->dtype = low;
+    }
+  for (Value* v : g.inputs())
+    if (v->dtype == DType::kF32) v->dtype = low;
+  for (const auto& up : g.nodes()) {
+    Node& n = *up;
+    if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
+    if (n.op_type() == "Cast" && n.attr_int("to", 0) == ToOnnxType(DType::kF32))
+      n.SetAttr(Attribute::Int("to", ToOnnxType(low)));
+    // Constant and ConstantOfShape carry fp32 tensors in attributes.
+    if (const Attribute* a = n.attr("value"); a != nullptr && a->kind == Attribute::Kind::kTensor &&
+                                              a->t.dtype() == DType::kF32)
+      n.SetAttr(Attribute::TensorAttr("value", ConvertFloat(a->t, low)));
+    if (n.op_type() == "Constant" && n.has_attr("value_float")) {
+      Tensor t = ConvertFloat(Tensor::Scalar(n.attr_float("value_float", 0)), low);
+      n.RemoveAttr("value_float");
+      n.SetAttr(Attribute::TensorAttr("value", t));
+    }
+    if (n.op_type() == "Constant" && n.has_attr("value_floats")) {
+      std::vector<float> f = n.attr_floats("value_floats");
+      Tensor t = Tensor::FromVector<float>(DType::kF32, {static_cast<int64_t>(f.size())}, f);
+      n.RemoveAttr("value_floats");
+      n.SetAttr(Attribute::TensorAttr("value", ConvertFloat(t, low)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mixtrain

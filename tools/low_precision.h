@@ -1,0 +1,18 @@
+// `--dtype=fp16|bf16` for `mixtrain run` and `bench`, until the precision pass drives them: every
+// fp32 tensor of the model (initializers, Constant values, fp32 graph inputs, Casts to fp32)
+// becomes the low type, so every float op runs in it; callers cast the outputs back to fp32.
+#pragma once
+
+#include "absl/status/status.h"
+#include "graph/graph.h"
+
+namespace mixtrain {
+
+// Rewrites `g` in place to compute in `low` (f16 or bf16) instead of f32.
+absl::Status LowerFloatModel(Graph& g, DType low);
+
+// `t` converted between float types (f32, f16, bf16), rounding to nearest even; other dtypes and
+// same-type conversions return `t` itself.
+Tensor ConvertFloat(const Tensor& t, DType to);
+
+}  // namespace mixtrain
