@@ -57,6 +57,8 @@ void RegisterMixtrainSchemas() {
          {"weight", "T", true}},
         {{"dInput", "T", false}});
     add("GeluGrad", {{"dY", "T", false}, {"X", "T", false}}, {{"dX", "T", false}});
+    add("SumToShape", {{"grad", "T", false}, {"shape", "tensor(int64)", false}},
+        {{"summed", "T", false}});
     add("GatherGrad", {{"dY", "T", false}, {"indices", "I", false}, {"X", "T", false}},
         {{"dX", "T", false}});
   });

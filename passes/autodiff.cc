@@ -64,10 +64,12 @@ absl::Status GradContext::Error(std::string_view msg) const {
 
 namespace {
 
+// Whether gradients flow from node n's outputs into input i. An op without a rule counts its float
+// inputs as differentiable, so a path through it is reported rather than silently cut.
 bool IsDiffEdge(const Node& n, size_t i, const GradRuleRow* row) {
   const Value* v = n.input(i);
-  return row != nullptr && v != nullptr && IsFloat(v->dtype) && i < 32 &&
-         (row->differentiable >> i & 1u);
+  if (v == nullptr || !IsFloat(v->dtype)) return false;
+  return row == nullptr || (i < 32 && (row->differentiable >> i & 1u));
 }
 
 class AutodiffPass final : public Pass {

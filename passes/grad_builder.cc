@@ -9,9 +9,31 @@
 
 namespace mixtrain {
 
+namespace {
+
+// A tensor of `dims` with every element `v`.
+Tensor FilledTensor(double v, DType dtype, std::vector<int64_t> dims) {
+  Tensor t(dtype, std::move(dims));
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    switch (dtype) {
+      case DType::kF32: t.data_as<float>()[i] = static_cast<float>(v); break;
+      case DType::kF64: t.data_as<double>()[i] = v; break;
+      case DType::kF16: t.data_as<uint16_t>()[i] = FloatToHalf(static_cast<float>(v)); break;
+      case DType::kBF16: t.data_as<uint16_t>()[i] = FloatToBFloat16(static_cast<float>(v)); break;
+      case DType::kI64: t.data_as<int64_t>()[i] = static_cast<int64_t>(v); break;
+      case DType::kI32: t.data_as<int32_t>()[i] = static_cast<int32_t>(v); break;
+      default: MT_CHECK(false) << "FilledTensor of dtype " << DTypeName(dtype);
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
 Node* GradBuilder::Emit(const std::string& op, const std::vector<Value*>& inputs,
                         const std::vector<Value*>& outputs, std::vector<Attribute> attrs,
                         const std::string& domain) {
+  if (!domain.empty() && !g_.opset_imports.contains(domain)) g_.opset_imports[domain] = 1;
   std::string name = g_.UniqueName(absl::StrCat(scope_, "/", op));
   Node* n = g_.AddNode(op, inputs, outputs, name, domain);
   for (Attribute& a : attrs) n->SetAttr(std::move(a));
@@ -65,17 +87,7 @@ std::vector<Value*> GradBuilder::OpN(const std::string& op, const std::vector<Va
 }
 
 Value* GradBuilder::Scalar(double v, DType dtype) {
-  Tensor t(dtype, {});
-  switch (dtype) {
-    case DType::kF32: *t.data_as<float>() = static_cast<float>(v); break;
-    case DType::kF64: *t.data_as<double>() = v; break;
-    case DType::kF16: *t.data_as<uint16_t>() = FloatToHalf(static_cast<float>(v)); break;
-    case DType::kBF16: *t.data_as<uint16_t>() = FloatToBFloat16(static_cast<float>(v)); break;
-    case DType::kI64: *t.data_as<int64_t>() = static_cast<int64_t>(v); break;
-    case DType::kI32: *t.data_as<int32_t>() = static_cast<int32_t>(v); break;
-    default: MT_CHECK(false) << "GradBuilder::Scalar of dtype " << DTypeName(dtype);
-  }
-  return AddConstant(std::move(t));
+  return AddConstant(FilledTensor(v, dtype, {}));
 }
 
 Value* GradBuilder::AddConstant(Tensor t) {
@@ -101,8 +113,8 @@ Value* GradBuilder::Cast(Value* a, DType to) {
 }
 
 Value* GradBuilder::ZerosLike(Value* like) {
-  Tensor zero(like->dtype, {1});  // zero-filled
-  return Op("ConstantOfShape", {ShapeOf(like)}, {Attribute::TensorAttr("value", zero)});
+  return Op("ConstantOfShape", {ShapeOf(like)},
+            {Attribute::TensorAttr("value", FilledTensor(0.0, like->dtype, {1}))});
 }
 
 Value* GradBuilder::MaskKeep(Value* cond, Value* a) {
@@ -134,35 +146,39 @@ Value* GradBuilder::Squeeze(Value* x, const std::vector<int64_t>& axes) {
 
 absl::StatusOr<Value*> GradBuilder::SumTo(Value* grad, const Shape& grad_shape, Value* target) {
   const Shape& ts = target->shape;
-  if (ts == grad_shape) return grad;
-  if (!ts.rank_known || !grad_shape.rank_known || ts.rank() > grad_shape.rank())
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot undo broadcasting of '", target->name, "' ", ts.ToString(), " to ",
-        grad_shape.ToString(), ": shapes not known statically"));
-  const int64_t lead = grad_shape.rank() - ts.rank();
+  if (ts == grad_shape && ts.rank_known) return grad;
+  // Statically: the leading axes target lacks, and the axes where it has a 1 the grad does not.
+  // When static shapes cannot tell (unknown ranks, different symbols), the ai.mixtrain
+  // SumToShape op decides at run time from the two shapes.
+  bool decidable = ts.rank_known && grad_shape.rank_known && ts.rank() <= grad_shape.rank();
+  const int64_t lead = decidable ? grad_shape.rank() - ts.rank() : 0;
   std::vector<int64_t> axes;
-  for (int64_t i = 0; i < grad_shape.rank(); ++i) {
+  for (int64_t i = 0; decidable && i < grad_shape.rank(); ++i) {
     if (i < lead) {
       axes.push_back(i);
       continue;
     }
     const Dim& t = ts.dims[i - lead];
     const Dim& o = grad_shape.dims[i];
-    if (t == o) continue;
+    if (t == o && (t.known() || !t.symbol.empty())) continue;
     if (t.known() && t.value == 1) {
       axes.push_back(i);  // broadcast from 1 (summing a dim that is 1 at run time is harmless)
       continue;
     }
-    if (t.known() && o.known() && t.value == o.value) continue;
-    return absl::InvalidArgumentError(absl::StrCat(
-        "cannot undo broadcasting of '", target->name, "' ", ts.ToString(), " to ",
-        grad_shape.ToString(), ": dim ", i, " differs symbolically"));
+    decidable = false;
   }
+  if (!decidable) return Op("SumToShape", {grad, ShapeOf(target)}, {}, "ai.mixtrain");
   Value* summed = ReduceSum(grad, axes, /*keepdims=*/true);
   if (lead == 0) return summed;
   std::vector<int64_t> lead_axes;
   for (int64_t i = 0; i < lead; ++i) lead_axes.push_back(i);
   return Squeeze(summed, lead_axes);
+}
+
+Value* GradBuilder::CountOver(Value* x, const std::vector<int64_t>& axes) {
+  Value* ones = Op("ConstantOfShape", {ShapeOf(x)},
+                   {Attribute::TensorAttr("value", FilledTensor(1.0, x->dtype, {1}))});
+  return ReduceSum(ones, axes, /*keepdims=*/true);
 }
 
 Value* GradBuilder::Sum(const std::vector<Value*>& parts) {

@@ -60,10 +60,14 @@ class GradBuilder {
   Value* Unsqueeze(Value* x, const std::vector<int64_t>& axes);
   Value* Squeeze(Value* x, const std::vector<int64_t>& axes);
 
-  // Undoes numpy broadcasting: `grad` (of static-rank shape `grad_shape`) summed over the axes
-  // where `target` was broadcast, reshaped to target's shape. Fails (naming the target) when
-  // static shapes cannot tell which axes were broadcast.
+  // Undoes numpy broadcasting: `grad` (of shape `grad_shape`, as far as known) summed over the
+  // axes where `target` was broadcast, reshaped to target's shape. Static ReduceSum/Squeeze when
+  // the shapes tell which axes those are, else ai.mixtrain.SumToShape decides at run time.
   absl::StatusOr<Value*> SumTo(Value* grad, const Shape& grad_shape, Value* target);
+
+  // How many elements of x each reduction over `axes` covers, as a keepdims-shaped tensor of x's
+  // dtype, computed at run time (for reductions over dims not known statically).
+  Value* CountOver(Value* x, const std::vector<int64_t>& axes);
 
   // Fan-out: the sum of one value's gradient contributions (nullptr for none).
   Value* Sum(const std::vector<Value*>& parts);

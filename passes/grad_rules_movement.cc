@@ -206,17 +206,25 @@ absl::Status ReduceSumGrad(GradContext& c) {
   return absl::OkStatus();
 }
 
-// dX = Expand(dY) / count
+// dX = Expand(dY) / count (count from static dims, else counted at run time)
 absl::Status ReduceMeanGrad(GradContext& c) {
   MT_ASSIGN_OR_RETURN(Reduced red, ReducedOf(c));
-  int64_t count = 1;
-  for (size_t i = 0; i < red.mask.size(); ++i) {
-    if (!red.mask[i]) continue;
-    MT_ASSIGN_OR_RETURN(int64_t d, StaticDim(c, c.X(0), static_cast<int64_t>(i)));
-    count *= d;
-  }
   auto& b = c.b();
   V g = b.ExpandLike(red.dy_keep, c.X(0));
+  int64_t count = 1;
+  std::vector<int64_t> axes;
+  bool known = true;
+  for (size_t i = 0; i < red.mask.size(); ++i) {
+    if (!red.mask[i]) continue;
+    axes.push_back(static_cast<int64_t>(i));
+    const Dim& d = c.X(0)->shape.dims[i];
+    known &= d.known();
+    if (d.known()) count *= d.value;
+  }
+  if (!known) {
+    c.SetGrad(0, b.Div(g, b.CountOver(c.X(0), axes)));
+    return absl::OkStatus();
+  }
   c.SetGrad(0, count == 1 ? g : b.Mul(g, b.Scalar(1.0 / count, g->dtype)));
   return absl::OkStatus();
 }

@@ -137,12 +137,16 @@ absl::Status GlobalAveragePoolGrad(GradContext& c) {
   const Shape& s = c.X(0)->shape;
   if (!s.rank_known || s.rank() < 2) return c.Error("input rank must be known statically");
   int64_t count = 1;
+  std::vector<int64_t> axes;
+  bool known = true;
   for (int64_t i = 2; i < s.rank(); ++i) {
-    if (!s.dims[i].known()) return c.Error("spatial dims must be known statically");
-    count *= s.dims[i].value;
+    axes.push_back(i);
+    known &= s.dims[i].known();
+    if (s.dims[i].known()) count *= s.dims[i].value;
   }
   V g = b.ExpandLike(c.dY(0), c.X(0));
-  c.SetGrad(0, b.Mul(g, b.Scalar(1.0 / count, c.dY(0)->dtype)));
+  c.SetGrad(0, known ? b.Mul(g, b.Scalar(1.0 / count, c.dY(0)->dtype))
+                     : b.Div(g, b.CountOver(c.X(0), axes)));
   return absl::OkStatus();
 }
 

@@ -7,6 +7,7 @@
 //   output:NAME      the model already computes the loss as NAME
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "graph/shape_inference.h"
 #include "passes/grad_builder.h"
 #include "passes/pass_registry.h"
 #include "passes/passes.h"
@@ -39,6 +40,8 @@ absl::StatusOr<Value*> LossPass::ModelOutput(const Graph& g) const {
 }
 
 absl::StatusOr<bool> LossPass::Run(Graph& g) {
+  MT_RETURN_IF_ERROR(g.TopoSort());
+  MT_RETURN_IF_ERROR(InferShapes(g));  // the loss is shaped after the model output
   Value* existing = g.FindValue(kLossName);
   if (absl::StartsWith(opt_.kind, "output:")) {
     std::string name = opt_.kind.substr(7);

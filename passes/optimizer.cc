@@ -6,6 +6,7 @@
 //   X_i', state_i' = Opt(lr, step, skip = !all_finite, X_i, g_i, state_i)   -> "state/..." outputs
 //   step'      = step + (all_finite ? 1 : 0)
 //   loss_scale', good' = UpdateLossScale(!all_finite, loss_scale, good)     (dynamic scaling)
+//   other state'  = found_inf ? state : state'                            (BatchNorm statistics)
 // With accumulation, gradients add into "accum/<param>" state and the rest happens on apply=true.
 #include <string>
 #include <vector>
@@ -78,6 +79,17 @@ class OptimizerPass final : public Pass {
     Value* found_inf = g.AddValue(kFoundInfName, DType::kBool, Shape(std::vector<Dim>{}));
     g.AddNode("Not", {all_finite}, {found_inf}, "amp/found_inf");
     g.AddOutput(found_inf);
+    // Other state (BatchNorm running statistics): a step with a non-finite gradient leaves it
+    // untouched too, so one bad batch cannot poison the running statistics for good.
+    //   state/X = Where(found_inf, X, state/X as computed)
+    for (Value* out : keep_outputs) {
+      if (out->name.rfind(kStatePrefix, 0) != 0 || out->producer == nullptr) continue;
+      Value* init = g.FindValue(out->name.substr(std::string(kStatePrefix).size()));
+      if (init == nullptr || !init->is_initializer()) continue;
+      Value* computed = g.AddValue(g.UniqueName(absl::StrCat(out->name, "/computed")), out->dtype, out->shape);
+      g.SetNodeOutput(out->producer, out->producer_output, computed);
+      g.AddNode("Where", {found_inf, init, computed}, {out}, g.UniqueName(absl::StrCat("amp/keep/", init->name)));
+    }
     Value* good_step = all_finite;  // an update happens
     if (apply) good_step = Op("And", {all_finite, apply}, "accum/apply_and_finite");
     Value* skip = found_inf;

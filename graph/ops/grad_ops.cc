@@ -19,7 +19,20 @@ absl::Status Like(InferContext& ctx) {
   return absl::OkStatus();
 }
 
+// SumToShape(grad, shape): the output has the shape given by the contents of input 1.
+absl::Status InferSumToShape(InferContext& ctx) {
+  ctx.output(0).dtype = ctx.input(0).dtype;
+  const TypeInfo& s = ctx.input(1);
+  if (s.value != nullptr) {
+    ctx.output(0).shape = Shape::Of(s.value->ToInt64Vector());
+  } else if (s.shape.fully_known() && s.shape.rank() == 1) {
+    ctx.output(0).shape = Shape(std::vector<Dim>(s.shape.dims[0].value));
+  }
+  return absl::OkStatus();
+}
+
 MT_REGISTER_OP_SCHEMAS(grad_ops, {
+    {"SumToShape", "ai.mixtrain", InferSumToShape},              // (grad, shape) -> summed
     {"ConvGrad", "ai.mixtrain", Like<1, 2>},                     // (dY, X, W) -> dX, dW
     {"MaxPoolGrad", "ai.mixtrain", Like<1>},                     // (dY, X) -> dX
     {"AveragePoolGrad", "ai.mixtrain", Like<1>},                 // (dY, X) -> dX

@@ -25,6 +25,18 @@ TEST(GradCheck, Pow) { Binary("Pow", Random(24, 1, 0.5f, 2.0f), Random(3, 2, 0.5
 TEST(GradCheck, Max) { Binary("Max", Distinct(24, 1), {-0.975f, -0.525f, -0.125f}); }
 TEST(GradCheck, Min) { Binary("Min", Distinct(24, 1), {-0.975f, -0.525f, -0.125f}); }
 
+// The Reshape's target shape is only known at run time, so undoing Add's broadcasting of b
+// (and ReduceMean's count) is decided at run time (ai.mixtrain.SumToShape, CountOver).
+TEST(GradCheck, BroadcastAfterDynamicReshape) {
+  Check([](G& g) {
+    Value* shape = g.Op1("Shape", {g.ConstF({3, 2}, Random(6, 9))});
+    Value* x = g.Op1("Reshape", {g.Param("x", {6}, 1), shape});
+    Value* y = g.Op1("Add", {x, g.Param("b", {1, 2}, 2)});
+    Value* m = g.Op1("ReduceMean", {y}, {A::Ints("axes", {0})});
+    return Vs{g.Op1("Reshape", {m, g.Ints({1, 2})})};  // static again for the test's loss
+  });
+}
+
 TEST(GradCheck, SameValueTwice) {  // x * x: fan-out into one node
   Check([](G& g) {
     Value* x = g.Param("x", {5}, 1);

@@ -1,0 +1,49 @@
+// CPU kernel of ai.mixtrain.SumToShape(grad, shape): undoes numpy broadcasting at run time when
+// static shapes could not tell which axes were broadcast (passes/grad_builder.cc). The output has
+// dims `shape` (right-aligned against grad's dims, each 1 or equal); every grad element adds into
+// the output element it was broadcast from. Accumulates in double.
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/grad_util.h"
+
+namespace mixtrain::cpu {
+namespace {
+
+absl::Status SumToShapeKernel(KernelContext& ctx) {
+  const TensorView* g = ctx.input(0);
+  TensorView* out = ctx.output(0);
+  if (!g || !out) return ctx.Error("needs input grad and output");
+  if (!AllFloat({g, out})) return ctx.Error("expects float tensors");
+  const int64_t r = g->rank(), ro = out->rank();
+  if (ro > r) return ctx.Error("target rank exceeds the gradient's");
+  std::vector<int64_t> od(r, 1);
+  for (int64_t i = 0; i < ro; ++i) od[r - ro + i] = out->dims[i];
+  for (int64_t i = 0; i < r; ++i)
+    if (od[i] != 1 && od[i] != g->dims[i])
+      return ctx.Error(absl::StrCat("dim ", i, " of the target (", od[i],
+                                    ") does not broadcast to the gradient's (", g->dims[i], ")"));
+  const std::vector<float> src = ToFloatVector(*g);
+  std::vector<double> acc(out->numel(), 0.0);
+  std::vector<int64_t> idx(r, 0);
+  for (size_t q = 0; q < src.size(); ++q) {
+    int64_t off = 0;
+    for (int64_t i = 0; i < r; ++i) off = off * od[i] + (od[i] == 1 ? 0 : idx[i]);
+    acc[off] += src[q];
+    for (int64_t i = r - 1; i >= 0; --i) {
+      if (++idx[i] < g->dims[i]) break;
+      idx[i] = 0;
+    }
+  }
+  StoreFloats(*out, std::vector<float>(acc.begin(), acc.end()));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+MT_REGISTER_KERNELS(cpu_grad_sum_to) {
+  r.Register({"SumToShape", "ai.mixtrain", DeviceType::kCPU, kFloatTypes, 0,
+              FnKernel(SumToShapeKernel)});
+}
+
+}  // namespace mixtrain::cpu
