@@ -1,0 +1,173 @@
+// TrainConfig <-> pb::TrainConfig, field by field, and the text format. The public struct keeps
+// protobuf out of the installed headers; tests/library/train_config_test.cc sets every field of
+// the message (walking its descriptor) and checks the round trip, so a field added to the proto
+// and not here fails that test.
+#include "absl/strings/str_cat.h"
+#include "api/convert.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+
+namespace mixtrain {
+namespace api {
+namespace {
+
+using TC = TrainConfig;
+// The public enums list the proto's values in the same order.
+static_assert(int{pb::PrecisionPolicy::HALF} == static_cast<int>(TC::Precision::Preset::kHalf));
+static_assert(int{pb::PrecisionPolicy::FP32} == static_cast<int>(TC::Precision::Preset::kFp32));
+static_assert(int{pb::PrecisionPolicy::BF16} == static_cast<int>(TC::Precision::LowType::kBf16));
+static_assert(int{pb::LossScalerConfig::DYNAMIC} == static_cast<int>(TC::LossScaler::Mode::kDynamic));
+static_assert(int{pb::LossScalerConfig::STATIC} == static_cast<int>(TC::LossScaler::Mode::kStatic));
+static_assert(int{pb::OptimizerConfig::ADAGRAD} == static_cast<int>(TC::Optimizer::Kind::kAdagrad));
+static_assert(int{pb::OptimizerConfig::SGD} == static_cast<int>(TC::Optimizer::Kind::kSgd));
+static_assert(int{pb::ScheduleConfig::COSINE} == static_cast<int>(TC::Schedule::Kind::kCosine));
+static_assert(int{pb::ScheduleConfig::STEP} == static_cast<int>(TC::Schedule::Kind::kStep));
+
+// Sets a proto field only when the value differs from the message's default, so ToTextProto
+// prints what the user changed and has_*() stays meaningful.
+#define MT_SET(msg, field, value)                                              \
+  do {                                                                         \
+    auto v_ = (value);                                                         \
+    if (v_ != decltype(v_)(msg.field())) msg.set_##field(decltype(msg.field())(v_)); \
+  } while (0)
+#define MT_SET_ENUM(msg, field, value, Enum)                                   \
+  do {                                                                         \
+    auto v_ = static_cast<Enum>(static_cast<int>(value));                     \
+    if (v_ != msg.field()) msg.set_##field(v_);                                \
+  } while (0)
+
+void AddAll(const std::vector<std::string>& from, google::protobuf::RepeatedPtrField<std::string>* to) {
+  for (const std::string& s : from) *to->Add() = s;
+}
+std::vector<std::string> All(const google::protobuf::RepeatedPtrField<std::string>& from) {
+  return {from.begin(), from.end()};
+}
+
+class CollectErrors : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column, const std::string& message) override {
+    if (!first.empty()) return;
+    first = absl::StrCat("line ", line + 1, ", column ", column + 1, ": ", message);
+  }
+  std::string first;
+};
+
+}  // namespace
+
+pb::TrainConfig ToProto(const TrainConfig& c) {
+  pb::TrainConfig p;
+  MT_SET(p, model, c.model);
+  MT_SET(p, loss, c.loss);
+  MT_SET(p, output, c.output);
+  MT_SET(p, freeze, c.freeze);
+  MT_SET(p, trainable, c.trainable);
+  MT_SET(p, epochs, c.epochs);
+  MT_SET(p, steps, c.steps);
+  MT_SET(p, accumulate, c.accumulate);
+  MT_SET(p, device, c.device);
+
+  pb::OptimizerConfig o;
+  MT_SET_ENUM(o, kind, c.optimizer.kind, pb::OptimizerConfig::Kind);
+  MT_SET(o, lr, c.optimizer.lr);
+  MT_SET(o, beta1, c.optimizer.beta1);
+  MT_SET(o, beta2, c.optimizer.beta2);
+  MT_SET(o, epsilon, c.optimizer.epsilon);
+  MT_SET(o, weight_decay, c.optimizer.weight_decay);
+  MT_SET(o, momentum, c.optimizer.momentum);
+  MT_SET(o, nesterov, c.optimizer.nesterov);
+  MT_SET(o, clip_grad_norm, c.optimizer.clip_grad_norm);
+  if (o.ByteSizeLong() > 0) *p.mutable_optimizer() = o;
+
+  pb::ScheduleConfig s;
+  MT_SET_ENUM(s, kind, c.schedule.kind, pb::ScheduleConfig::Kind);
+  MT_SET(s, warmup_steps, c.schedule.warmup_steps);
+  MT_SET(s, step_size, c.schedule.step_size);
+  MT_SET(s, gamma, c.schedule.gamma);
+  MT_SET(s, min_lr, c.schedule.min_lr);
+  if (s.ByteSizeLong() > 0) *p.mutable_schedule() = s;
+
+  pb::PrecisionPolicy pp;
+  MT_SET_ENUM(pp, preset, c.precision.preset, pb::PrecisionPolicy::Preset);
+  MT_SET_ENUM(pp, low_dtype, c.precision.low_dtype, pb::PrecisionPolicy::LowType);
+  AddAll(c.precision.allow, pp.mutable_allow());
+  AddAll(c.precision.deny, pp.mutable_deny());
+  AddAll(c.precision.infer, pp.mutable_infer());
+  AddAll(c.precision.clear, pp.mutable_clear());
+  AddAll(c.precision.fp32_nodes, pp.mutable_fp32_nodes());
+  if (pp.ByteSizeLong() > 0) *p.mutable_precision() = pp;
+
+  pb::LossScalerConfig ls;
+  MT_SET_ENUM(ls, mode, c.loss_scaler.mode, pb::LossScalerConfig::Mode);
+  MT_SET(ls, init_scale, c.loss_scaler.init_scale);
+  MT_SET(ls, growth_factor, c.loss_scaler.growth_factor);
+  MT_SET(ls, backoff_factor, c.loss_scaler.backoff_factor);
+  MT_SET(ls, growth_interval, c.loss_scaler.growth_interval);
+  MT_SET(ls, max_scale, c.loss_scaler.max_scale);
+  if (ls.ByteSizeLong() > 0) *p.mutable_loss_scaler() = ls;
+
+  pb::DataConfig d;
+  MT_SET(d, path, c.data.path);
+  MT_SET(d, dataset, c.data.dataset);
+  MT_SET(d, labels_key, c.data.labels_key);
+  MT_SET(d, batch_size, c.data.batch_size);
+  MT_SET(d, shuffle, c.data.shuffle);
+  MT_SET(d, seed, c.data.seed);
+  if (d.ByteSizeLong() > 0) *p.mutable_data() = d;
+  return p;
+}
+#undef MT_SET
+#undef MT_SET_ENUM
+
+TrainConfig FromProto(const pb::TrainConfig& p) {
+  TrainConfig c;
+  c.model = p.model();
+  c.loss = p.loss();
+  c.output = p.output();
+  c.freeze = p.freeze();
+  c.trainable = p.trainable();
+  c.epochs = p.epochs();
+  c.steps = p.steps();
+  c.accumulate = p.accumulate();
+  c.device = p.device();
+  const pb::OptimizerConfig& o = p.optimizer();
+  c.optimizer = {static_cast<TC::Optimizer::Kind>(o.kind()), o.lr(), o.beta1(), o.beta2(), o.epsilon(),
+                 o.weight_decay(), o.momentum(), o.nesterov(), o.clip_grad_norm()};
+  const pb::ScheduleConfig& s = p.schedule();
+  c.schedule = {static_cast<TC::Schedule::Kind>(s.kind()), s.warmup_steps(), s.step_size(), s.gamma(),
+                s.min_lr()};
+  const pb::PrecisionPolicy& pp = p.precision();
+  c.precision = {static_cast<TC::Precision::Preset>(pp.preset()),
+                 static_cast<TC::Precision::LowType>(pp.low_dtype()),
+                 All(pp.allow()), All(pp.deny()), All(pp.infer()), All(pp.clear()), All(pp.fp32_nodes())};
+  const pb::LossScalerConfig& ls = p.loss_scaler();
+  c.loss_scaler = {static_cast<TC::LossScaler::Mode>(ls.mode()), ls.init_scale(), ls.growth_factor(),
+                   ls.backoff_factor(), ls.growth_interval(), ls.max_scale()};
+  const pb::DataConfig& d = p.data();
+  c.data = {d.path(), d.dataset(), d.labels_key(), d.batch_size(), d.shuffle(), d.seed()};
+  return c;
+}
+
+}  // namespace api
+
+inline namespace v1 {
+
+absl::StatusOr<TrainConfig> TrainConfig::FromTextProto(const std::string& text) {
+  return api::Guarded("TrainConfig::FromTextProto", [&]() -> absl::StatusOr<TrainConfig> {
+    pb::TrainConfig p;
+    google::protobuf::TextFormat::Parser parser;
+    api::CollectErrors errors;
+    parser.RecordErrorsTo(&errors);
+    if (!parser.ParseFromString(text, &p))
+      return absl::InvalidArgumentError(absl::StrCat("not a valid TrainConfig textproto: ", errors.first));
+    return api::FromProto(p);
+  });
+}
+
+std::string TrainConfig::ToTextProto() const {
+  std::string out;
+  google::protobuf::TextFormat::PrintToString(api::ToProto(*this), &out);
+  return out;
+}
+
+}  // namespace v1
+}  // namespace mixtrain

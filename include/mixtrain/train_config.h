@@ -1,0 +1,89 @@
+// mixtrain public API: TrainConfig, how a Trainer trains. A plain struct that mirrors the
+// TrainConfig message of proto/mixtrain.proto field by field (same names, same defaults), so
+// embedders need neither protobuf nor ONNX headers; FromTextProto/ToTextProto read and write the
+// same .textproto files as `mixtrain train --config`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace mixtrain {
+inline namespace v1 {
+
+struct TrainConfig {
+  // Which ops run in the low type. Lists are edits to the preset's built-in op classes.
+  struct Precision {
+    enum class Preset { kAmp, kFp32, kHalf };
+    enum class LowType { kAuto, kFp16, kBf16 };  // kAuto: bf16 on the CPU, fp16 on a GPU
+    Preset preset = Preset::kAmp;
+    LowType low_dtype = LowType::kAuto;
+    std::vector<std::string> allow, deny, infer, clear;  // op types moved to that class
+    std::vector<std::string> fp32_nodes;                 // node-name regexes kept in fp32
+  };
+  struct LossScaler {
+    enum class Mode { kAuto, kOff, kStatic, kDynamic };  // kAuto: dynamic for fp16, else off
+    Mode mode = Mode::kAuto;
+    float init_scale = 65536.0f;
+    float growth_factor = 2.0f;
+    float backoff_factor = 0.5f;
+    int32_t growth_interval = 2000;
+    float max_scale = 16777216.0f;
+  };
+  struct Optimizer {
+    enum class Kind { kAdam, kAdamW, kSgd, kAdagrad };
+    Kind kind = Kind::kAdam;
+    float lr = 0.001f;
+    float beta1 = 0.9f;
+    float beta2 = 0.999f;
+    float epsilon = 1e-8f;
+    float weight_decay = 0.0f;
+    float momentum = 0.0f;
+    bool nesterov = false;
+    float clip_grad_norm = 0.0f;  // 0 = off; applied to the unscaled gradients
+  };
+  struct Schedule {
+    enum class Kind { kConstant, kStep, kCosine };
+    Kind kind = Kind::kConstant;
+    int32_t warmup_steps = 0;
+    int32_t step_size = 1000;
+    float gamma = 0.1f;
+    float min_lr = 0.0f;
+  };
+  // Used by the `mixtrain train` command's data loading; a Trainer reads labels_key (the batch
+  // entry holding the labels) and seed (dropout).
+  struct Data {
+    std::string path;
+    std::string dataset = "fashion-mnist";
+    std::string labels_key = "labels";
+    int32_t batch_size = 64;
+    bool shuffle = true;
+    uint64_t seed = 0;
+  };
+
+  std::string model = "models/fashion_cnn.onnx";  // used by the CLI; Trainer::Create takes a path
+  std::string loss = "cross_entropy";  // mse, l1, bce_with_logits, or output:NAME (model's own)
+  std::string output;                  // model output the loss reads; empty = the first
+  std::string freeze;                  // regex of initializers kept frozen
+  std::string trainable;               // regex of initializers trained (overrides freeze)
+  Optimizer optimizer;
+  Schedule schedule;
+  Precision precision;
+  LossScaler loss_scaler;
+  Data data;
+  int32_t epochs = 1;
+  int64_t steps = 0;       // planned steps (the cosine schedule's horizon)
+  int32_t accumulate = 1;  // gradient accumulation: every N-th Step applies the update
+  std::string device = "auto";  // cpu or auto
+
+  // Parses a text-format TrainConfig (a `--config` file's contents); unset fields keep defaults.
+  // Errors name the line and field.
+  static absl::StatusOr<TrainConfig> FromTextProto(const std::string& text);
+  // The config as text format (fields equal to their default are left out).
+  std::string ToTextProto() const;
+};
+
+}  // namespace v1
+}  // namespace mixtrain

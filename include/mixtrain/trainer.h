@@ -1,0 +1,120 @@
+// mixtrain public API: Trainer, which turns an ONNX model into one mixed-precision training step
+// (forward, loss, loss scaling, backward, overflow check, optimizer) and runs it with fp32 master
+// weights. See docs/embedding.md for an example.
+//
+// Errors: every call a caller can make fail (bad model, bad config, a batch missing an input or of
+// the wrong dtype/shape, unknown parameter, unreadable checkpoint, unwritable path) returns a
+// non-OK absl::Status whose message names the file, input, parameter or config field. The library
+// neither throws across this API nor exits the process on such errors.
+//
+// Thread safety: a Trainer's methods may be called from any thread; calls on one Trainer are
+// serialized by an internal lock (no two run at once). Separate Trainers share no mutable state
+// and run fully in parallel, one per thread (tests/library/multi_trainer_test.cc does this).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "mixtrain/tensor.h"
+#include "mixtrain/train_config.h"
+
+namespace mixtrain {
+inline namespace v1 {
+
+struct StepOptions {
+  // false: the step does not copy the loss back to the host (StepResult::loss is empty), so a
+  // service that logs every N steps does not synchronize with the device on the others.
+  bool read_loss = true;
+};
+
+struct StepResult {
+  std::optional<float> loss;  // unscaled loss of the batch; empty when not read
+  float loss_scale = 1;       // the scale this step used (1 without loss scaling; read with the loss)
+  bool skipped = false;       // an inf/NaN gradient made the step skip the update
+  float learning_rate = 0;    // the schedule's learning rate for this step
+  int64_t step = 0;           // Step() calls so far, this one included
+};
+
+struct EvalResult {
+  double loss_sum = 0;  // summed over the batch's examples
+  int64_t correct = 0;  // argmax(logits) == label (classification losses only)
+  int64_t examples = 0;
+};
+
+// Where a run stands, saved with a checkpoint so a resumed run continues the same epoch.
+struct TrainingPosition {
+  int64_t epoch = 0;
+  int64_t batch = 0;
+};
+
+// How the trainer resolved TrainConfig::precision and loss_scaler.
+struct ResolvedPrecision {
+  std::string preset;  // "fp32", "amp" or "half"
+  ElementType low_type = ElementType::kFloat32;
+  std::string loss_scaling;  // "off", "static" or "dynamic"
+};
+
+enum class GraphFormat {
+  kText,  // one line per node and a summary (what `mixtrain dump` prints)
+  kDot,   // Graphviz, nodes coloured by compute dtype
+  kOnnx,  // a serialized ONNX ModelProto
+};
+
+class Trainer {
+ public:
+  // Imports the ONNX model at `model_path` (or serialized ModelProto bytes) and builds the
+  // training step configured by `config`.
+  static absl::StatusOr<std::unique_ptr<Trainer>> Create(const std::string& model_path,
+                                                         const TrainConfig& config = {});
+  static absl::StatusOr<std::unique_ptr<Trainer>> CreateFromBytes(std::string_view onnx_bytes,
+                                                                  const TrainConfig& config = {});
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  // What a batch must hold: the model's inputs and the labels (TrainConfig::data.labels_key).
+  std::vector<TensorInfo> BatchInputs() const;
+
+  // One training step (one micro-batch with gradient accumulation) on `batch`: input name -> tensor.
+  absl::StatusOr<StepResult> Step(const TensorMap& batch, StepOptions options = {});
+  // The loss (and accuracy, for classification) on `batch` with the current weights, in inference
+  // form (BatchNorm running statistics, no dropout); no update.
+  absl::StatusOr<EvalResult> Evaluate(const TensorMap& batch);
+
+  // Every state tensor (weights, optimizer moments, step counters, loss scale) and `position`,
+  // written atomically (a temp file renamed over `path`).
+  absl::Status SaveCheckpoint(const std::string& path, TrainingPosition position = {}) const;
+  // Restores a checkpoint saved by a Trainer of the same model and config.
+  absl::StatusOr<TrainingPosition> LoadCheckpoint(const std::string& path);
+  // The model with the trained weights in inference form, as ONNX. kFloat16/kBFloat16 store the
+  // weights and compute in that type where the precision policy allows.
+  absl::Status ExportInferenceModel(const std::string& path,
+                                    ElementType type = ElementType::kFloat32) const;
+
+  // The training-step graph the passes built (what `mixtrain dump` shows after all passes).
+  absl::StatusOr<std::string> TransformedGraph(GraphFormat format = GraphFormat::kText) const;
+
+  // Trainable parameters (fp32 master weights) by initializer name.
+  std::vector<std::string> ParameterNames() const;
+  absl::StatusOr<HostTensor> GetParameter(const std::string& name) const;
+  // Replaces a parameter's value; type and shape must match GetParameter's.
+  absl::Status SetParameter(const std::string& name, const HostTensor& value);
+
+  int64_t steps_taken() const;  // Step() calls so far (restored by LoadCheckpoint)
+  ResolvedPrecision precision() const;
+  const TrainConfig& config() const;
+
+ private:
+  struct Impl;
+  explicit Trainer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace v1
+}  // namespace mixtrain
