@@ -195,7 +195,8 @@ def main():
     load = os.getloadavg()[0]
     if load > 0.5:
         print(f"warning: load average {load:.1f} before starting; other processes will skew "
-              f"the timings", file=sys.stderr)
+              f"the timings (OpenMP runtimes suffer most; OMP_WAIT_POLICY=passive softens it)",
+              file=sys.stderr)
 
     results = []
     for name in args.models:
