@@ -16,10 +16,10 @@ namespace mixtrain {
 
 absl::Status WriteFileAtomically(const std::string& path, const std::string& contents) {
   std::filesystem::path target(path);
-  std::string tmpl = (target.parent_path() / ("." + target.filename().string() + ".tmpXXXXXX"))
-                         .string();
   if (target.filename().empty())
     return absl::InvalidArgumentError(absl::StrCat("'", path, "' is not a file name"));
+  std::string tmpl =
+      (target.parent_path() / absl::StrCat(".", target.filename().string(), ".tmpXXXXXX")).string();
   int fd = mkstemp(tmpl.data());
   if (fd < 0)
     return absl::PermissionDeniedError(

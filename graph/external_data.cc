@@ -1,7 +1,6 @@
 // See external_data.h.
 #include "graph/external_data.h"
 
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <limits>
