@@ -1,0 +1,124 @@
+// Shape and type inference for the less common ops that fill out ONNX coverage: unary math and
+// activations (trig, Elu family, rounding, Sign), IsNaN/IsInf, broadcasting Mod/BitShift/PRelu,
+// variadic Sum/Mean, the remaining Reduce* and ArgMin (same axes rules as ReduceMax/ArgMax, so
+// they reuse those rules), per-axis normalizations (Hardmax, LpNormalization,
+// InstanceNormalization, LRN) and Trilu. Kernels: kernels/cpu/extra_*.cc.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "graph/check.h"
+#include "graph/shape_inference.h"
+
+namespace mixtrain {
+namespace {
+
+absl::Status InferSame(InferContext& ctx) {
+  const TypeInfo& x = ctx.input(0);
+  if (!x.present) return ctx.Error("needs input 0");
+  ctx.output(0).dtype = x.dtype;
+  ctx.output(0).shape = x.shape;
+  return absl::OkStatus();
+}
+
+// Unary ops defined on float tensors only.
+absl::Status InferFloatUnary(InferContext& ctx) {
+  MT_RETURN_IF_ERROR(InferSame(ctx));
+  const DType t = ctx.input(0).dtype;
+  if (t != DType::kUndefined && !IsFloat(t))
+    return ctx.Error(absl::StrCat("input must be a float tensor, got ", DTypeName(t)));
+  return absl::OkStatus();
+}
+
+absl::Status InferIsNanInf(InferContext& ctx) {
+  MT_RETURN_IF_ERROR(InferFloatUnary(ctx));
+  ctx.output(0).dtype = DType::kBool;
+  return absl::OkStatus();
+}
+
+// Every input present, one dtype, numpy broadcasting of all shapes (Mod, BitShift, PRelu, Sum,
+// Mean). PRelu's slope broadcasts to X only one way, which the kernel's layout checks.
+absl::Status InferBroadcastAll(InferContext& ctx) {
+  if (ctx.num_inputs() == 0) return ctx.Error("needs at least one input");
+  Shape s;
+  DType t = DType::kUndefined;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    const TypeInfo& in = ctx.input(i);
+    if (!in.present) return ctx.Error(absl::StrCat("input ", i, " is required"));
+    if (in.dtype != DType::kUndefined) {
+      if (t != DType::kUndefined && in.dtype != t)
+        return ctx.Error(absl::StrCat("inputs must have one dtype, got ", DTypeName(t), " and ",
+                                      DTypeName(in.dtype)));
+      t = in.dtype;
+    }
+    if (i == 0) {
+      s = in.shape;
+      continue;
+    }
+    auto b = BroadcastShapes(s, in.shape);
+    if (!b.ok()) return ctx.Error(b.status().message());
+    s = *std::move(b);
+  }
+  ctx.output(0).dtype = t;
+  ctx.output(0).shape = std::move(s);
+  return absl::OkStatus();
+}
+
+// The extra reductions share ReduceMax's axes rules (attribute before opset 18, input after) and
+// ArgMin shares ArgMax's; both rules live in graph/ops/reduce_ops.cc.
+absl::Status InferAsReduceMax(InferContext& ctx) {
+  static const OpSchema* rule = FindOpSchema("", "ReduceMax");
+  MT_CHECK(rule != nullptr) << "ReduceMax has no shape rule";
+  return rule->infer(ctx);
+}
+
+absl::Status InferAsArgMax(InferContext& ctx) {
+  static const OpSchema* rule = FindOpSchema("", "ArgMax");
+  MT_CHECK(rule != nullptr) << "ArgMax has no shape rule";
+  return rule->infer(ctx);
+}
+
+absl::Status InferInstanceNorm(InferContext& ctx) {
+  MT_RETURN_IF_ERROR(InferFloatUnary(ctx));
+  if (!ctx.has_input(1) || !ctx.has_input(2)) return ctx.Error("needs inputs scale and B");
+  const Shape& s = ctx.input(0).shape;
+  if (s.rank_known && s.rank() < 2) return ctx.Error("input must have rank >= 2 (N, C, ...)");
+  return absl::OkStatus();
+}
+
+absl::Status InferTrilu(InferContext& ctx) {
+  MT_RETURN_IF_ERROR(InferSame(ctx));
+  const Shape& s = ctx.input(0).shape;
+  if (s.rank_known && s.rank() < 2) return ctx.Error("input must have rank >= 2");
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+MT_REGISTER_OP_SCHEMAS(extra_ops, {
+    {"Sin", "", InferFloatUnary},         {"Cos", "", InferFloatUnary},
+    {"Tan", "", InferFloatUnary},         {"Asin", "", InferFloatUnary},
+    {"Acos", "", InferFloatUnary},        {"Atan", "", InferFloatUnary},
+    {"Sinh", "", InferFloatUnary},        {"Cosh", "", InferFloatUnary},
+    {"Asinh", "", InferFloatUnary},       {"Acosh", "", InferFloatUnary},
+    {"Atanh", "", InferFloatUnary},       {"Elu", "", InferFloatUnary},
+    {"Selu", "", InferFloatUnary},        {"Celu", "", InferFloatUnary},
+    {"HardSigmoid", "", InferFloatUnary}, {"HardSwish", "", InferFloatUnary},
+    {"Softsign", "", InferFloatUnary},    {"ThresholdedRelu", "", InferFloatUnary},
+    {"Mish", "", InferFloatUnary},        {"Floor", "", InferFloatUnary},
+    {"Ceil", "", InferFloatUnary},        {"Round", "", InferFloatUnary},
+    {"Shrink", "", InferSame},            {"Sign", "", InferSame},
+    {"IsNaN", "", InferIsNanInf},         {"IsInf", "", InferIsNanInf},
+    {"Mod", "", InferBroadcastAll},       {"BitShift", "", InferBroadcastAll},
+    {"PRelu", "", InferBroadcastAll},     {"Sum", "", InferBroadcastAll},
+    {"Mean", "", InferBroadcastAll},
+    {"ReduceMin", "", InferAsReduceMax},  {"ReduceProd", "", InferAsReduceMax},
+    {"ReduceL1", "", InferAsReduceMax},   {"ReduceL2", "", InferAsReduceMax},
+    {"ReduceLogSum", "", InferAsReduceMax},
+    {"ReduceLogSumExp", "", InferAsReduceMax},
+    {"ArgMin", "", InferAsArgMax},
+    {"Hardmax", "", InferFloatUnary},     {"LpNormalization", "", InferFloatUnary},
+    {"InstanceNormalization", "", InferInstanceNorm},
+    {"Trilu", "", InferTrilu},           {"LRN", "", InferFloatUnary},
+});
+
+}  // namespace mixtrain

@@ -1,0 +1,301 @@
+// Tests of the less common ops (graph/ops/extra_*ops.cc, kernels/cpu/extra_*.cc): each runs its
+// shape rule and CPU kernel on small inputs whose expected outputs are worked out by hand or with
+// <cmath> here, covering the attribute forms and the branches (sign conventions, ties, negative
+// indices, opset-dependent defaults, low-precision dtypes).
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/kernels/reduce_test_util.h"
+
+namespace mixtrain {
+namespace {
+
+using red_test::Make;
+using red_test::Values;
+using testing_util::MakeNode;
+using testing_util::RunCpuKernel;
+
+const double kInf = std::numeric_limits<double>::infinity();
+
+// Runs `op` on `inputs` and returns its outputs (failing the test on an error).
+std::vector<Tensor> RunOp(const std::string& op, const std::vector<Tensor>& inputs,
+                        std::vector<Attribute> attrs = {}, int num_outputs = 1,
+                        int64_t opset = 17) {
+  auto n = MakeNode(op, inputs, num_outputs, std::move(attrs));
+  auto out = RunCpuKernel(*n.node, inputs, opset);
+  EXPECT_TRUE(out.ok()) << op << ": " << out.status();
+  return out.ok() ? *out : std::vector<Tensor>(num_outputs);
+}
+
+void ExpectValues(const Tensor& t, const std::vector<double>& want, double tol = 1e-6) {
+  std::vector<double> got = Values(t);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "element " << i;
+      continue;
+    }
+    EXPECT_NEAR(got[i], want[i], tol * std::max(1.0, std::fabs(want[i]))) << "element " << i;
+  }
+}
+
+TEST(ExtraUnary, MathMatchesCmath) {
+  const std::vector<double> x = {-0.9, -0.25, 0.0, 0.3, 0.8};
+  struct Case {
+    const char* op;
+    double (*f)(double);
+  } cases[] = {{"Sin", std::sin},   {"Cos", std::cos},     {"Tan", std::tan},
+               {"Asin", std::asin}, {"Acos", std::acos},   {"Atan", std::atan},
+               {"Sinh", std::sinh}, {"Cosh", std::cosh},   {"Asinh", std::asinh},
+               {"Atanh", std::atanh}, {"Floor", std::floor}, {"Ceil", std::ceil}};
+  for (const Case& c : cases) {
+    std::vector<double> want;
+    for (double v : x) want.push_back(c.f(v));
+    SCOPED_TRACE(c.op);
+    ExpectValues(RunOp(c.op, {Make(DType::kF32, {5}, x)})[0], want);
+    ExpectValues(RunOp(c.op, {Make(DType::kF64, {5}, x)})[0], want, 1e-12);
+  }
+  ExpectValues(RunOp("Acosh", {Make(DType::kF32, {2}, {1.0, 2.5})})[0],
+               {0.0, std::acosh(2.5)});
+}
+
+TEST(ExtraUnary, RoundHalvesToEvenAndSign) {
+  ExpectValues(RunOp("Round", {Make(DType::kF32, {6}, {0.5, 1.5, 2.5, -0.5, -1.5, 2.4})})[0],
+               {0, 2, 2, -0.0, -2, 2});
+  ExpectValues(RunOp("Sign", {Make(DType::kF32, {3}, {-2.5, 0, 7})})[0], {-1, 0, 1});
+  ExpectValues(RunOp("Sign", {Make(DType::kI64, {3}, {-9, 0, 4})})[0], {-1, 0, 1});
+}
+
+TEST(ExtraUnary, ActivationsWithAttributes) {
+  const std::vector<double> x = {-2.0, -0.5, 0.0, 0.5, 3.0};
+  auto each = [&](auto f) {
+    std::vector<double> v;
+    for (double e : x) v.push_back(f(e));
+    return v;
+  };
+  Tensor t = Make(DType::kF32, {5}, x);
+  ExpectValues(RunOp("Elu", {t}, {Attribute::Float("alpha", 2.0f)})[0],
+               each([](double e) { return e < 0 ? 2.0 * (std::exp(e) - 1) : e; }));
+  const double a = 1.67326319217681884765625, g = 1.05070102214813232421875;
+  ExpectValues(RunOp("Selu", {t})[0],
+               each([&](double e) { return g * (e <= 0 ? a * (std::exp(e) - 1) : e); }));
+  ExpectValues(RunOp("Celu", {t}, {Attribute::Float("alpha", 0.5f)})[0],
+               each([](double e) { return e > 0 ? e : 0.5 * (std::exp(e / 0.5) - 1); }));
+  ExpectValues(RunOp("HardSigmoid", {t}, {Attribute::Float("alpha", 0.5f)})[0],
+               {0.0, 0.25, 0.5, 0.75, 1.0});
+  ExpectValues(RunOp("HardSwish", {t})[0],
+               each([](double e) { return e * std::clamp(e / 6 + 0.5, 0.0, 1.0); }));
+  ExpectValues(RunOp("Softsign", {t})[0], each([](double e) { return e / (1 + std::fabs(e)); }));
+  ExpectValues(RunOp("ThresholdedRelu", {t}, {Attribute::Float("alpha", 0.4f)})[0],
+               {0, 0, 0, 0.5, 3.0});
+  ExpectValues(RunOp("Mish", {t})[0],
+               each([](double e) { return e * std::tanh(std::log1p(std::exp(e))); }));
+  ExpectValues(RunOp("Shrink", {t}, {Attribute::Float("bias", 1.0f), Attribute::Float("lambd", 0.5f)})[0],
+               {-1.0, 0.0, 0.0, 0.0, 2.0});
+  // bf16 computes in float and rounds once on store.
+  ExpectValues(RunOp("Elu", {Make(DType::kBF16, {5}, x)})[0],
+               each([](double e) { return e < 0 ? std::exp(e) - 1 : e; }), 8e-3);
+}
+
+TEST(ExtraUnary, IsNaNAndIsInfFlags) {
+  Tensor t = Make(DType::kF32, {4}, {std::nan(""), kInf, -kInf, 1.0});
+  ExpectValues(RunOp("IsNaN", {t})[0], {1, 0, 0, 0});
+  EXPECT_EQ(RunOp("IsNaN", {t})[0].dtype(), DType::kBool);
+  ExpectValues(RunOp("IsInf", {t})[0], {0, 1, 1, 0});
+  ExpectValues(RunOp("IsInf", {t}, {Attribute::Int("detect_negative", 0)})[0], {0, 1, 0, 0});
+  ExpectValues(RunOp("IsInf", {t}, {Attribute::Int("detect_positive", 0)})[0], {0, 0, 1, 0});
+}
+
+TEST(ExtraBinary, ModSignConventions) {
+  Tensor a = Make(DType::kI32, {4}, {7, -7, 7, -7});
+  Tensor b = Make(DType::kI32, {4}, {3, 3, -3, -3});
+  ExpectValues(RunOp("Mod", {a, b})[0], {1, 2, -2, -1});                             // Python %
+  ExpectValues(RunOp("Mod", {a, b}, {Attribute::Int("fmod", 1)})[0], {1, -1, 1, -1});  // C fmod
+  Tensor fa = Make(DType::kF32, {2}, {5.5, -5.5});
+  Tensor fb = Make(DType::kF32, {1}, {2.0});
+  ExpectValues(RunOp("Mod", {fa, fb}, {Attribute::Int("fmod", 1)})[0], {1.5, -1.5});
+  auto n = MakeNode("Mod", {fa, fb}, 1);
+  EXPECT_FALSE(RunCpuKernel(*n.node, {fa, fb}).ok()) << "float Mod needs fmod=1";
+}
+
+TEST(ExtraBinary, BitShiftPReluSumMean) {
+  Tensor u(DType::kU8, {3});
+  Tensor s(DType::kU8, {3});
+  const uint8_t uv[] = {16, 4, 1}, sv[] = {1, 2, 3};
+  for (int i = 0; i < 3; ++i) {
+    u.data_as<uint8_t>()[i] = uv[i];
+    s.data_as<uint8_t>()[i] = sv[i];
+  }
+  ExpectValues(RunOp("BitShift", {u, s}, {Attribute::String("direction", "LEFT")})[0], {32, 16, 8});
+  ExpectValues(RunOp("BitShift", {u, s}, {Attribute::String("direction", "RIGHT")})[0], {8, 1, 0});
+
+  // PRelu: a per-channel slope [C, 1, 1] broadcast to [N, C, H, W].
+  Tensor px = Make(DType::kF32, {1, 2, 1, 2}, {-1, 2, -3, 4});
+  Tensor slope = Make(DType::kF32, {2, 1, 1}, {0.1, 0.5});
+  ExpectValues(RunOp("PRelu", {px, slope})[0], {-0.1, 2, -1.5, 4});
+
+  Tensor a = Make(DType::kF32, {2, 2}, {1, 2, 3, 4});
+  Tensor b = Make(DType::kF32, {2}, {10, 20});
+  Tensor c = Make(DType::kF32, {2, 1}, {100, 200});
+  ExpectValues(RunOp("Sum", {a, b, c})[0], {111, 122, 213, 224});
+  ExpectValues(RunOp("Mean", {a, b, c})[0], {37, 122.0 / 3, 71, 224.0 / 3});
+  ExpectValues(RunOp("Sum", {a})[0], {1, 2, 3, 4});
+}
+
+TEST(ExtraReduce, EveryKindOverAxes) {
+  // [2, 3], reduced over axis 1 (attribute form) and over everything.
+  Tensor x = Make(DType::kF32, {2, 3}, {1, -2, 3, 0.5, 4, -1});
+  std::vector<Attribute> ax1 = {Attribute::Ints("axes", {1}), Attribute::Int("keepdims", 0)};
+  ExpectValues(RunOp("ReduceMin", {x}, ax1)[0], {-2, -1});
+  ExpectValues(RunOp("ReduceProd", {x}, ax1)[0], {-6, -2});
+  ExpectValues(RunOp("ReduceL1", {x}, ax1)[0], {6, 5.5});
+  ExpectValues(RunOp("ReduceL2", {x}, ax1)[0], {std::sqrt(14.0), std::sqrt(17.25)});
+  Tensor pos = Make(DType::kF32, {2, 2}, {1, 2, 3, 4});
+  ExpectValues(RunOp("ReduceLogSum", {pos})[0], {std::log(10.0)});
+  EXPECT_EQ(RunOp("ReduceLogSum", {pos})[0].dims(), (std::vector<int64_t>{1, 1}));
+  // LogSumExp stays finite where exp alone would overflow.
+  Tensor big = Make(DType::kF32, {2}, {1000, 1000});
+  ExpectValues(RunOp("ReduceLogSumExp", {big}, {Attribute::Int("keepdims", 0)})[0],
+               {1000 + std::log(2.0)});
+  // Axes as input 1 (opset 18) and fp16 storage.
+  Tensor h = Make(DType::kF16, {2, 3}, {1, -2, 3, 0.5, 4, -1});
+  ExpectValues(RunOp("ReduceMin", {h, Make(DType::kI64, {1}, {0})}, {}, 1, 18)[0], {0.5, -2, -1});
+}
+
+TEST(ExtraReduce, ArgMinTiesAndNaN) {
+  Tensor x = Make(DType::kF32, {2, 4}, {3, 1, 1, 2, 5, std::nan(""), 0, std::nan("")});
+  std::vector<Attribute> a = {Attribute::Int("axis", 1), Attribute::Int("keepdims", 0)};
+  ExpectValues(RunOp("ArgMin", {x}, a)[0], {1, 1});
+  a.push_back(Attribute::Int("select_last_index", 1));
+  ExpectValues(RunOp("ArgMin", {x}, a)[0], {2, 1});
+  Tensor y = RunOp("ArgMin", {x})[0];
+  EXPECT_EQ(y.dims(), (std::vector<int64_t>{1, 4}));
+  ExpectValues(y, {0, 1, 1, 1});  // NaN counts as the minimum
+}
+
+TEST(ExtraNorm, HardmaxOpsetDefaults) {
+  Tensor x = Make(DType::kF32, {1, 2, 2}, {1, 3, 4, 2});
+  // opset 13: along the last axis.
+  ExpectValues(RunOp("Hardmax", {x}, {}, 1, 13)[0], {0, 1, 1, 0});
+  // opset 11: axis 1 and the input coerced to [1, 4]: one 1 at the overall maximum.
+  ExpectValues(RunOp("Hardmax", {x}, {}, 1, 11)[0], {0, 0, 1, 0});
+  // Ties go to the first maximum.
+  ExpectValues(RunOp("Hardmax", {Make(DType::kF32, {3}, {2, 2, 1})})[0], {1, 0, 0});
+}
+
+TEST(ExtraNorm, LpInstanceLrn) {
+  Tensor x = Make(DType::kF32, {2, 2}, {3, 4, -1, 1});
+  ExpectValues(RunOp("LpNormalization", {x})[0], {0.6, 0.8, -1 / std::sqrt(2.0), 1 / std::sqrt(2.0)});
+  ExpectValues(RunOp("LpNormalization", {x}, {Attribute::Int("p", 1), Attribute::Int("axis", 0)})[0],
+               {0.75, 0.8, -0.25, 0.2});
+
+  // [N=1, C=2, 2]: channel 0 = {1, 3} (mean 2, var 1), channel 1 = {5, 5} (var 0).
+  Tensor in = Make(DType::kF32, {1, 2, 2}, {1, 3, 5, 5});
+  Tensor scale = Make(DType::kF32, {2}, {2, 1});
+  Tensor bias = Make(DType::kF32, {2}, {0.5, -1});
+  const double k = 2 / std::sqrt(1 + 1e-5);
+  ExpectValues(RunOp("InstanceNormalization", {in, scale, bias})[0], {0.5 - k, 0.5 + k, -1, -1}, 1e-5);
+
+  // LRN, size 3 over 3 channels at one pixel.
+  Tensor l = Make(DType::kF32, {1, 3, 1, 1}, {1, 2, 3});
+  std::vector<double> want;
+  const double sq[] = {1 + 4, 1 + 4 + 9, 4 + 9};
+  for (int c = 0; c < 3; ++c) want.push_back((c + 1) / std::pow(2.0 + 0.3 / 3 * sq[c], 0.5));
+  ExpectValues(RunOp("LRN", {l}, {Attribute::Int("size", 3), Attribute::Float("alpha", 0.3f),
+                                Attribute::Float("beta", 0.5f), Attribute::Float("bias", 2.0f)})[0],
+               want, 1e-5);
+}
+
+TEST(ExtraLayout, TriluUpperLowerWithK) {
+  Tensor x = Make(DType::kI64, {3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
+  ExpectValues(RunOp("Trilu", {x})[0], {1, 2, 3, 0, 5, 6, 0, 0, 9});
+  ExpectValues(RunOp("Trilu", {x, Make(DType::kI64, {}, {1})})[0], {0, 2, 3, 0, 0, 6, 0, 0, 0});
+  ExpectValues(RunOp("Trilu", {x, Make(DType::kI64, {}, {-1})}, {Attribute::Int("upper", 0)})[0],
+               {0, 0, 0, 4, 0, 0, 7, 8, 0});
+}
+
+TEST(ExtraLayout, DepthToSpaceModesAndInverse) {
+  // [1, 4, 1, 1] with blocksize 2 -> [1, 1, 2, 2].
+  Tensor x = Make(DType::kF32, {1, 4, 1, 1}, {0, 1, 2, 3});
+  std::vector<Attribute> b2 = {Attribute::Int("blocksize", 2)};
+  ExpectValues(RunOp("DepthToSpace", {x}, b2)[0], {0, 1, 2, 3});
+  // [1, 8, 1, 1] -> [1, 2, 2, 2]: DCR interleaves channels, CRD keeps them in blocks.
+  std::vector<double> v8 = {0, 1, 2, 3, 4, 5, 6, 7};
+  Tensor x8 = Make(DType::kF32, {1, 8, 1, 1}, v8);
+  ExpectValues(RunOp("DepthToSpace", {x8}, b2)[0], {0, 2, 4, 6, 1, 3, 5, 7});
+  std::vector<Attribute> crd = {Attribute::Int("blocksize", 2), Attribute::String("mode", "CRD")};
+  ExpectValues(RunOp("DepthToSpace", {x8}, crd)[0], v8);
+  Tensor space = RunOp("DepthToSpace", {x8}, b2)[0];
+  Tensor back = RunOp("SpaceToDepth", {space}, b2)[0];
+  EXPECT_EQ(back.dims(), x8.dims());
+  ExpectValues(back, v8);
+}
+
+TEST(ExtraIndex, GatherAndScatterElements) {
+  Tensor data = Make(DType::kF32, {2, 2}, {1, 2, 3, 4});
+  Tensor idx = Make(DType::kI64, {2, 2}, {0, 0, 1, -2});
+  ExpectValues(RunOp("GatherElements", {data, idx}, {Attribute::Int("axis", 1)})[0], {1, 1, 4, 3});
+  ExpectValues(RunOp("GatherElements", {data, idx})[0], {1, 2, 3, 2});
+
+  Tensor z = Make(DType::kF32, {3}, {0, 0, 0});
+  Tensor si = Make(DType::kI64, {3}, {1, 1, -1});
+  Tensor up = Make(DType::kF32, {3}, {5, 6, 7});
+  ExpectValues(RunOp("ScatterElements", {z, si, up}, {Attribute::String("reduction", "add")})[0],
+               {0, 11, 7});
+  ExpectValues(RunOp("Scatter", {z, Make(DType::kI64, {1}, {2}), Make(DType::kF32, {1}, {9})})[0],
+               {0, 0, 9});
+  auto n = MakeNode("GatherElements", {data, Make(DType::kI64, {2, 2}, {0, 0, 0, 2})}, 1,
+                    {Attribute::Int("axis", 1)});
+  EXPECT_FALSE(RunCpuKernel(*n.node, {data, Make(DType::kI64, {2, 2}, {0, 0, 0, 2})}).ok())
+      << "index 2 is out of range for a dim of 2";
+}
+
+TEST(ExtraIndex, GatherNDAndScatterND) {
+  Tensor data = Make(DType::kI32, {2, 2}, {0, 1, 2, 3});
+  ExpectValues(RunOp("GatherND", {data, Make(DType::kI64, {2, 2}, {0, 0, 1, 1})})[0], {0, 3});
+  Tensor rows = RunOp("GatherND", {data, Make(DType::kI64, {2, 1}, {1, 0})})[0];
+  EXPECT_EQ(rows.dims(), (std::vector<int64_t>{2, 2}));
+  ExpectValues(rows, {2, 3, 0, 1});
+  // batch_dims = 1: row b picks element idx[b] of data[b].
+  ExpectValues(RunOp("GatherND", {data, Make(DType::kI64, {2, 1}, {1, 0})},
+                   {Attribute::Int("batch_dims", 1)})[0],
+               {1, 2});
+  Tensor d = Make(DType::kF32, {4}, {1, 2, 3, 4});
+  ExpectValues(RunOp("ScatterND", {d, Make(DType::kI64, {2, 1}, {3, 0}), Make(DType::kF32, {2}, {9, 8})})[0],
+               {8, 2, 3, 9});
+}
+
+TEST(ExtraIndex, OneHotEyeLikeTopK) {
+  Tensor idx = Make(DType::kI64, {3}, {0, -1, 5});
+  Tensor depth = Make(DType::kF32, {}, {3});
+  Tensor values = Make(DType::kF32, {2}, {0, 2});
+  Tensor oh = RunOp("OneHot", {idx, depth, values})[0];
+  EXPECT_EQ(oh.dims(), (std::vector<int64_t>{3, 3}));
+  ExpectValues(oh, {2, 0, 0, 0, 0, 2, 0, 0, 0});
+  Tensor oh0 = RunOp("OneHot", {idx, depth, values}, {Attribute::Int("axis", 0)})[0];
+  ExpectValues(oh0, {2, 0, 0, 0, 0, 0, 0, 2, 0});
+
+  Tensor eye = RunOp("EyeLike", {Make(DType::kI32, {2, 3}, {0, 0, 0, 0, 0, 0})},
+                   {Attribute::Int("k", 1), Attribute::Int("dtype", 1)})[0];
+  EXPECT_EQ(eye.dtype(), DType::kF32);
+  ExpectValues(eye, {0, 1, 0, 0, 0, 1});
+
+  Tensor x = Make(DType::kF32, {2, 4}, {1, 4, 4, 2, 0, -1, 3, 3});
+  Tensor k = Make(DType::kI64, {1}, {2});
+  auto out = RunOp("TopK", {x, k}, {}, 2);
+  ExpectValues(out[0], {4, 4, 3, 3});
+  ExpectValues(out[1], {1, 2, 2, 3});
+  out = RunOp("TopK", {x, k}, {Attribute::Int("largest", 0)}, 2);
+  ExpectValues(out[0], {1, 2, -1, 0});
+  ExpectValues(out[1], {0, 3, 1, 0});
+  // Opset 1: K is an attribute.
+  out = RunOp("TopK", {x}, {Attribute::Int("k", 1), Attribute::Int("axis", 0)}, 2, 9);
+  ExpectValues(out[0], {1, 4, 4, 3});
+  ExpectValues(out[1], {0, 0, 0, 1});
+}
+
+}  // namespace
+}  // namespace mixtrain
