@@ -2,6 +2,7 @@
 // new input signature (dtypes, dims, and for inputs that shapes depend on, contents) gets its own
 // ExecutionPlan and Executor, cached. Initializers live in persistent device buffers across runs;
 // `state_updates` make values computed by a run the initializers' new contents (training state).
+// A Session is not thread-safe: one Run at a time (kernels use the cores inside each node).
 #pragma once
 
 #include <cstdint>

@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "graph/onnx_import.h"
 #include "kernels/common/half.h"
@@ -41,6 +42,11 @@ Tensor RandomTensor(DType dtype, std::vector<int64_t> dims, std::mt19937& rng) {
     }
   }
   return r;
+}
+
+std::string Bytes(size_t n) {
+  if (n < (1u << 20)) return absl::StrFormat("%.1f KiB", n / 1024.0);
+  return absl::StrFormat("%.2f MiB", n / 1048576.0);
 }
 
 absl::Status Bench(const cli::Args& args) {
@@ -104,15 +110,14 @@ absl::Status Bench(const cli::Args& args) {
   std::printf("forward: median %.3f ms, min %.3f ms, max %.3f ms per batch\n", median, sorted.front(),
               sorted.back());
   std::printf("throughput: %.1f samples/s\n", batch * 1000.0 / median);
-  std::printf("planned peak memory: %.2f MiB (%.2f MiB without reuse); %d kernels, %d folded, %d views, "
-              "%d in place\n",
-              st.peak_planned_bytes / 1048576.0, st.naive_bytes / 1048576.0, st.steps, st.folded_nodes,
+  std::printf("planned peak memory: %s (%s without reuse); %d kernels, %d folded, %d views, %d in place\n",
+              Bytes(st.peak_planned_bytes).c_str(), Bytes(st.naive_bytes).c_str(), st.steps, st.folded_nodes,
               st.view_nodes, st.inplace_outputs);
   if (args.flag("profile")) {
     std::vector<OpProfile> prof = session->Profile();
     double total = 0;
     for (const OpProfile& p : prof) total += p.seconds;
-    std::printf("%-28s %12s %8s %10s\n", "op", "ms/batch", "share", "calls/batch");
+    std::printf("%-28s %12s %8s %10s\n", "op", "mean ms/batch", "share", "calls/batch");
     for (const OpProfile& p : prof)
       std::printf("%-28s %12.3f %7.1f%% %10.1f\n", p.op_type.c_str(), p.seconds * 1e3 / iters,
                   total > 0 ? 100 * p.seconds / total : 0.0, static_cast<double>(p.calls) / iters);

@@ -1,6 +1,6 @@
 // `mixtrain run` end to end: the built binary reads an .npz, runs a shipped model and writes its
 // outputs by name; the result must equal an in-process Session run, bf16 must stay close to it,
-// and bad arguments must fail with a message naming the culprit.
+// and bad arguments must fail with a message naming the culprit. Also a smoke test of `bench`.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -28,7 +28,7 @@ struct Result {
 };
 
 Result RunCli(const std::string& args) {
-  std::string cmd = kBinary + " run " + args + " 2>&1";
+  std::string cmd = kBinary + " " + args + " 2>&1";
   Result r{-1, ""};
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
@@ -69,7 +69,7 @@ class RunCliTest : public ::testing::Test {
 
 TEST_F(RunCliTest, WritesOutputsByNameMatchingTheSession) {
   std::string out = (dir_ / "out.npz").string();
-  Result r = RunCli(kModel + " --inputs=" + (dir_ / "in.npz").string() + " --out=" + out);
+  Result r = RunCli("run " + kModel + " --inputs=" + (dir_ / "in.npz").string() + " --out=" + out);
   ASSERT_EQ(r.code, 0) << r.output;
   auto got = ReadNpz(out);
   ASSERT_TRUE(got.ok()) << got.status();
@@ -80,7 +80,7 @@ TEST_F(RunCliTest, WritesOutputsByNameMatchingTheSession) {
 
 TEST_F(RunCliTest, Bf16StaysCloseToFp32AndWritesFp32) {
   std::string out = (dir_ / "out_bf16.npz").string();
-  Result r = RunCli(kModel + " --inputs=" + (dir_ / "in.npz").string() + " --out=" + out + " --dtype=bf16");
+  Result r = RunCli("run " + kModel + " --inputs=" + (dir_ / "in.npz").string() + " --out=" + out + " --dtype=bf16");
   ASSERT_EQ(r.code, 0) << r.output;
   auto got = ReadNpz(out);
   ASSERT_TRUE(got.ok()) << got.status();
@@ -99,20 +99,32 @@ TEST_F(RunCliTest, Bf16StaysCloseToFp32AndWritesFp32) {
 
 TEST_F(RunCliTest, ErrorsNameTheProblem) {
   std::string in = (dir_ / "in.npz").string(), out = (dir_ / "o.npz").string();
-  Result r = RunCli(kModel + " --inputs=" + (dir_ / "missing.npz").string() + " --out=" + out);
+  Result r = RunCli("run " + kModel + " --inputs=" + (dir_ / "missing.npz").string() + " --out=" + out);
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("missing.npz"), std::string::npos) << r.output;
   ASSERT_TRUE(WriteNpz((dir_ / "wrong.npz").string(), {{"inputz", input_}}).ok());
-  r = RunCli(kModel + " --inputs=" + (dir_ / "wrong.npz").string() + " --out=" + out);
+  r = RunCli("run " + kModel + " --inputs=" + (dir_ / "wrong.npz").string() + " --out=" + out);
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("inputz"), std::string::npos) << r.output;
-  r = RunCli(kModel + " --inputs=" + in + " --out=" + out + " --dtype=int8");
+  r = RunCli("run " + kModel + " --inputs=" + in + " --out=" + out + " --dtype=int8");
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("--dtype"), std::string::npos) << r.output;
-  r = RunCli(kModel + " --inputs=" + in);
+  r = RunCli("run " + kModel + " --inputs=" + in);
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("--out"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(out));
+}
+
+TEST_F(RunCliTest, BenchPrintsTimesMemoryAndProfile) {
+  Result r = RunCli("bench " + kModel + " --batch-size=3 --warmup=1 --iters=3 --profile");
+  ASSERT_EQ(r.code, 0) << r.output;
+  EXPECT_NE(r.output.find("batch 3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("forward: median"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("planned peak memory"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Gemm"), std::string::npos) << r.output;  // the profile's rows
+  r = RunCli("bench " + kModel + " --batch-size=0");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.output.find("--batch-size"), std::string::npos) << r.output;
 }
 
 }  // namespace
