@@ -236,4 +236,22 @@ std::unique_ptr<Pass> MakeAutodiffPass(AutodiffOptions options) {
 
 MT_REGISTER_PASS(autodiff, [] { return MakeAutodiffPass(); });
 
+absl::StatusOr<std::unique_ptr<Graph>> BuildGradientGraph(const Graph& model,
+                                                          const GradientGraphOptions& options) {
+  std::unique_ptr<Graph> g = model.Clone();
+  PassManager pm;
+  pm.Add(MakeTrainModePass(options.train_mode));
+  pm.Add(MakeLossPass(options.loss));
+  pm.Add(MakeAutodiffPass(options.autodiff));
+  MT_RETURN_IF_ERROR(pm.Run(*g));
+  return g;
+}
+
+std::vector<std::string> GradientOutputs(const Graph& g) {
+  std::vector<std::string> names;
+  for (const Value* v : g.outputs())
+    if (v->name.rfind(kGradPrefix, 0) == 0) names.push_back(v->name);
+  return names;
+}
+
 }  // namespace mixtrain

@@ -53,4 +53,17 @@ struct AutodiffOptions {
 // Reverse mode from `loss` to every trainable parameter; adds "grad/<initializer>" outputs.
 std::unique_ptr<Pass> MakeAutodiffPass(AutodiffOptions options = {});
 
+// --- the three together ---------------------------------------------------------------------
+struct GradientGraphOptions {
+  TrainModeOptions train_mode;
+  LossOptions loss;
+  AutodiffOptions autodiff;
+};
+// train_mode, loss and autodiff on a copy of `model`, verified after each pass (what
+// `mixtrain grad` runs). Outputs: "loss", then the model's, state and "grad/<param>" ones.
+absl::StatusOr<std::unique_ptr<Graph>> BuildGradientGraph(const Graph& model,
+                                                          const GradientGraphOptions& options);
+// The names of g's gradient outputs, in output order.
+std::vector<std::string> GradientOutputs(const Graph& g);
+
 }  // namespace mixtrain
