@@ -39,6 +39,9 @@ class OptimizerPass final : public Pass {
       Value* param = g.FindValue(out->name.substr(std::string(kGradPrefix).size()));
       if (param == nullptr || !param->is_initializer())
         return absl::InvalidArgumentError(absl::StrCat("gradient '", out->name, "' names no initializer"));
+      if (param->name == kLossScaleName || param->name == kStepName || param->name == kGoodStepsName)
+        return absl::InvalidArgumentError(absl::StrCat(
+            "'", param->name, "' is training state, not a parameter: freeze it in autodiff"));
       if (param->dtype != DType::kF32 || out->dtype != DType::kF32)
         return absl::InvalidArgumentError(absl::StrCat(
             "parameter '", param->name, "' and its gradient must be f32 (fp32 master weights)"));

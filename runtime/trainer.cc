@@ -66,6 +66,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::CreateFromGraph(std::unique_pt
                                                                   const pb::TrainConfig& config) {
   std::unique_ptr<Trainer> t(new Trainer());
   t->config_ = config;
+  t->total_steps_ = config.steps();
   MT_RETURN_IF_ERROR(t->Build(std::move(model)));
   return t;
 }
@@ -131,7 +132,9 @@ absl::Status Trainer::Build(std::unique_ptr<Graph> model) {
     AutodiffOptions ad;
     ad.loss = scaling ? kScaledLossName : kLossName;
     ad.trainable = c.trainable();
-    ad.freeze = c.freeze();
+    // The loss scale is an fp32 initializer on the loss path, but state, never a parameter.
+    ad.freeze = c.freeze().empty() ? std::string(kLossScaleName)
+                                   : absl::StrCat("(", c.freeze(), ")|", kLossScaleName);
     ps.push_back(MakeAutodiffPass(ad));
     MT_RETURN_IF_ERROR(RunPasses(*g, std::move(ps)));
   }
@@ -203,7 +206,9 @@ float Trainer::LearningRate(int64_t update) const {
     case pb::ScheduleConfig::STEP:
       return static_cast<float>(base * std::pow(s.gamma(), t / std::max(1, s.step_size())));
     case pb::ScheduleConfig::COSINE: {
-      int64_t total = std::max<int64_t>(1, config_.steps() - warm);
+      // The run's length in updates (accumulate Step() calls make one update).
+      int64_t updates = (total_steps_ + config_.accumulate() - 1) / config_.accumulate();
+      int64_t total = std::max<int64_t>(1, updates - warm);
       double frac = std::min(1.0, static_cast<double>(t) / total);
       return static_cast<float>(s.min_lr() + (base - s.min_lr()) * 0.5 * (1 + std::cos(kPi * frac)));
     }

@@ -76,6 +76,9 @@ class Trainer {
   const pb::TrainConfig& config() const { return config_; }
   // Learning rate for update number `update` (0-based) by the schedule.
   float LearningRate(int64_t update) const;
+  // Step() calls the whole run will make; schedules that need the run's length (cosine) use it.
+  // Defaults to config.steps(); a run bounded by epochs sets it once the data size is known.
+  void set_total_steps(int64_t steps) { total_steps_ = steps; }
   std::string input_name() const { return input_name_; }
 
  private:
@@ -95,6 +98,7 @@ class Trainer {
   bool classification_ = false;
   bool eval_stale_ = true;
   int64_t calls_ = 0;
+  int64_t total_steps_ = 0;
 };
 
 }  // namespace mixtrain
