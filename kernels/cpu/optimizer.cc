@@ -191,6 +191,13 @@ absl::StatusOr<size_t> GroupSize(const KernelContext& ctx, size_t groups) {
   return (n - 2) / groups;
 }
 
+// Tensor j of every group (X, G, then the state groups) is f32 with X_j's element count, so the
+// loops below cannot read past a shorter G or state tensor.
+absl::Status CheckGroupMember(const KernelContext& ctx, size_t k, size_t groups, size_t j, int64_t n) {
+  for (size_t g = 0; g < groups; ++g) MT_RETURN_IF_ERROR(CheckF32(ctx, 2 + g * k + j, 1, n));
+  return absl::OkStatus();
+}
+
 absl::Status OnnxAdamKernel(KernelContext& ctx) {
   MT_ASSIGN_OR_RETURN(size_t k, GroupSize(ctx, 4));
   MT_ASSIGN_OR_RETURN(int64_t t, ScalarI(ctx, 1));
@@ -207,7 +214,7 @@ absl::Status OnnxAdamKernel(KernelContext& ctx) {
                        : r;
   for (size_t j = 0; j < k; ++j) {
     int64_t n = ctx.input(2 + j)->numel();
-    MT_RETURN_IF_ERROR(CheckF32(ctx, 2 + j, 1, n));
+    MT_RETURN_IF_ERROR(CheckGroupMember(ctx, k, 4, j, n));
     const float* x = ctx.input(2 + j)->as<float>();
     const float* g = ctx.input(2 + k + j)->as<float>();
     const float* v = ctx.input(2 + 2 * k + j)->as<float>();
@@ -236,7 +243,7 @@ absl::Status OnnxMomentumKernel(KernelContext& ctx) {
   s.nesterov = mode == "nesterov";
   for (size_t j = 0; j < k; ++j) {
     int64_t n = ctx.input(2 + j)->numel();
-    MT_RETURN_IF_ERROR(CheckF32(ctx, 2 + j, 1, n));
+    MT_RETURN_IF_ERROR(CheckGroupMember(ctx, k, 3, j, n));
     const float* x = ctx.input(2 + j)->as<float>();
     const float* g = ctx.input(2 + k + j)->as<float>();
     const float* v = ctx.input(2 + 2 * k + j)->as<float>();
@@ -258,7 +265,7 @@ absl::Status OnnxAdagradKernel(KernelContext& ctx) {
   s.norm_coefficient = node.attr_float("norm_coefficient", 0.0f);
   for (size_t j = 0; j < k; ++j) {
     int64_t n = ctx.input(2 + j)->numel();
-    MT_RETURN_IF_ERROR(CheckF32(ctx, 2 + j, 1, n));
+    MT_RETURN_IF_ERROR(CheckGroupMember(ctx, k, 3, j, n));
     const float* x = ctx.input(2 + j)->as<float>();
     const float* g = ctx.input(2 + k + j)->as<float>();
     const float* h = ctx.input(2 + 2 * k + j)->as<float>();
