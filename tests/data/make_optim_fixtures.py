@@ -17,6 +17,8 @@ Outputs under tests/data/optim/:
   schedules.npz + schedule_<name>.textproto
                       LR of updates 0..N-1 from torch.optim.lr_scheduler (StepLR,
                       CosineAnnealingLR, LinearLR warmup followed by CosineAnnealingLR)
+  mlp_bn.onnx         the MLP with BatchNorm1d after fc1 (exported in eval form), for the state
+                      that is not a parameter (running statistics)
   tiny_loss_mlp.onnx  the same MLP with a loss output "small_loss" = 1e-7 * mean((logits - t)^2),
                       inputs "x" and "t" (N x 4 f32): its raw fp16 gradients flush to zero
                       (tests/runtime/amp_mechanism_test.cc)
@@ -44,6 +46,19 @@ class Mlp(torch.nn.Module):
 
     def forward(self, x):
         return self.fc2(torch.relu(self.fc1(x)))
+
+
+class MlpBn(torch.nn.Module):
+    """The MLP with a BatchNorm: its running statistics are training state too."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(8, 16)
+        self.bn = torch.nn.BatchNorm1d(16)
+        self.fc2 = torch.nn.Linear(16, 4)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.bn(self.fc1(x))))
 
 
 class TinyLoss(torch.nn.Module):
@@ -206,6 +221,19 @@ def main():
         sched_out[name] = np.array(lrs, np.float64)
         write("schedule_%s.textproto" % name, config_text("kind: SGD lr: %g" % lr, sched_text, steps))
     np.savez(os.path.join(HERE, "schedules.npz"), **sched_out)
+
+    torch.manual_seed(1234)
+    bn_model = MlpBn().eval()
+    with torch.no_grad():  # distinct values, or the exporter merges equal initializers
+        bn_model.bn.running_mean.uniform_(-0.5, 0.5)
+        bn_model.bn.running_var.uniform_(0.5, 1.5)
+        bn_model.bn.weight.uniform_(0.5, 1.5)
+        bn_model.bn.bias.uniform_(-0.5, 0.5)
+    bn_path = os.path.join(HERE, "mlp_bn.onnx")
+    torch.onnx.export(bn_model, (x,), bn_path, input_names=["x"], output_names=["logits"],
+                      dynamic_axes={"x": {0: "N"}, "logits": {0: "N"}}, opset_version=17,
+                      do_constant_folding=False, dynamo=False, training=torch.onnx.TrainingMode.EVAL)
+    onnx.checker.check_model(onnx.load(bn_path), full_check=True)
 
     tiny_path = os.path.join(HERE, "tiny_loss_mlp.onnx")
     t = torch.randn(16, 4, generator=torch.Generator().manual_seed(9))
