@@ -27,11 +27,13 @@ absl::StatusOr<HostTensor> HostTensor::Zeros(ElementType type, std::vector<int64
       return absl::InvalidArgumentError("HostTensor: shape too large");
     n *= d;
   }
-  HostTensor t;
-  t.type_ = type;
-  t.shape_ = std::move(shape);
-  t.bytes_.assign(static_cast<size_t>(n) * ElementSize(type), 0);
-  return t;
+  return api::Guarded("HostTensor", [&]() -> absl::StatusOr<HostTensor> {
+    HostTensor t;
+    t.type_ = type;
+    t.shape_ = std::move(shape);
+    t.bytes_.assign(static_cast<size_t>(n) * ElementSize(type), 0);
+    return t;
+  });
 }
 
 absl::StatusOr<HostTensor> HostTensor::FromBytes(ElementType type, std::vector<int64_t> shape,

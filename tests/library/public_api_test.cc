@@ -214,6 +214,8 @@ TEST(PublicApiTest, CallerMistakesAreStatuses) {
 TEST(PublicApiTest, HostTensorChecksItsInputs) {
   EXPECT_FALSE(HostTensor::FromVector<float>({2, 3}, {1, 2, 3}).ok());
   EXPECT_FALSE(HostTensor::Zeros(ElementType::kFloat32, {2, -1}).ok());
+  absl::Status huge = HostTensor::Zeros(ElementType::kFloat32, {1 << 20, 1 << 20, 1 << 9}).status();
+  EXPECT_EQ(huge.code(), absl::StatusCode::kResourceExhausted) << huge;  // 8 PiB: no exception escapes
   HostTensor t = *HostTensor::FromVector<int64_t>({3}, {1, 2, 3});
   EXPECT_EQ(t.data<float>(), nullptr);
   ASSERT_NE(t.data<int64_t>(), nullptr);
