@@ -11,6 +11,11 @@ inline namespace v1 {
 size_t ElementSize(ElementType type) { return DTypeSize(api::ToDType(type)); }
 const char* ElementTypeName(ElementType type) { return DTypeName(api::ToDType(type)); }
 
+absl::StatusOr<ElementType> ParseElementType(std::string_view name) {
+  MT_ASSIGN_OR_RETURN(DType d, ParseDType(name));
+  return api::ToElementType(d);
+}
+
 #define MT_STR2(x) #x
 #define MT_STR(x) MT_STR2(x)
 const char* Version() {
@@ -51,6 +56,15 @@ HostTensor HostTensor::Scalar(float value) {
   t.shape_.clear();
   t.bytes_.resize(sizeof(float));
   std::memcpy(t.bytes_.data(), &value, sizeof(float));
+  return t;
+}
+
+absl::StatusOr<HostTensor> HostTensor::Reshaped(std::vector<int64_t> shape) const {
+  MT_ASSIGN_OR_RETURN(HostTensor t, Zeros(type_, std::move(shape)));
+  if (t.num_bytes() != num_bytes())
+    return absl::InvalidArgumentError(absl::StrCat("HostTensor::Reshaped: ", num_elements(),
+                                                   " elements cannot take a shape of ", t.num_elements()));
+  t.bytes_ = bytes_;
   return t;
 }
 

@@ -4,6 +4,7 @@
 //   mixtrain::TrainConfig       how to train (optimizer, schedule, precision, loss scaling)
 //   mixtrain::InferenceSession  run an ONNX model (e.g. the trained, exported one)
 //   mixtrain::HostTensor        the tensors passed in and out (host memory, row-major)
+//   mixtrain::Dataset, ReadNpz  batches from named arrays; .npz files
 //
 // Everything here returns absl::Status / absl::StatusOr for errors a caller can cause. Only what
 // include/mixtrain/ declares is the stable API; the library's other headers are internal.
@@ -13,6 +14,7 @@
 #define MIXTRAIN_VERSION_MINOR 1
 #define MIXTRAIN_VERSION_PATCH 0
 
+#include "mixtrain/data.h"
 #include "mixtrain/inference_session.h"
 #include "mixtrain/tensor.h"
 #include "mixtrain/train_config.h"

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <type_traits>
 #include <vector>
 
@@ -34,6 +35,9 @@ enum class ElementType : uint8_t {
 size_t ElementSize(ElementType type);
 // "f32", "f16", "bf16", "f64", "i8", "i32", "i64", "u8", "bool".
 const char* ElementTypeName(ElementType type);
+// Accepts those names and the usual aliases ("fp32", "float", "fp16", "float16", "bfloat16",
+// "int64", ...).
+absl::StatusOr<ElementType> ParseElementType(std::string_view name);
 
 // The element type of a C++ type, for HostTensor::FromVector and data<T>().
 template <typename T> struct ElementTypeOf;
@@ -76,6 +80,8 @@ class HostTensor {
   const T* data() const {
     return Matches(sizeof(T), TypeTag<T>()) ? reinterpret_cast<const T*>(bytes_.data()) : nullptr;
   }
+  // The same elements with another shape of the same element count.
+  absl::StatusOr<HostTensor> Reshaped(std::vector<int64_t> shape) const;
   // Every element converted to float (f16/bf16 decoded, integers and bools cast).
   std::vector<float> ToFloats() const;
 

@@ -1,0 +1,59 @@
+// mixtrain public API: data for training and inference — NumPy .npz files, the Fashion-MNIST
+// files of Debian's dataset package, and Dataset, named arrays split into batches in a seeded
+// shuffled order.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "mixtrain/tensor.h"
+
+namespace mixtrain {
+inline namespace v1 {
+
+// Every array of an .npz (np.savez or np.savez_compressed) by name. bf16 arrays are ml_dtypes'
+// (stored as '<V2').
+absl::StatusOr<TensorMap> ReadNpz(const std::string& path);
+// Writes atomically (temp file, then rename); `compress` deflates like np.savez_compressed.
+absl::Status WriteNpz(const std::string& path, const TensorMap& arrays, bool compress = false);
+
+// Fashion-MNIST as Debian's dataset-fashion-mnist installs it (idx .gz files in `dir`; empty: the
+// package's folder). Images are f32 N x 1 x 28 x 28 in [0, 1], labels i64 in [0, 10).
+struct FashionMnist {
+  HostTensor train_images, train_labels, test_images, test_labels;
+};
+absl::StatusOr<FashionMnist> LoadFashionMnist(const std::string& dir = "");
+
+// Named arrays sharing their first (example) dimension. Copies share the data (immutable).
+// The shuffled order depends only on (seed, epoch), so a resumed run sees exactly the batches the
+// uninterrupted run would.
+class Dataset {
+ public:
+  // Every array must have rank >= 1 and the same first dimension; `source` names the data in errors.
+  static absl::StatusOr<Dataset> Create(const TensorMap& arrays, const std::string& source);
+  Dataset();
+  ~Dataset();
+  Dataset(const Dataset&);
+  Dataset& operator=(const Dataset&);
+
+  int64_t size() const;  // examples
+  // Example order of an epoch: identity without shuffling, else a permutation from (seed, epoch).
+  std::vector<int64_t> Order(bool shuffle, uint64_t seed, int64_t epoch) const;
+  // Batches per epoch; `drop_last` drops a final partial batch.
+  int64_t NumBatches(int64_t batch_size, bool drop_last) const;
+  // The arrays gathered at order[begin, end); fails for a range outside `order` or an index
+  // outside the dataset.
+  absl::StatusOr<TensorMap> Gather(const std::vector<int64_t>& order, int64_t begin, int64_t end) const;
+  // The first n examples (all of them when n >= size()).
+  Dataset Head(int64_t n) const;
+
+ private:
+  struct Impl;
+  std::shared_ptr<const Impl> impl_;
+};
+
+}  // namespace v1
+}  // namespace mixtrain

@@ -1,0 +1,89 @@
+// The public data API (mixtrain/data.h): .npz round trips, Dataset batching and its checks,
+// HostTensor reshapes and element-type names.
+#include <cstdio>
+#include <algorithm>
+#include <numeric>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "mixtrain/mixtrain.h"
+
+namespace {
+
+using mixtrain::Dataset;
+using mixtrain::ElementType;
+using mixtrain::HostTensor;
+using mixtrain::TensorMap;
+
+TensorMap Arrays(int64_t n) {
+  std::vector<float> x(n * 3);
+  std::iota(x.begin(), x.end(), 0.0f);
+  std::vector<int64_t> y(n);
+  std::iota(y.begin(), y.end(), 100);
+  return {{"x", *HostTensor::FromVector<float>({n, 3}, x)}, {"y", *HostTensor::FromVector<int64_t>({n}, y)}};
+}
+
+TEST(DataApiTest, NpzRoundTrip) {
+  const std::string path = std::string(MT_BINARY_DIR) + "/data_api_test.npz";
+  TensorMap a = Arrays(5);
+  for (bool compress : {false, true}) {
+    ASSERT_TRUE(mixtrain::WriteNpz(path, a, compress).ok());
+    auto back = mixtrain::ReadNpz(path);
+    ASSERT_TRUE(back.ok()) << back.status();
+    EXPECT_EQ(*back, a);
+  }
+  std::remove(path.c_str());
+  auto missing = mixtrain::ReadNpz("/no/such/file.npz");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/no/such/file.npz"), absl::string_view::npos);
+}
+
+TEST(DataApiTest, DatasetBatchesInASeededOrder) {
+  auto d = Dataset::Create(Arrays(10), "test arrays");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->size(), 10);
+  EXPECT_EQ(d->NumBatches(4, /*drop_last=*/true), 2);
+  EXPECT_EQ(d->NumBatches(4, /*drop_last=*/false), 3);
+  std::vector<int64_t> order = d->Order(true, 7, 1);
+  EXPECT_EQ(order, d->Order(true, 7, 1));  // depends only on (seed, epoch)
+  EXPECT_NE(order, d->Order(true, 7, 2));
+  std::vector<int64_t> sorted = order;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, d->Order(false, 0, 0));
+  auto b = d->Gather(order, 2, 5);
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_EQ(b->at("y").shape(), std::vector<int64_t>{3});
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(b->at("y").data<int64_t>()[i], 100 + order[2 + i]);
+  EXPECT_EQ(d->Head(4).size(), 4);
+  EXPECT_EQ(d->Head(40).size(), 10);
+
+  EXPECT_FALSE(d->Gather(order, 8, 11).ok());
+  EXPECT_FALSE(d->Gather({0, 10}, 0, 2).ok());
+  EXPECT_FALSE(d->Gather({-1}, 0, 1).ok());
+  TensorMap ragged = Arrays(4);
+  ragged["y"] = *HostTensor::Zeros(ElementType::kInt64, {3});
+  auto bad = Dataset::Create(ragged, "ragged arrays");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("ragged arrays"), absl::string_view::npos) << bad.status();
+}
+
+TEST(DataApiTest, FashionMnistFromAMissingFolderIsAnError) {
+  auto fm = mixtrain::LoadFashionMnist("/no/such/folder");
+  EXPECT_FALSE(fm.ok());
+}
+
+TEST(DataApiTest, ReshapeAndTypeNames) {
+  HostTensor t = Arrays(4).at("x");
+  auto r = t.Reshaped({2, 6});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->shape(), (std::vector<int64_t>{2, 6}));
+  EXPECT_EQ(r->ToFloats(), t.ToFloats());
+  EXPECT_FALSE(t.Reshaped({5}).ok());
+  EXPECT_EQ(*mixtrain::ParseElementType("fp16"), ElementType::kFloat16);
+  EXPECT_EQ(*mixtrain::ParseElementType("bfloat16"), ElementType::kBFloat16);
+  EXPECT_EQ(*mixtrain::ParseElementType("f32"), ElementType::kFloat32);
+  EXPECT_FALSE(mixtrain::ParseElementType("complex64").ok());
+  EXPECT_FALSE(mixtrain::ParseElementType("string").ok());
+}
+
+}  // namespace
