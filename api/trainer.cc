@@ -149,6 +149,11 @@ absl::Status Trainer::SetParameter(const std::string& name, const HostTensor& va
   });
 }
 
+void Trainer::SetTotalSteps(int64_t steps) {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  impl_->rt->set_total_steps(steps);
+}
+
 int64_t Trainer::steps_taken() const {
   std::lock_guard<std::mutex> lock(impl_->mu);
   return impl_->rt->calls();

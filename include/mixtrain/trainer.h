@@ -106,6 +106,10 @@ class Trainer {
   // Replaces a parameter's value; type and shape must match GetParameter's.
   absl::Status SetParameter(const std::string& name, const HostTensor& value);
 
+  // The Step() calls the whole run will make, for schedules that need the run's length (cosine).
+  // Defaults to config().steps; a run bounded by epochs sets it once the data size is known.
+  void SetTotalSteps(int64_t steps);
+
   int64_t steps_taken() const;  // Step() calls so far (restored by LoadCheckpoint)
   ResolvedPrecision precision() const;
   const TrainConfig& config() const;

@@ -74,6 +74,20 @@ TEST(PublicApiTest, TrainsAndReadsTheLossOnlyWhenAsked) {
   EXPECT_EQ(e->examples, 16);
 }
 
+TEST(PublicApiTest, TotalStepsSetTheCosineHorizon) {
+  mixtrain::TrainConfig c;
+  c.optimizer.lr = 0.1f;
+  c.schedule.kind = mixtrain::TrainConfig::Schedule::Kind::kCosine;
+  auto t = MakeMlpTrainer(c);
+  ASSERT_NE(t, nullptr);
+  t->SetTotalSteps(4);
+  TensorMap batch = MlpBatch(4, 5);
+  std::vector<float> lrs;
+  for (int i = 0; i < 3; ++i) lrs.push_back(t->Step(batch, {.read_loss = false})->learning_rate);
+  EXPECT_FLOAT_EQ(lrs[0], 0.1f);
+  EXPECT_FLOAT_EQ(lrs[2], 0.05f);  // half way: 0.1 * (1 + cos(pi / 2)) / 2
+}
+
 TEST(PublicApiTest, CheckpointResumesTheSameTrajectory) {
   mixtrain::TrainConfig c;
   c.precision.preset = mixtrain::TrainConfig::Precision::Preset::kFp32;
