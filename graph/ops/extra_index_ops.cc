@@ -1,6 +1,8 @@
 // Shape and type inference for the less common indexing and layout ops: GatherElements,
 // ScatterElements (and its opset-9 name Scatter), GatherND, ScatterND, OneHot, EyeLike, TopK,
-// DepthToSpace and SpaceToDepth. Kernels: kernels/cpu/extra_index.cc, extra_layout.cc.
+// DepthToSpace, SpaceToDepth, Resize and Upsample. Kernels: kernels/cpu/extra_index.cc,
+// extra_layout.cc, extra_resize.cc.
+#include <cmath>
 #include <optional>
 #include <string>
 #include <vector>
@@ -169,9 +171,55 @@ absl::Status InferDepthSpace(InferContext& ctx, bool to_space) {
 absl::Status InferDepthToSpace(InferContext& ctx) { return InferDepthSpace(ctx, true); }
 absl::Status InferSpaceToDepth(InferContext& ctx) { return InferDepthSpace(ctx, false); }
 
+// Resize (X, roi, scales, sizes; opset 10: X, scales) and Upsample (opset 7: `scales`
+// attribute; 9: input 1): the output dims are `sizes` when given (non-empty), else
+// floor(in * scale). Unknown values leave the dims unknown (the planner feeds small int inputs).
+absl::Status InferResize(InferContext& ctx) {
+  const TypeInfo& x = ctx.input(0);
+  if (!x.present) return ctx.Error("needs input X");
+  ctx.output(0).dtype = x.dtype;
+  if (!x.shape.rank_known) return absl::OkStatus();
+  const int64_t rank = x.shape.rank();
+  const bool v10 = ctx.node().op_type() == "Upsample" || ctx.opset() < 11;
+  ctx.output(0).shape = Shape(std::vector<Dim>(rank));
+  auto nonempty = [&](size_t i) {
+    const Shape& s = ctx.input(i).shape;
+    return ctx.has_input(i) && !(s.rank_known && s.rank() == 1 && s.dims[0].known() && s.dims[0].value == 0);
+  };
+  if (!v10 && nonempty(3)) {
+    if (ctx.input(3).value == nullptr) return absl::OkStatus();
+    std::vector<int64_t> sizes = ctx.input(3).value->ToInt64Vector();
+    if (static_cast<int64_t>(sizes.size()) != rank) return ctx.Error("sizes must have one entry per dim");
+    ctx.output(0).shape = Shape::Of(sizes);
+    return absl::OkStatus();
+  }
+  std::vector<double> scales;
+  const size_t si = v10 ? 1 : 2;
+  if (nonempty(si)) {
+    if (ctx.input(si).value == nullptr) return absl::OkStatus();
+    const Tensor& t = *ctx.input(si).value;
+    for (int64_t i = 0; i < t.numel(); ++i) scales.push_back(t.GetDouble(i));
+  } else if (ctx.node().has_attr("scales")) {
+    for (float f : ctx.node().attr_floats("scales")) scales.push_back(f);
+  } else {
+    return ctx.Error("needs scales or sizes");
+  }
+  if (static_cast<int64_t>(scales.size()) != rank) return ctx.Error("scales must have one entry per dim");
+  std::vector<Dim> out(rank);
+  for (int64_t d = 0; d < rank; ++d) {
+    if (!(scales[d] > 0)) return ctx.Error(absl::StrCat("scale ", scales[d], " must be positive"));
+    if (x.shape.dims[d].known())
+      out[d] = Dim(static_cast<int64_t>(std::floor(x.shape.dims[d].value * scales[d])));
+  }
+  ctx.output(0).shape = Shape(std::move(out));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 MT_REGISTER_OP_SCHEMAS(extra_index_ops, {
+    {"Resize", "", InferResize},
+    {"Upsample", "", InferResize},
     {"GatherElements", "", InferGatherElements},
     {"ScatterElements", "", InferScatter},
     {"Scatter", "", InferScatter},

@@ -63,6 +63,24 @@ absl::Status InferBroadcastAll(InferContext& ctx) {
   return absl::OkStatus();
 }
 
+// PRelu before opset 7 applied a 1-D slope of C elements per channel (dim 1) rather than by
+// numpy broadcasting; from opset 7 the slope broadcasts one way to X. Either way Y has X's shape.
+absl::Status InferPRelu(InferContext& ctx) {
+  const TypeInfo& x = ctx.input(0);
+  const TypeInfo& slope = ctx.input(1);
+  if (ctx.opset() >= 7 || !x.shape.rank_known || !slope.shape.rank_known ||
+      slope.shape.rank() != 1 || x.shape.rank() < 2)
+    return InferBroadcastAll(ctx);
+  if (!x.present || !slope.present) return ctx.Error("needs inputs X and slope");
+  const Dim& c = x.shape.dims[1];
+  const Dim& n = slope.shape.dims[0];
+  if (c.known() && n.known() && n.value != 1 && n.value != c.value)
+    return ctx.Error(absl::StrCat("slope has ", n.value, " elements; X has ", c.value, " channels"));
+  ctx.output(0).dtype = x.dtype;
+  ctx.output(0).shape = x.shape;
+  return absl::OkStatus();
+}
+
 // The extra reductions share ReduceMax's axes rules (attribute before opset 18, input after) and
 // ArgMin shares ArgMax's; both rules live in graph/ops/reduce_ops.cc.
 absl::Status InferAsReduceMax(InferContext& ctx) {
@@ -109,7 +127,7 @@ MT_REGISTER_OP_SCHEMAS(extra_ops, {
     {"Shrink", "", InferSame},            {"Sign", "", InferSame},
     {"IsNaN", "", InferIsNanInf},         {"IsInf", "", InferIsNanInf},
     {"Mod", "", InferBroadcastAll},       {"BitShift", "", InferBroadcastAll},
-    {"PRelu", "", InferBroadcastAll},     {"Sum", "", InferBroadcastAll},
+    {"PRelu", "", InferPRelu},            {"Sum", "", InferBroadcastAll},
     {"Mean", "", InferBroadcastAll},
     {"ReduceMin", "", InferAsReduceMax},  {"ReduceProd", "", InferAsReduceMax},
     {"ReduceL1", "", InferAsReduceMax},   {"ReduceL2", "", InferAsReduceMax},

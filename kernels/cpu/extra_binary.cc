@@ -99,12 +99,27 @@ absl::Status BitShiftKernel(KernelContext& ctx) {
   return ctx.Error(absl::StrCat("direction must be 'LEFT' or 'RIGHT', got '", dir, "'"));
 }
 
-// PRelu's slope broadcasts to X's shape (one way); the output has X's shape.
+// PRelu's slope broadcasts to X's shape (one way); the output has X's shape. Before opset 7 a
+// 1-D slope of C elements applied per channel (dim 1): it is viewed as [C, 1, ..., 1].
 absl::Status PReluKernel(KernelContext& ctx) {
-  if (ctx.input(0) != nullptr && ctx.output(0) != nullptr &&
-      ctx.input(0)->dims != ctx.output(0)->dims)
-    return ctx.Error("slope must broadcast to the shape of X");
-  return Binary<TypeList<float, ew::f16, ew::bf16, double, int32_t, int64_t>>(ctx, PRelu{});
+  const TensorView* x = ctx.input(0);
+  const TensorView* slope = ctx.input(1);
+  TensorView* y = ctx.output(0);
+  if (x == nullptr || slope == nullptr || y == nullptr) return ctx.Error("needs X and slope");
+  if (x->dims != y->dims) return ctx.Error("slope must broadcast to the shape of X");
+  TensorView per_channel = *slope;
+  if (ctx.opset() > 0 && ctx.opset() < 7 && slope->rank() == 1 && x->rank() >= 2 &&
+      slope->numel() == x->dims[1]) {
+    per_channel.dims.assign(x->rank() - 1, 1);
+    per_channel.dims[0] = slope->numel();
+  }
+  MT_ASSIGN_OR_RETURN(BroadcastLayout l, LayoutOf(ctx, {x, &per_channel}, *y));
+  if (slope->dtype != x->dtype) return ctx.Error("slope must have X's dtype");
+  return Dispatch(TypeList<float, ew::f16, ew::bf16, double, int32_t, int64_t>{}, x->dtype, ctx,
+                  [&](auto tag) {
+                    using S = typename decltype(tag)::type;
+                    BinaryMap(l, x->as<S>(), per_channel.as<S>(), y->as<S>(), PRelu{});
+                  });
 }
 
 // Sum/Mean over 1..N inputs: out = in0 + in1, then out += in_k; a single input is copied. Mean

@@ -2,6 +2,7 @@
 // shape rule and CPU kernel on small inputs whose expected outputs are worked out by hand or with
 // <cmath> here, covering the attribute forms and the branches (sign conventions, ties, negative
 // indices, opset-dependent defaults, low-precision dtypes).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -136,6 +137,11 @@ TEST(ExtraBinary, BitShiftPReluSumMean) {
   Tensor px = Make(DType::kF32, {1, 2, 1, 2}, {-1, 2, -3, 4});
   Tensor slope = Make(DType::kF32, {2, 1, 1}, {0.1, 0.5});
   ExpectValues(RunOp("PRelu", {px, slope})[0], {-0.1, 2, -1.5, 4});
+
+  // Before opset 7 a 1-D slope of C elements is per channel (dim 1), not trailing-aligned.
+  Tensor px3 = Make(DType::kF32, {1, 2, 3}, {-1, -2, 3, -4, 5, -6});
+  Tensor slope2 = Make(DType::kF32, {2}, {0.5, 2});
+  ExpectValues(RunOp("PRelu", {px3, slope2}, {}, 1, 6)[0], {-0.5, -1, 3, -8, 5, -12});
 
   Tensor a = Make(DType::kF32, {2, 2}, {1, 2, 3, 4});
   Tensor b = Make(DType::kF32, {2}, {10, 20});
@@ -295,6 +301,60 @@ TEST(ExtraIndex, OneHotEyeLikeTopK) {
   out = RunOp("TopK", {x}, {Attribute::Int("k", 1), Attribute::Int("axis", 0)}, 2, 9);
   ExpectValues(out[0], {1, 4, 4, 3});
   ExpectValues(out[1], {0, 0, 0, 1});
+}
+
+// The Keys cubic kernel as a function of distance (an independent form of the tap weights).
+double Keys(double t, double a) {
+  t = std::fabs(t);
+  if (t <= 1) return (a + 2) * t * t * t - (a + 3) * t * t + 1;
+  if (t < 2) return a * t * t * t - 5 * a * t * t + 8 * a * t - 4 * a;
+  return 0;
+}
+
+TEST(ExtraResize, NearestLinearCubic) {
+  // Upsample-9 (and Resize-10): nearest is input[floor(x / scale)].
+  Tensor x = Make(DType::kF32, {1, 1, 2, 2}, {1, 2, 3, 4});
+  Tensor up = RunOp("Upsample", {x, Make(DType::kF32, {4}, {1, 1, 2, 2})}, {}, 1, 9)[0];
+  EXPECT_EQ(up.dims(), (std::vector<int64_t>{1, 1, 4, 4}));
+  ExpectValues(up, {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4});
+
+  Tensor none;  // an omitted optional input
+  Tensor v = Make(DType::kF32, {4}, {0, 10, 20, 30});
+  // half_pixel linear, 4 -> 2: x = (i + 0.5) * 2 - 0.5 = 0.5, 2.5.
+  ExpectValues(RunOp("Resize", {v, none, none, Make(DType::kI64, {1}, {2})},
+                     {Attribute::String("mode", "linear")}, 1, 13)[0],
+               {5, 25});
+  // align_corners linear, 2 -> 3: 0, 0.5, 1 in input coordinates.
+  ExpectValues(RunOp("Resize", {Make(DType::kF32, {2}, {0, 10}), none, none, Make(DType::kI64, {1}, {3})},
+                     {Attribute::String("mode", "linear"),
+                      Attribute::String("coordinate_transformation_mode", "align_corners")},
+                     1, 13)[0],
+               {0, 5, 10});
+  // Nearest with scales 0.5 (half_pixel, round_prefer_floor): x = 0.5 -> 0, 2.5 -> 2.
+  ExpectValues(RunOp("Resize", {v, none, Make(DType::kF32, {1}, {0.5})}, {}, 1, 13)[0], {0, 20});
+
+  // Cubic, 4 -> 8 half_pixel: x = (i + 0.5) / 2 - 0.5; taps floor(x)-1..floor(x)+2 read the
+  // clamped edge element.
+  Tensor c = Make(DType::kF32, {4}, {1, 4, 2, 8});
+  const double cv[] = {1, 4, 2, 8};
+  std::vector<double> want;
+  for (int i = 0; i < 8; ++i) {
+    const double xo = (i + 0.5) / 2 - 0.5;
+    double sum = 0;
+    for (int k = static_cast<int>(std::floor(xo)) - 1; k <= static_cast<int>(std::floor(xo)) + 2; ++k)
+      sum += Keys(xo - k, -0.75) * cv[std::clamp(k, 0, 3)];
+    want.push_back(sum);
+  }
+  ExpectValues(RunOp("Resize", {c, none, none, Make(DType::kI64, {1}, {8})},
+                     {Attribute::String("mode", "cubic")}, 1, 13)[0],
+               want, 1e-5);
+  // tf_crop_and_resize: coordinates outside the crop box read extrapolation_value.
+  ExpectValues(RunOp("Resize", {v, Make(DType::kF32, {2}, {0.5, 1.5}), none, Make(DType::kI64, {1}, {3})},
+                     {Attribute::String("mode", "linear"),
+                      Attribute::String("coordinate_transformation_mode", "tf_crop_and_resize"),
+                      Attribute::Float("extrapolation_value", -1)},
+                     1, 13)[0],
+               {15, 30, -1});
 }
 
 }  // namespace
