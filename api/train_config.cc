@@ -71,8 +71,8 @@ pb::TrainConfig ToProto(const TrainConfig& c) {
   MT_SET(o, lr, c.optimizer.lr);
   MT_SET(o, beta1, c.optimizer.beta1);
   MT_SET(o, beta2, c.optimizer.beta2);
-  MT_SET(o, epsilon, c.optimizer.epsilon);
-  MT_SET(o, weight_decay, c.optimizer.weight_decay);
+  if (c.optimizer.epsilon) o.set_epsilon(*c.optimizer.epsilon);  // presence matters (Adagrad, AdamW)
+  if (c.optimizer.weight_decay) o.set_weight_decay(*c.optimizer.weight_decay);
   MT_SET(o, momentum, c.optimizer.momentum);
   MT_SET(o, nesterov, c.optimizer.nesterov);
   MT_SET(o, clip_grad_norm, c.optimizer.clip_grad_norm);
@@ -130,8 +130,10 @@ TrainConfig FromProto(const pb::TrainConfig& p) {
   c.accumulate = p.accumulate();
   c.device = p.device();
   const pb::OptimizerConfig& o = p.optimizer();
-  c.optimizer = {static_cast<TC::Optimizer::Kind>(o.kind()), o.lr(), o.beta1(), o.beta2(), o.epsilon(),
-                 o.weight_decay(), o.momentum(), o.nesterov(), o.clip_grad_norm()};
+  c.optimizer = {static_cast<TC::Optimizer::Kind>(o.kind()), o.lr(), o.beta1(), o.beta2(),
+                 o.has_epsilon() ? std::optional<float>(o.epsilon()) : std::nullopt,
+                 o.has_weight_decay() ? std::optional<float>(o.weight_decay()) : std::nullopt,
+                 o.momentum(), o.nesterov(), o.clip_grad_norm()};
   const pb::ScheduleConfig& s = p.schedule();
   c.schedule = {static_cast<TC::Schedule::Kind>(s.kind()), s.warmup_steps(), s.step_size(), s.gamma(),
                 s.min_lr()};

@@ -1,10 +1,12 @@
 // mixtrain public API: TrainConfig, how a Trainer trains. A plain struct that mirrors the
-// TrainConfig message of proto/mixtrain.proto field by field (same names, same defaults), so
+// TrainConfig message of proto/mixtrain.proto field by field (same names, same defaults; optional
+// where the library tells an unset field from one set to its default), so
 // embedders need neither protobuf nor ONNX headers; FromTextProto/ToTextProto read and write the
 // same .textproto files as `mixtrain train --config`.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,8 +40,9 @@ struct TrainConfig {
     float lr = 0.001f;
     float beta1 = 0.9f;
     float beta2 = 0.999f;
-    float epsilon = 1e-8f;
-    float weight_decay = 0.0f;
+    // Unset: the optimizer's default (epsilon 1e-8, Adagrad 1e-10; weight decay 0, AdamW 0.01).
+    std::optional<float> epsilon;
+    std::optional<float> weight_decay;
     float momentum = 0.0f;
     bool nesterov = false;
     float clip_grad_norm = 0.0f;  // 0 = off; applied to the unscaled gradients

@@ -87,6 +87,19 @@ TEST(TrainConfigTest, TypedFieldsReachTheText) {
   EXPECT_FALSE(p.has_loss());  // unchanged fields stay unset
 }
 
+TEST(TrainConfigTest, OptionalFieldsKeepTheirPresence) {
+  // AdamW's weight decay defaults to 0.01 only when unset: an explicit 0 must stay explicit.
+  absl::StatusOr<mixtrain::TrainConfig> c =
+      mixtrain::TrainConfig::FromTextProto("optimizer { kind: ADAMW weight_decay: 0 }");
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_TRUE(c->optimizer.weight_decay.has_value());
+  EXPECT_FALSE(c->optimizer.epsilon.has_value());
+  mixtrain::pb::TrainConfig p;
+  ASSERT_TRUE(google::protobuf::TextFormat::ParseFromString(c->ToTextProto(), &p));
+  EXPECT_TRUE(p.optimizer().has_weight_decay());
+  EXPECT_FALSE(p.optimizer().has_epsilon());
+}
+
 TEST(TrainConfigTest, BadTextNamesTheLineAndField) {
   absl::StatusOr<mixtrain::TrainConfig> c = mixtrain::TrainConfig::FromTextProto("steps: 3\nno_such_field: 1\n");
   ASSERT_FALSE(c.ok());
