@@ -7,14 +7,20 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/common/fastmath.h"
 #include "kernels/common/half.h"
 
 #if defined(__CUDACC__)
 #define MT_SIMD_SUM(var)
+#define MT_SIMD_MAX(var)
+#define MT_SIMD
 #else
 #define MT_PRAGMA_(x) _Pragma(#x)
-// Lets the compiler reassociate a sum so the loop vectorizes (OpenMP SIMD, no threads).
+// Lets the compiler reassociate a sum (a max) so the loop vectorizes (OpenMP SIMD, no threads).
 #define MT_SIMD_SUM(var) MT_PRAGMA_(omp simd reduction(+ : var))
+#define MT_SIMD_MAX(var) MT_PRAGMA_(omp simd reduction(max : var))
+// A loop without a reduction that should vectorize.
+#define MT_SIMD MT_PRAGMA_(omp simd)
 #endif
 
 namespace mixtrain::red {
@@ -52,37 +58,9 @@ struct I64Io {
   static MT_HD int64_t Store(int64_t v) { return v; }
 };
 
-// exp(x) for float without a libm call (the same result on host and device): range reduction x = n*ln2 + r with
-// |r| <= ln2/2 (ln2 split in two for an exact product), a degree-6 polynomial for e^r (Cephes
-// coefficients, max relative error ~2 ulp), and 2^n built in the exponent bits. Inputs below
-// -87.3 flush to 0 (softmax's shifted inputs are <= 0, so only underflow matters); above 88.7
-// returns +inf. TODO(issue 3): GCC 12 at -O2 (SSE2) does not vectorize loops over it; the CPU
-// softmax needs explicit vector code (chosen from CPU features) to match PyTorch's speed.
-MT_HD float FastExp(float x) {
-  const float hi = 88.72283935546875f, lo = -87.33654022216797f;
-  float xc = x > hi ? hi : x;
-  xc = xc < lo ? lo : xc;
-  // Round to nearest by adding and subtracting 1.5 * 2^23 (no floor/round call: SSE2 has none).
-  float n = (xc * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
-  float r = xc - n * 0.693359375f;
-  r = r - n * -2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  // 2^n in two halves so n = 128 (x near 88.7) does not overflow the exponent field early.
-  int32_t ni = static_cast<int32_t>(n);
-  int32_t n1 = ni >> 1, n2 = ni - n1;
-  float s1 = BitsToFloat(static_cast<uint32_t>(n1 + 127) << 23);
-  float s2 = BitsToFloat(static_cast<uint32_t>(n2 + 127) << 23);
-  float y = p * s1 * s2;
-  y = x < lo ? 0.0f : y;
-  y = x > hi ? INFINITY : y;
-  return x != x ? x : y;  // NaN in, NaN out
-}
+// exp(x) for float without a libm call, the same on host and device: fastmath.h's polynomial
+// (within 2 ulp, gradual underflow, inf above 88.72, NaN kept), which vectorizes in the CPU loops.
+MT_HD float FastExp(float x) { return fm::Exp(x); }
 
 // Softmax (or log-softmax) of the contiguous row x[0..n) into y[0..n):
 //   softmax: exp(x - max) / sum(exp(x - max));  log-softmax: x - max - log(sum(exp(x - max))).
@@ -90,23 +68,29 @@ MT_HD float FastExp(float x) {
 // most a vocabulary long, where float lanes lose < 1e-6 relative.
 template <typename In, typename Out, bool kLog>
 MT_HD void SoftmaxRow(const typename In::T* x, typename Out::T* y, int64_t n) {
+  // The max skips NaN (so it vectorizes); a NaN anywhere, counted apart, makes the whole row
+  // NaN, as the reference does.
   float m = -INFINITY;
-  bool nan = false;
+  MT_SIMD_MAX(m)
   for (int64_t i = 0; i < n; ++i) {
     float v = In::Load(x[i]);
     m = v > m ? v : m;
-    nan |= v != v;
   }
-  if (nan) m = NAN;
+  int nans = 0;
+  MT_SIMD_SUM(nans)
+  for (int64_t i = 0; i < n; ++i) nans += In::Load(x[i]) != In::Load(x[i]);
+  if (nans > 0) m = NAN;
   float sum = 0;
   MT_SIMD_SUM(sum)
   for (int64_t i = 0; i < n; ++i) sum += FastExp(In::Load(x[i]) - m);
   if (kLog) {
     // (x - m) - log(sum), not x - (m + log(sum)): the latter rounds away digits for large m.
     float ls = std::log(sum);
+    MT_SIMD
     for (int64_t i = 0; i < n; ++i) y[i] = Out::Store((In::Load(x[i]) - m) - ls);
   } else {
     float inv = 1.0f / sum;
+    MT_SIMD
     for (int64_t i = 0; i < n; ++i) y[i] = Out::Store(FastExp(In::Load(x[i]) - m) * inv);
   }
 }
