@@ -194,64 +194,78 @@ absl::StatusOr<EvalResult> EvaluateAll(Trainer& t, const Dataset& ds, int64_t bs
   return total;
 }
 
+// --log-json's file: written to "<path>.tmp" and renamed over <path> only when the run succeeds,
+// so a failed run leaves nothing behind.
+class JsonLog {
+ public:
+  absl::Status Open(const std::string& path) {
+    if (path.empty()) return absl::OkStatus();
+    path_ = path;
+    tmp_ = path + ".tmp";
+    f_ = std::fopen(tmp_.c_str(), "w");
+    if (!f_) return absl::InvalidArgumentError(absl::StrCat("--log-json: cannot write '", path, "'"));
+    return absl::OkStatus();
+  }
+  std::FILE* file() const { return f_; }
+  absl::Status Commit() {
+    if (!f_) return absl::OkStatus();
+    bool ok = std::fclose(f_) == 0;
+    f_ = nullptr;
+    if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+      std::remove(tmp_.c_str());
+      return absl::InternalError(absl::StrCat("--log-json: cannot write '", path_, "'"));
+    }
+    return absl::OkStatus();
+  }
+  ~JsonLog() {
+    if (!f_) return;
+    std::fclose(f_);
+    std::remove(tmp_.c_str());
+  }
+
+ private:
+  std::FILE* f_ = nullptr;
+  std::string path_, tmp_;
+};
+
 absl::Status RunTrain(const cli::Args& a) {
   pb::TrainConfig c;
   MT_RETURN_IF_ERROR(ApplyFlags(a, c));
   MT_ASSIGN_OR_RETURN(int64_t log_every, a.integer("log-every"));
   MT_ASSIGN_OR_RETURN(int64_t limit_train, a.integer("limit-train"));
   MT_ASSIGN_OR_RETURN(int64_t limit_test, a.integer("limit-test"));
+  if (log_every < 1) return absl::InvalidArgumentError("--log-every must be >= 1");
   DType export_dtype = DType::kF32;
   if (a.has("export-dtype")) {
     MT_ASSIGN_OR_RETURN(export_dtype, ParseDType(a.str("export-dtype")));
     if (export_dtype != DType::kF32 && !IsLowFloat(export_dtype))
       return absl::InvalidArgumentError("--export-dtype must be fp32, fp16 or bf16");
   }
-  std::FILE* json = nullptr;
-  std::string json_path = a.str("log-json"), json_tmp;
-  if (!json_path.empty()) {
-    json_tmp = json_path + ".tmp";
-    json = std::fopen(json_tmp.c_str(), "w");
-    if (!json) return absl::InvalidArgumentError(absl::StrCat("--log-json: cannot write '", json_path, "'"));
-  }
-  auto close_json = [&](bool keep) {
-    if (!json) return;
-    std::fclose(json);
-    json = nullptr;
-    if (keep) std::rename(json_tmp.c_str(), json_path.c_str());
-    else std::remove(json_tmp.c_str());
-  };
+  JsonLog json_log;
+  MT_RETURN_IF_ERROR(json_log.Open(a.str("log-json")));
+  std::FILE* json = json_log.file();
 
-  std::fprintf(stderr, "mixtrain train: building the training step for %s\n", c.model().c_str());
-  auto trainer_or = Trainer::Create(c.model(), c);
-  if (!trainer_or.ok()) {
-    close_json(false);
-    return trainer_or.status();
-  }
-  Trainer& t = **trainer_or;
-  const ResolvedPrecision& p = t.precision();
-  std::fprintf(stderr, "mixtrain train: precision %s (%s), loss scaling %s, %zu parameter tensors\n",
-               p.preset.c_str(), DTypeName(p.low), p.scaling.c_str(), t.ParameterNames().size());
-  auto data_or = LoadData(c, t, limit_train, limit_test);
-  if (!data_or.ok()) {
-    close_json(false);
-    return data_or.status();
-  }
-  Data& d = *data_or;
+  // Setup (model, data, checkpoint) prints nothing until it has all succeeded, so an error is
+  // the only line a failed run prints.
+  MT_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(c.model(), c));
+  Trainer& t = *trainer;
+  MT_ASSIGN_OR_RETURN(Data d, LoadData(c, t, limit_train, limit_test));
   int64_t bs = c.data().batch_size();
   int64_t per_epoch = d.train.NumBatches(bs, /*drop_last=*/d.train.size() >= bs);
   int64_t total = c.steps() > 0 ? c.steps() : per_epoch * c.epochs();
+  t.set_total_steps(total);
   int64_t epoch = 0, batch = 0;
   if (a.has("resume")) {
-    auto pos = t.LoadCheckpoint(a.str("resume"));
-    if (!pos.ok()) {
-      close_json(false);
-      return pos.status();
-    }
-    std::tie(epoch, batch) = *pos;
+    MT_ASSIGN_OR_RETURN(std::tie(epoch, batch), t.LoadCheckpoint(a.str("resume")));
+  }
+  const ResolvedPrecision& p = t.precision();
+  std::fprintf(stderr, "mixtrain train: %s: precision %s (%s), loss scaling %s, %zu parameter tensors\n",
+               c.model().c_str(), p.preset.c_str(), DTypeName(p.low), p.scaling.c_str(),
+               t.ParameterNames().size());
+  if (a.has("resume"))
     std::fprintf(stderr, "mixtrain train: resumed from %s at step %lld (epoch %lld, batch %lld)\n",
                  a.str("resume").c_str(), static_cast<long long>(t.calls()),
                  static_cast<long long>(epoch), static_cast<long long>(batch));
-  }
   std::fprintf(stderr, "mixtrain train: %lld train examples, batch %lld, %lld steps\n",
                static_cast<long long>(d.train.size()), static_cast<long long>(bs),
                static_cast<long long>(total));
@@ -268,12 +282,7 @@ absl::Status RunTrain(const cli::Args& a) {
       int64_t step = t.calls() + 1;
       bool log = step % log_every == 0 || step == total || tty;
       auto s0 = Clock::now();
-      auto r_or = t.Step(feeds, log || json != nullptr);
-      if (!r_or.ok()) {
-        close_json(false);
-        return r_or.status();
-      }
-      StepResult r = *r_or;
+      MT_ASSIGN_OR_RETURN(StepResult r, t.Step(feeds, log || json != nullptr));
       double ms = std::chrono::duration<double, std::milli>(Clock::now() - s0).count();
       window_ms += ms;
       ++window_n;
@@ -321,13 +330,12 @@ absl::Status RunTrain(const cli::Args& a) {
   }
   std::printf("trained %lld steps in %.1f s (%lld skipped)\n", static_cast<long long>(t.calls()), secs,
               static_cast<long long>(skipped));
-  close_json(true);
   if (a.has("save")) MT_RETURN_IF_ERROR(t.SaveCheckpoint(a.str("save"), epoch, batch));
   if (a.has("export")) {
     MT_RETURN_IF_ERROR(t.ExportInferenceModel(a.str("export"), export_dtype));
     std::printf("exported %s (%s)\n", a.str("export").c_str(), DTypeName(export_dtype));
   }
-  return absl::OkStatus();
+  return json_log.Commit();
 }
 
 MT_REGISTER_COMMAND(
