@@ -33,9 +33,8 @@ MT_HD float Select(bool c, float a, float b) {
 // subtracting 1.5 * 2^23 leaves no fraction bits.
 MT_HD float RoundToInt(float x) { return (x + 12582912.0f) - 12582912.0f; }
 
-// 2^n for integer n in [-150, 128] as a product of two normal powers, so neither the top
-// (n = 128) nor gradual underflow (n < -126) needs a special case: p * Pow2Pair gives one
-// rounding.
+// p * 2^n for integer n in [-126, 128], as a product with two normal powers of two so the top
+// (n = 128, where 2^n itself is not a float) needs no special case.
 MT_HD float ScaleByPow2(float p, int32_t n) {
   const int32_t n1 = n >> 1, n2 = n - n1;
   return p * BitsToFloat(static_cast<uint32_t>(n1 + 127) << 23) *
@@ -43,10 +42,11 @@ MT_HD float ScaleByPow2(float p, int32_t n) {
 }
 
 // e^x: x = n ln2 + r with |r| <= ln2/2 (ln2 split so n*ln2_hi is exact), a degree-6 polynomial
-// for e^r, then 2^n. Below -104 the result is 0 (e^-104 is under half the smallest subnormal);
-// above 88.72 it is inf.
+// for e^r, then 2^n. Results below the smallest normal float (x < -87.34) flush to 0: producing
+// subnormals costs a microcode assist per element on x86, and softmax rows with masked (-inf)
+// entries would hit it on every masked element. Above 88.72 the result is inf.
 MT_HD float Exp(float x) {
-  const float hi = 88.72283935546875f, lo = -104.0f;
+  const float hi = 88.72283935546875f, lo = -87.33654022216797f;
   float xc = Select(x > hi, hi, x);
   xc = Select(xc < lo, lo, xc);
   const float n = RoundToInt(xc * 1.44269504088896341f);
