@@ -1,0 +1,145 @@
+// CUDA elementwise kernels: one grid-stride kernel per (functor, storage type), instantiated from
+// the same kernels/common/elementwise.h functors and broadcast layout the CPU loops use, so the
+// CPU tests of that math cover these kernels' arithmetic too. Load the storage type, compute in
+// float, store the storage type (round to nearest even).
+//
+// Compile time is budgeted (two architectures, CI on 2 cores): only the float storage types are
+// instantiated (integer shape arithmetic is folded on the host at plan time), and a binary op is
+// one kernel whose flat fast path and broadcast path are a run-time branch, not two templates.
+#include "kernels/common/elementwise.h"
+#include "kernels/cuda/launch.h"
+#include "runtime/cuda/cuda_check.h"
+
+namespace mixtrain::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+// Enough blocks to fill an H100 several times over; the loops stride over the rest.
+unsigned Blocks(int64_t n) {
+  int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 8192 ? (b > 0 ? b : 1) : 8192);
+}
+
+template <typename S, typename Op>
+__global__ void UnaryKernel(const S* __restrict__ x, S* __restrict__ y, int64_t n, Op op) {
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * kThreads)
+    y[i] = ew::Io<S>::Store(op(ew::Io<S>::Load(x[i])));
+}
+
+template <typename S, typename Op>
+__global__ void BinaryKernel(const S* __restrict__ a, const S* __restrict__ b, S* __restrict__ o,
+                             BroadcastLayout l, Op op) {
+  const int64_t stride = int64_t{gridDim.x} * kThreads;
+  int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x;
+  if (l.rank <= 1) {  // same shapes, or one operand a scalar: no index arithmetic
+    const int64_t sa = l.rank == 0 ? 0 : l.strides[0][0], sb = l.rank == 0 ? 0 : l.strides[1][0];
+    for (; i < l.numel; i += stride)
+      o[i] = ew::Io<S>::Store(op(ew::Io<S>::Load(a[i * sa]), ew::Io<S>::Load(b[i * sb])));
+  } else {
+    for (; i < l.numel; i += stride)
+      o[i] = ew::Io<S>::Store(op(ew::Io<S>::Load(a[l.InputOffset(0, i)]),
+                                 ew::Io<S>::Load(b[l.InputOffset(1, i)])));
+  }
+}
+
+template <typename SI, typename SO>
+__global__ void CastKernel(const SI* __restrict__ x, SO* __restrict__ y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n;
+       i += int64_t{gridDim.x} * kThreads)
+    y[i] = ew::Io<SO>::Store(ew::CastOp<SI, SO>{}(ew::Io<SI>::Load(x[i])));
+}
+
+// A generic (templated) functor used at float: fp16/bf16 compute in float anyway.
+template <typename Op>
+struct AtFloat {
+  __device__ float operator()(float v) const { return Op{}(v); }
+};
+
+// Calls fn(S{}) with the storage type of a float dtype.
+template <typename Fn>
+void ForFloat(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::kF32: fn(float{}); break;
+    case DType::kF16: fn(ew::f16{}); break;
+    case DType::kBF16: fn(ew::bf16{}); break;
+    default: MT_CHECK(false) << "CUDA elementwise: unsupported dtype " << DTypeName(t);
+  }
+}
+
+template <typename Op>
+void Unary(DType t, const Op& op, const void* x, void* y, int64_t n, cudaStream_t s) {
+  ForFloat(t, [&](auto tag) {
+    using S = decltype(tag);
+    UnaryKernel<S><<<Blocks(n), kThreads, 0, s>>>(static_cast<const S*>(x), static_cast<S*>(y), n, op);
+  });
+}
+
+template <typename Op>
+void Binary(DType t, const BroadcastLayout& l, const void* a, const void* b, void* o, cudaStream_t s) {
+  ForFloat(t, [&](auto tag) {
+    using S = decltype(tag);
+    BinaryKernel<S><<<Blocks(l.numel), kThreads, 0, s>>>(
+        static_cast<const S*>(a), static_cast<const S*>(b), static_cast<S*>(o), l, Op{});
+  });
+}
+
+}  // namespace
+
+void LaunchUnary(UnaryOp op, DType dtype, float alpha, const void* x, void* y, int64_t n,
+                 void* stream) {
+  if (n == 0) return;
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (op) {
+    case UnaryOp::kSqrt: Unary(dtype, ew::Sqrt{}, x, y, n, s); break;
+    case UnaryOp::kReciprocal: Unary(dtype, ew::Reciprocal{}, x, y, n, s); break;
+    case UnaryOp::kExp: Unary(dtype, ew::Exp{}, x, y, n, s); break;
+    case UnaryOp::kLog: Unary(dtype, ew::Log{}, x, y, n, s); break;
+    case UnaryOp::kErf: Unary(dtype, ew::Erf{}, x, y, n, s); break;
+    case UnaryOp::kTanh: Unary(dtype, ew::Tanh{}, x, y, n, s); break;
+    case UnaryOp::kSigmoid: Unary(dtype, ew::Sigmoid{}, x, y, n, s); break;
+    case UnaryOp::kSoftplus: Unary(dtype, ew::Softplus{}, x, y, n, s); break;
+    case UnaryOp::kGelu: Unary(dtype, ew::Gelu{}, x, y, n, s); break;
+    case UnaryOp::kGeluTanh: Unary(dtype, ew::GeluTanh{}, x, y, n, s); break;
+    case UnaryOp::kLeakyRelu: Unary(dtype, ew::LeakyRelu{alpha}, x, y, n, s); break;
+    case UnaryOp::kRelu: Unary(dtype, AtFloat<ew::Relu>{}, x, y, n, s); break;
+    case UnaryOp::kNeg: Unary(dtype, AtFloat<ew::Neg>{}, x, y, n, s); break;
+    case UnaryOp::kAbs: Unary(dtype, AtFloat<ew::Abs>{}, x, y, n, s); break;
+  }
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void LaunchBinary(BinaryOp op, DType dtype, const BroadcastLayout& l, const void* a,
+                  const void* b, void* o, void* stream) {
+  MT_CHECK(l.num_inputs == 2) << "LaunchBinary needs a two-input layout";
+  if (l.numel == 0) return;
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (op) {
+    case BinaryOp::kAdd: Binary<ew::Add>(dtype, l, a, b, o, s); break;
+    case BinaryOp::kSub: Binary<ew::Sub>(dtype, l, a, b, o, s); break;
+    case BinaryOp::kMul: Binary<ew::Mul>(dtype, l, a, b, o, s); break;
+    case BinaryOp::kDiv: Binary<ew::Div>(dtype, l, a, b, o, s); break;
+    case BinaryOp::kMax: Binary<ew::Max>(dtype, l, a, b, o, s); break;
+    case BinaryOp::kMin: Binary<ew::Min>(dtype, l, a, b, o, s); break;
+    case BinaryOp::kPow: Binary<ew::Pow>(dtype, l, a, b, o, s); break;
+  }
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void LaunchCast(DType from, DType to, const void* x, void* y, int64_t n, void* stream) {
+  MT_CHECK(from != to) << "LaunchCast of a dtype to itself (a copy)";
+  if (n == 0) return;
+  auto s = static_cast<cudaStream_t>(stream);
+  ForFloat(from, [&](auto from_tag) {
+    ForFloat(to, [&](auto to_tag) {
+      using SI = decltype(from_tag);
+      using SO = decltype(to_tag);
+      if constexpr (!std::is_same_v<SI, SO>)
+        CastKernel<SI, SO><<<Blocks(n), kThreads, 0, s>>>(static_cast<const SI*>(x), static_cast<SO*>(y), n);
+    });
+  });
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace mixtrain::cuda

@@ -1,0 +1,207 @@
+// CUDA kernel classes for elementwise ops, Cast, Softmax/LogSoftmax, LayerNormalization and
+// ReduceSum/ReduceMean: they check what a user can get wrong (dtypes, shapes, attributes) and
+// return a Status naming the node, then call the launchers of kernels/cuda/*.cu on the node's
+// stream. Registered for DeviceType::kCUDA in fp32, fp16 and bf16.
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "graph/ops/movement_params.h"
+#include "graph/ops/reduce_params.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/registry.h"
+#include "runtime/cuda/cuda_check.h"
+
+namespace mixtrain::cuda {
+namespace {
+
+const auto kCuda = DeviceType::kCUDA;
+
+bool IsLowOrF32(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
+
+absl::Status CheckFloat(const KernelContext& ctx, const TensorView* t, const char* what) {
+  if (t == nullptr) return ctx.Error(absl::StrCat("missing ", what));
+  if (!IsLowOrF32(t->dtype))
+    return ctx.Error(absl::StrCat(what, " has dtype ", DTypeName(t->dtype), "; CUDA kernels take f32, f16, bf16"));
+  return absl::OkStatus();
+}
+
+template <UnaryOp kOp>
+absl::Status Unary(KernelContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  TensorView* y = ctx.output(0);
+  MT_RETURN_IF_ERROR(CheckFloat(ctx, x, "input 0"));
+  if (y == nullptr || y->numel() != x->numel() || y->dtype != x->dtype)
+    return ctx.Error("output differs from the input in size or dtype");
+  float alpha = kOp == UnaryOp::kLeakyRelu ? ctx.node().attr_float("alpha", 0.01f) : 0.0f;
+  LaunchUnary(kOp, x->dtype, alpha, x->data, y->data, x->numel(), ctx.stream());
+  return absl::OkStatus();
+}
+
+absl::Status Gelu(KernelContext& ctx) {
+  std::string approx = ctx.node().attr_string("approximate", "none");
+  if (approx == "tanh") return Unary<UnaryOp::kGeluTanh>(ctx);
+  if (approx != "none")
+    return ctx.Error(absl::StrCat("approximate must be 'none' or 'tanh', got '", approx, "'"));
+  return Unary<UnaryOp::kGelu>(ctx);
+}
+
+template <BinaryOp kOp>
+absl::Status Binary(KernelContext& ctx) {
+  const TensorView* a = ctx.input(0);
+  const TensorView* b = ctx.input(1);
+  TensorView* o = ctx.output(0);
+  if (ctx.num_inputs() != 2) return ctx.Error("the CUDA kernel takes exactly two inputs");
+  MT_RETURN_IF_ERROR(CheckFloat(ctx, a, "input 0"));
+  MT_RETURN_IF_ERROR(CheckFloat(ctx, b, "input 1"));
+  if (a->dtype != b->dtype || o == nullptr || o->dtype != a->dtype)
+    return ctx.Error(absl::StrCat("inputs and output must share one dtype (", DTypeName(a->dtype), ", ",
+                                  DTypeName(b->dtype), ")"));
+  auto l = MakeBroadcastLayout({a->dims, b->dims}, o->dims);
+  if (!l.ok()) return ctx.Error(l.status().message());
+  LaunchBinary(kOp, a->dtype, *l, a->data, b->data, o->data, ctx.stream());
+  return absl::OkStatus();
+}
+
+absl::Status Cast(KernelContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  TensorView* y = ctx.output(0);
+  MT_RETURN_IF_ERROR(CheckFloat(ctx, x, "input 0"));
+  MT_RETURN_IF_ERROR(CheckFloat(ctx, y, "output 0"));
+  if (x->numel() != y->numel()) return ctx.Error("output size differs from the input's");
+  if (x->dtype == y->dtype) {
+    if (x->data != y->data)
+      MT_CUDA_CHECK(cudaMemcpyAsync(y->data, x->data, x->nbytes(), cudaMemcpyDeviceToDevice,
+                                    static_cast<cudaStream_t>(ctx.stream())));
+    return absl::OkStatus();
+  }
+  LaunchCast(x->dtype, y->dtype, x->data, y->data, x->numel(), ctx.stream());
+  return absl::OkStatus();
+}
+
+// [outer, n, inner] around one axis.
+struct View {
+  int64_t outer = 1, n = 1, inner = 1;
+};
+View AroundAxis(const std::vector<int64_t>& dims, int64_t axis) {
+  View v;
+  for (int64_t i = 0; i < static_cast<int64_t>(dims.size()); ++i) (i < axis ? v.outer : i == axis ? v.n : v.inner) *= dims[i];
+  return v;
+}
+
+// As the CPU kernel: opset < 13 coerces to 2-D at axis (default 1); 13+ normalizes one axis.
+template <bool kLog>
+absl::Status Softmax(KernelContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  MT_RETURN_IF_ERROR(CheckFloat(ctx, x, "input 0"));
+  const bool coerce_2d = ctx.opset() > 0 && ctx.opset() < 13;
+  std::vector<int64_t> dims = x->dims;
+  if (dims.empty()) dims.push_back(1);
+  auto axis = movement::NormalizeAxis(ctx.node().attr_int("axis", coerce_2d ? 1 : -1), dims.size());
+  if (!axis.ok()) return ctx.Error(axis.status().message());
+  View v = AroundAxis(dims, *axis);
+  if (coerce_2d) v = {v.outer, v.n * v.inner, 1};
+  LaunchSoftmax(kLog, x->dtype, x->data, ctx.output(0)->data, v.outer, v.n, v.inner, ctx.stream());
+  return absl::OkStatus();
+}
+
+absl::Status LayerNorm(KernelContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  const TensorView* scale = ctx.input(1);
+  const TensorView* bias = ctx.input(2);
+  MT_RETURN_IF_ERROR(CheckFloat(ctx, x, "X"));
+  MT_RETURN_IF_ERROR(CheckFloat(ctx, scale, "Scale"));
+  auto axis = movement::NormalizeAxis(ctx.node().attr_int("axis", -1), x->rank());
+  if (!axis.ok()) return ctx.Error(axis.status().message());
+  int64_t rows = 1, n = 1;
+  for (int64_t i = 0; i < x->rank(); ++i) (i < *axis ? rows : n) *= x->dims[i];
+  // The CPU kernel also broadcasts smaller parameters; the CUDA one takes the usual full shape.
+  if (scale->numel() != n || (bias != nullptr && (bias->numel() != n || bias->dtype != scale->dtype)))
+    return ctx.Error(absl::StrCat("the CUDA LayerNormalization needs Scale and B of ", n,
+                                  " elements and one dtype"));
+  for (size_t i = 1; i <= 2; ++i)
+    if (ctx.output(i) != nullptr && ctx.output(i)->dtype != DType::kF32)
+      return ctx.Error("the CUDA LayerNormalization writes Mean and InvStdDev as f32 (stash_type=1)");
+  const float eps = ctx.node().attr_float("epsilon", 1e-5f);
+  LaunchLayerNorm(x->dtype, x->data, ctx.output(0)->data, rows, n, scale->dtype, scale->data,
+                  bias ? bias->data : nullptr, eps, ctx.output(1) ? ctx.output(1)->as<float>() : nullptr,
+                  ctx.output(2) ? ctx.output(2)->as<float>() : nullptr, ctx.stream());
+  return absl::OkStatus();
+}
+
+// ReduceSum / ReduceMean whose reduced axes form one block once size-1 dims are dropped (bias
+// gradients, means over the last axes). The axes input is small and read back to the host.
+// TODO(issue 6): have the planner keep constant int inputs (axes, shapes) host-visible instead.
+template <bool kMean>
+absl::Status Reduce(KernelContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  MT_RETURN_IF_ERROR(CheckFloat(ctx, x, "input 0"));
+  std::vector<int64_t> axes;
+  const std::vector<int64_t>* axes_ptr = nullptr;
+  if (const TensorView* a = ctx.input(1); a != nullptr && a->numel() > 0) {
+    if (a->dtype != DType::kI64) return ctx.Error("axes must be int64");
+    axes.resize(a->numel());
+    auto s = static_cast<cudaStream_t>(ctx.stream());
+    MT_CUDA_CHECK(cudaMemcpyAsync(axes.data(), a->data, a->nbytes(), cudaMemcpyDeviceToHost, s));
+    MT_CUDA_CHECK(cudaStreamSynchronize(s));
+    axes_ptr = &axes;
+  } else if (ctx.input(1) != nullptr) {
+    axes_ptr = &axes;
+  }
+  auto mask = reduce::ReduceMask(ctx.node(), axes_ptr, x->rank());
+  if (!mask.ok()) return ctx.Error(mask.status().message());
+  // Groups of kept / reduced dims, size-1 dims dropped; at most kept-reduced-kept is supported.
+  std::vector<std::pair<int64_t, bool>> groups;
+  for (int64_t i = 0; i < x->rank(); ++i) {
+    if (x->dims[i] == 1) continue;
+    if (!groups.empty() && groups.back().second == (*mask)[i]) groups.back().first *= x->dims[i];
+    else groups.push_back({x->dims[i], static_cast<bool>((*mask)[i])});
+  }
+  View v;
+  int seen_reduced = 0;
+  for (auto [size, reduced] : groups) {
+    if (reduced) {
+      v.n = size;
+      ++seen_reduced;
+    } else {
+      (seen_reduced ? v.inner : v.outer) *= size;
+    }
+  }
+  if (seen_reduced > 1)
+    return ctx.Error("the CUDA kernel reduces one contiguous block of axes; these axes are split");
+  LaunchReduceSum(kMean, x->dtype, x->data, ctx.output(0)->data, v.outer, v.n, v.inner, ctx.stream());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+MT_REGISTER_KERNELS(cuda_kernels) {
+  auto reg = [&](const char* op, KernelFn fn) { r.Register({op, "", kCuda, kFloatTypes, 0, FnKernel(fn)}); };
+  reg("Sqrt", Unary<UnaryOp::kSqrt>);
+  reg("Reciprocal", Unary<UnaryOp::kReciprocal>);
+  reg("Exp", Unary<UnaryOp::kExp>);
+  reg("Log", Unary<UnaryOp::kLog>);
+  reg("Erf", Unary<UnaryOp::kErf>);
+  reg("Tanh", Unary<UnaryOp::kTanh>);
+  reg("Sigmoid", Unary<UnaryOp::kSigmoid>);
+  reg("Softplus", Unary<UnaryOp::kSoftplus>);
+  reg("Gelu", Gelu);
+  reg("LeakyRelu", Unary<UnaryOp::kLeakyRelu>);
+  reg("Relu", Unary<UnaryOp::kRelu>);
+  reg("Neg", Unary<UnaryOp::kNeg>);
+  reg("Abs", Unary<UnaryOp::kAbs>);
+  reg("Add", Binary<BinaryOp::kAdd>);
+  reg("Sub", Binary<BinaryOp::kSub>);
+  reg("Mul", Binary<BinaryOp::kMul>);
+  reg("Div", Binary<BinaryOp::kDiv>);
+  reg("Max", Binary<BinaryOp::kMax>);
+  reg("Min", Binary<BinaryOp::kMin>);
+  reg("Pow", Binary<BinaryOp::kPow>);
+  reg("Cast", Cast);
+  reg("Softmax", Softmax<false>);
+  reg("LogSoftmax", Softmax<true>);
+  reg("LayerNormalization", LayerNorm);
+  reg("ReduceSum", Reduce<false>);
+  reg("ReduceMean", Reduce<true>);
+}
+
+}  // namespace mixtrain::cuda

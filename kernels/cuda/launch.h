@@ -1,0 +1,70 @@
+// Launchers of the CUDA kernels in kernels/cuda/*.cu, callable from host C++ (the kernel classes
+// in kernels/cuda/*.cc). Plain types only, so this header needs no CUDA headers; `stream` is a
+// cudaStream_t. Each launcher checks the launch (aborting with file and line on failure, see
+// runtime/cuda/cuda_check.h); the kernel classes validate user-visible preconditions first.
+#pragma once
+
+#include <cstdint>
+
+#include "graph/dtype.h"
+#include "kernels/common/broadcast.h"
+
+namespace mixtrain::cuda {
+
+// --- elementwise.cu (functors of kernels/common/elementwise.h) ----------------------------------
+enum class UnaryOp : uint8_t {
+  kSqrt, kReciprocal, kExp, kLog, kErf, kTanh, kSigmoid, kSoftplus, kGelu, kGeluTanh,
+  kLeakyRelu, kRelu, kNeg, kAbs,
+};
+enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow };
+
+// y = op(x) elementwise; dtype is f32, f16 or bf16; `alpha` is LeakyRelu's.
+void LaunchUnary(UnaryOp op, DType dtype, float alpha, const void* x, void* y, int64_t n,
+                 void* stream);
+// o = op(a, b) over a two-input broadcast layout (kernels/common/broadcast.h).
+void LaunchBinary(BinaryOp op, DType dtype, const BroadcastLayout& layout, const void* a,
+                  const void* b, void* o, void* stream);
+// Cast between f32, f16 and bf16 (from != to).
+void LaunchCast(DType from, DType to, const void* x, void* y, int64_t n, void* stream);
+
+// --- reduce.cu (math of kernels/common/reduce.h) -------------------------------------------------
+// Softmax / log-softmax over the middle axis of x viewed as [outer, n, inner].
+void LaunchSoftmax(bool log, DType dtype, const void* x, void* y, int64_t outer, int64_t n,
+                   int64_t inner, void* stream);
+// LayerNorm of `rows` contiguous rows of n; scale (and bias, may be null) are n elements of
+// `param_dtype` (a float dtype); mean / inv_std (may be null) are `rows` f32 values.
+void LaunchLayerNorm(DType dtype, const void* x, void* y, int64_t rows, int64_t n,
+                     DType param_dtype, const void* scale, const void* bias, float eps,
+                     float* mean, float* inv_std, void* stream);
+// Sum (or mean) over the middle axis of [outer, n, inner].
+void LaunchReduceSum(bool mean, DType dtype, const void* x, void* y, int64_t outer, int64_t n,
+                     int64_t inner, void* stream);
+
+// --- optimizer.cu (kernels/common/optimizer.h); scalars stay on the device ------------------------
+struct AdamAttrs {
+  float beta1, beta2, eps, weight_decay;
+  bool decoupled;
+};
+// In place on x, m, v (all n f32). lr: f32[1]; step: i32 or i64 [1] (`step_is_i64`); skip:
+// bool[1] or null. Bias corrections are computed on the device from `step`.
+void LaunchAdam(const AdamAttrs& a, const float* lr, const void* step, bool step_is_i64,
+                const uint8_t* skip, float* x, const float* g, float* m, float* v, int64_t n,
+                void* stream);
+struct SgdAttrs {
+  float momentum, weight_decay;
+  bool nesterov;
+};
+void LaunchSgd(const SgdAttrs& a, const float* lr, const uint8_t* skip, float* x, const float* g,
+               float* buf, int64_t n, void* stream);
+// *all_finite &= every element of x is finite (the caller sets it to 1 first).
+void LaunchAllFinite(DType dtype, const void* x, int64_t n, uint8_t* all_finite, void* stream);
+struct LossScaleAttrs {
+  float growth, backoff, max_scale;
+  int64_t interval;
+};
+// One thread: scale_out, good_out from found_inf (bool[1]), scale (f32[1]), good (i32/i64 [1]).
+void LaunchUpdateLossScale(const LossScaleAttrs& a, const uint8_t* found_inf, const float* scale,
+                           const void* good, bool good_is_i64, float* scale_out, int64_t* good_out,
+                           void* stream);
+
+}  // namespace mixtrain::cuda
