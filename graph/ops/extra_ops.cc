@@ -2,7 +2,8 @@
 // activations (trig, Elu family, rounding, Sign), IsNaN/IsInf, broadcasting Mod/BitShift/PRelu,
 // variadic Sum/Mean, the remaining Reduce* and ArgMin (same axes rules as ReduceMax/ArgMax, so
 // they reuse those rules), per-axis normalizations (Hardmax, LpNormalization,
-// InstanceNormalization, LRN) and Trilu. Kernels: kernels/cpu/extra_*.cc.
+// InstanceNormalization, LRN, MeanVarianceNormalization), Trilu, ReverseSequence, Det, the
+// signal windows and (Dynamic)QuantizeLinear/DequantizeLinear. Kernels: kernels/cpu/extra_*.cc.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -110,6 +111,58 @@ absl::Status InferTrilu(InferContext& ctx) {
   return absl::OkStatus();
 }
 
+absl::Status InferDet(InferContext& ctx) {
+  MT_RETURN_IF_ERROR(InferFloatUnary(ctx));
+  const Shape& s = ctx.input(0).shape;
+  if (!s.rank_known) return absl::OkStatus();
+  if (s.rank() < 2) return ctx.Error("input must have rank >= 2 ([..., M, M])");
+  ctx.output(0).shape = Shape(std::vector<Dim>(s.dims.begin(), s.dims.end() - 2));
+  return absl::OkStatus();
+}
+
+// Hann/Hamming/BlackmanWindow(size): a 1-D window of `size` elements in `output_datatype`.
+absl::Status InferWindow(InferContext& ctx) {
+  const TypeInfo& size = ctx.input(0);
+  if (!size.present) return ctx.Error("needs input size");
+  auto t = FromOnnxType(static_cast<int32_t>(ctx.node().attr_int("output_datatype", 1)));
+  if (!t.ok()) return ctx.Error(t.status().message());
+  ctx.output(0).dtype = *t;
+  Dim n;
+  if (size.value != nullptr && size.value->numel() == 1) {
+    if (size.value->GetInt(0) < 0) return ctx.Error("size must be >= 0");
+    n = Dim(size.value->GetInt(0));
+  }
+  ctx.output(0).shape = Shape({n});
+  return absl::OkStatus();
+}
+
+// QuantizeLinear: x's shape in the zero point's dtype (uint8 without one).
+absl::Status InferQuantize(InferContext& ctx) {
+  MT_RETURN_IF_ERROR(InferSame(ctx));
+  if (!ctx.has_input(1)) return ctx.Error("needs input y_scale");
+  ctx.output(0).dtype = ctx.has_input(2) ? ctx.input(2).dtype : DType::kU8;
+  return absl::OkStatus();
+}
+
+// DequantizeLinear: x's shape in the scale's (float) dtype.
+absl::Status InferDequantize(InferContext& ctx) {
+  MT_RETURN_IF_ERROR(InferSame(ctx));
+  if (!ctx.has_input(1)) return ctx.Error("needs input x_scale");
+  ctx.output(0).dtype = ctx.input(1).dtype;
+  return absl::OkStatus();
+}
+
+// DynamicQuantizeLinear: y (uint8, x's shape), y_scale (f32 scalar), y_zero_point (u8 scalar).
+absl::Status InferDynamicQuantize(InferContext& ctx) {
+  MT_RETURN_IF_ERROR(InferFloatUnary(ctx));
+  ctx.output(0).dtype = DType::kU8;
+  for (size_t i = 1; i < ctx.num_outputs() && i < 3; ++i) {
+    ctx.output(i).dtype = i == 1 ? DType::kF32 : DType::kU8;
+    ctx.output(i).shape = Shape(std::vector<Dim>{});
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 MT_REGISTER_OP_SCHEMAS(extra_ops, {
@@ -137,6 +190,13 @@ MT_REGISTER_OP_SCHEMAS(extra_ops, {
     {"Hardmax", "", InferFloatUnary},     {"LpNormalization", "", InferFloatUnary},
     {"InstanceNormalization", "", InferInstanceNorm},
     {"Trilu", "", InferTrilu},           {"LRN", "", InferFloatUnary},
+    {"MeanVarianceNormalization", "", InferFloatUnary},
+    {"ReverseSequence", "", InferSame},   {"Det", "", InferDet},
+    {"HannWindow", "", InferWindow},      {"HammingWindow", "", InferWindow},
+    {"BlackmanWindow", "", InferWindow},
+    {"QuantizeLinear", "", InferQuantize},
+    {"DequantizeLinear", "", InferDequantize},
+    {"DynamicQuantizeLinear", "", InferDynamicQuantize},
 });
 
 }  // namespace mixtrain

@@ -1,6 +1,7 @@
 // CPU kernels for the less common layout ops: Trilu (keep one triangle of the last two dims),
-// DepthToSpace (DCR and CRD modes) and SpaceToDepth. Elements move as raw DTypeSize-byte values,
-// so every dtype is served by one kernel.
+// DepthToSpace (DCR and CRD modes), SpaceToDepth and ReverseSequence. Elements move as raw
+// DTypeSize-byte values, so every dtype is served by one kernel.
+#include <algorithm>
 #include <cstring>
 #include <string>
 
@@ -105,6 +106,33 @@ absl::Status SpaceToDepthKernel(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// ReverseSequence(input, sequence_lens): for batch b (along batch_axis), the first
+// sequence_lens[b] steps along time_axis come in reverse order; the rest are copied.
+absl::Status ReverseSequenceKernel(KernelContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  const TensorView* lens = ctx.input(1);
+  TensorView* y = ctx.output(0);
+  if (x == nullptr || lens == nullptr || y == nullptr || x->rank() < 2 || x->dims != y->dims)
+    return ctx.Error("needs input of rank >= 2, sequence_lens and an output of the input's shape");
+  const int64_t ta = ctx.node().attr_int("time_axis", 0), ba = ctx.node().attr_int("batch_axis", 1);
+  if (!((ta == 0 && ba == 1) || (ta == 1 && ba == 0)))
+    return ctx.Error("time_axis and batch_axis must be 0 and 1 in some order");
+  const int64_t steps = x->dims[ta], batch = x->dims[ba];
+  if (lens->numel() != batch) return ctx.Error("sequence_lens must have one entry per batch");
+  const int64_t inner = x->numel() / std::max<int64_t>(steps * batch, 1);
+  const size_t es = DTypeSize(x->dtype);
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t len = IntAt(*lens, b);
+    if (len < 0 || len > steps) return ctx.Error(absl::StrCat("sequence length ", len, " is out of range"));
+    for (int64_t t = 0; t < steps; ++t) {
+      const int64_t src_t = t < len ? len - 1 - t : t;
+      auto offset = [&](int64_t tt) { return (ta == 0 ? tt * batch + b : b * steps + tt) * inner; };
+      std::memcpy(y->as<char>() + offset(t) * es, x->as<char>() + offset(src_t) * es, inner * es);
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 MT_REGISTER_KERNELS(cpu_extra_layout) {
@@ -112,6 +140,7 @@ MT_REGISTER_KERNELS(cpu_extra_layout) {
   r.Register({"Trilu", "", cpu, {}, 0, FnKernel(TriluKernel)});
   r.Register({"DepthToSpace", "", cpu, {}, 0, FnKernel(DepthToSpaceKernel)});
   r.Register({"SpaceToDepth", "", cpu, {}, 0, FnKernel(SpaceToDepthKernel)});
+  r.Register({"ReverseSequence", "", cpu, {}, 0, FnKernel(ReverseSequenceKernel)});
 }
 
 }  // namespace mixtrain::cpu

@@ -1,6 +1,7 @@
 // CPU kernels for the less common per-axis normalizations: Hardmax, LpNormalization,
-// InstanceNormalization and LRN. Float tensors are read and written through reduce_util.h's
+// InstanceNormalization, LRN and MeanVarianceNormalization. Float tensors are read and written through reduce_util.h's
 // float helpers; statistics accumulate in double. Rare in training graphs, so plain loops.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -140,6 +141,53 @@ absl::Status LrnKernel(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// MeanVarianceNormalization: (x - mean) / (sqrt(E[x^2] - mean^2) + 1e-9) over `axes` (default
+// [0, 2, 3]), the formula of ONNX's function body.
+absl::Status MvnKernel(KernelContext& ctx) {
+  MT_RETURN_IF_ERROR(CheckFloatSameSize(ctx));
+  const TensorView& xt = *ctx.input(0);
+  auto axes = movement::NormalizeAxes(ctx.node().attr_ints("axes", {0, 2, 3}), xt.rank());
+  if (!axes.ok()) return ctx.Error(axes.status().message());
+  std::vector<bool> reduced(xt.rank(), false);
+  for (int64_t a : *axes) reduced[a] = true;
+  // Output-group offset of every element: the index over the kept dims.
+  std::vector<int64_t> group(xt.numel());
+  int64_t groups = 1;
+  {
+    std::vector<int64_t> stride(xt.rank(), 0);
+    for (int64_t d = xt.rank() - 1; d >= 0; --d)
+      if (!reduced[d]) {
+        stride[d] = groups;
+        groups *= xt.dims[d];
+      }
+    std::vector<int64_t> c(xt.rank(), 0);
+    for (int64_t i = 0; i < xt.numel(); ++i) {
+      int64_t g = 0;
+      for (int64_t d = 0; d < xt.rank(); ++d) g += c[d] * stride[d];
+      group[i] = g;
+      for (int64_t d = xt.rank() - 1; d >= 0; --d) {
+        if (++c[d] < xt.dims[d]) break;
+        c[d] = 0;
+      }
+    }
+  }
+  const std::vector<float> x = ToFloatVector(xt);
+  std::vector<double> sum(groups, 0), sq(groups, 0), count(groups, 0);
+  for (int64_t i = 0; i < xt.numel(); ++i) {
+    sum[group[i]] += x[i];
+    sq[group[i]] += static_cast<double>(x[i]) * x[i];
+    count[group[i]] += 1;
+  }
+  TensorView& y = *ctx.output(0);
+  for (int64_t i = 0; i < xt.numel(); ++i) {
+    const int64_t g = group[i];
+    const double mean = sum[g] / count[g];
+    const double sd = std::sqrt(std::max(sq[g] / count[g] - mean * mean, 0.0));
+    StoreFloatAt(y, i, static_cast<float>((x[i] - mean) / (sd + 1e-9)));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 MT_REGISTER_KERNELS(cpu_extra_norm) {
@@ -149,6 +197,7 @@ MT_REGISTER_KERNELS(cpu_extra_norm) {
   r.Register({"LpNormalization", "", cpu, f, 0, FnKernel(LpNormalizationKernel)});
   r.Register({"InstanceNormalization", "", cpu, f, 0, FnKernel(InstanceNormKernel)});
   r.Register({"LRN", "", cpu, f, 0, FnKernel(LrnKernel)});
+  r.Register({"MeanVarianceNormalization", "", cpu, f, 0, FnKernel(MvnKernel)});
 }
 
 }  // namespace mixtrain::cpu

@@ -357,5 +357,65 @@ TEST(ExtraResize, NearestLinearCubic) {
                {15, 30, -1});
 }
 
+Tensor U8(std::vector<int64_t> dims, const std::vector<uint8_t>& v) {
+  return Tensor::FromVector(DType::kU8, std::move(dims), v);
+}
+
+TEST(ExtraQuant, QuantizeDequantizeDynamic) {
+  // Per tensor: round half to even, then saturate to [0, 255].
+  Tensor x = Make(DType::kF32, {5}, {0, 1, 3, -10, 1000});
+  Tensor q = RunOp("QuantizeLinear", {x, Make(DType::kF32, {}, {2}), U8({}, {10})})[0];
+  EXPECT_EQ(q.dtype(), DType::kU8);
+  ExpectValues(q, {10, 10, 12, 5, 255});
+  // Per axis 1 with int8 zero points: [1, 2] channels with scales 1 and 0.5.
+  Tensor x2 = Make(DType::kF32, {1, 2, 2}, {1.5, -200, 1, 2});
+  Tensor zp8(DType::kI8, {2});
+  zp8.data_as<int8_t>()[0] = 0;
+  zp8.data_as<int8_t>()[1] = -1;
+  ExpectValues(RunOp("QuantizeLinear", {x2, Make(DType::kF32, {2}, {1, 0.5}), zp8})[0], {2, -128, 1, 3});
+  ExpectValues(RunOp("DequantizeLinear", {U8({4}, {0, 3, 128, 255}), Make(DType::kF32, {}, {0.5}),
+                                          U8({}, {128})})[0],
+               {-64, -62.5, 0, 63.5});
+  // Dynamic: range [min(x, 0), max(x, 0)] = [-1, 2] -> scale 3/255, zero point round(255/3) = 85.
+  auto d = RunOp("DynamicQuantizeLinear", {Make(DType::kF32, {3}, {-1, 0, 2})}, {}, 3);
+  ExpectValues(d[1], {3.0 / 255}, 1e-6);
+  ExpectValues(d[2], {85});
+  ExpectValues(d[0], {0, 85, 255});
+}
+
+TEST(ExtraSignal, WindowsAndDet) {
+  const double pi = std::acos(-1.0);
+  Tensor n4 = Make(DType::kI64, {}, {4});
+  std::vector<double> hann, hamming_sym, blackman;
+  for (int i = 0; i < 4; ++i) {
+    hann.push_back(std::pow(std::sin(pi * i / 4), 2));  // 0.5 - 0.5 cos(2 pi i / 4)
+    hamming_sym.push_back(25.0 / 46 - 21.0 / 46 * std::cos(2 * pi * i / 3));
+    blackman.push_back(0.42 - 0.5 * std::cos(2 * pi * i / 4) + 0.08 * std::cos(4 * pi * i / 4));
+  }
+  ExpectValues(RunOp("HannWindow", {n4})[0], hann);
+  ExpectValues(RunOp("HammingWindow", {n4}, {Attribute::Int("periodic", 0)})[0], hamming_sym);
+  ExpectValues(RunOp("BlackmanWindow", {n4})[0], blackman);
+
+  // det [[0, 2], [3, 4]] = -6 (needs a row swap); a singular 3x3 gives 0; batched.
+  Tensor m = Make(DType::kF32, {2, 2, 2}, {0, 2, 3, 4, 2, 0, 0, 5});
+  ExpectValues(RunOp("Det", {m})[0], {-6, 10});
+  ExpectValues(RunOp("Det", {Make(DType::kF32, {3, 3}, {1, 2, 3, 2, 4, 6, 0, 1, 1})})[0], {0});
+}
+
+TEST(ExtraNorm, MeanVarianceNormalizationAndReverseSequence) {
+  // axes [1]: each row normalized to zero mean, unit (biased) deviation.
+  Tensor x = Make(DType::kF32, {2, 2}, {1, 3, 10, 10});
+  ExpectValues(RunOp("MeanVarianceNormalization", {x}, {Attribute::Ints("axes", {1})})[0],
+               {-1, 1, 0, 0}, 1e-6);
+  // [time=3, batch=2]: batch 0 reverses its first 3 steps, batch 1 its first 2.
+  Tensor s = Make(DType::kF32, {3, 2}, {0, 10, 1, 11, 2, 12});
+  ExpectValues(RunOp("ReverseSequence", {s, Make(DType::kI64, {2}, {3, 2})})[0], {2, 11, 1, 10, 0, 12});
+  // batch_axis 0, time_axis 1.
+  Tensor t = Make(DType::kF32, {2, 3}, {0, 1, 2, 10, 11, 12});
+  ExpectValues(RunOp("ReverseSequence", {t, Make(DType::kI64, {2}, {1, 3})},
+                     {Attribute::Int("batch_axis", 0), Attribute::Int("time_axis", 1)})[0],
+               {0, 1, 2, 12, 11, 10});
+}
+
 }  // namespace
 }  // namespace mixtrain
