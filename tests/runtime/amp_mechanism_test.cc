@@ -265,6 +265,35 @@ INSTANTIATE_TEST_SUITE_P(Optimizers, Accumulation,
                            return pb::OptimizerConfig::Kind_Name(i.param);
                          });
 
+// An inf in the first micro-batch poisons the accumulated gradient: the update at the second
+// (applying) micro-batch is skipped, the scale backs off once, and the accumulators restart clean.
+TEST(AccumulationOverflow, InAMicroBatchSkipsTheUpdate) {
+  pb::TrainConfig c = Fp16Config(pb::LossScalerConfig::DYNAMIC);
+  c.set_accumulate(2);
+  std::unique_ptr<Trainer> t = MakeTrainer("mlp.onnx", c);
+  ASSERT_NE(t, nullptr);
+  auto before = *t->State();
+  const float scale = ScalarF(before, kLossScaleName);
+  auto r1 = t->Step(Poisoned(std::numeric_limits<float>::infinity()));
+  ASSERT_TRUE(r1.ok()) << r1.status();
+  EXPECT_EQ(ScalarF(*t->State(), kLossScaleName), scale) << "the scaler moves only on applying micro-batches";
+  auto r2 = t->Step(MlpBatch());
+  ASSERT_TRUE(r2.ok());
+  EXPECT_TRUE(r2->skipped);
+  auto after = *t->State();
+  EXPECT_EQ(ScalarF(after, kLossScaleName), scale * 0.5f);
+  EXPECT_EQ(ScalarI(after, kStepName), 0);
+  for (const std::string& p : t->ParameterNames()) EXPECT_TRUE(before.at(p).Identical(after.at(p))) << p;
+  for (const auto& [name, v] : after)
+    if (name.rfind("accum/", 0) == 0) EXPECT_EQ(Norm(v), 0.0) << name;
+  // The next two clean micro-batches update normally.
+  ASSERT_TRUE(t->Step(MlpBatch()).ok());
+  auto r4 = t->Step(MlpBatch());
+  ASSERT_TRUE(r4.ok());
+  EXPECT_FALSE(r4->skipped);
+  EXPECT_EQ(ScalarI(*t->State(), kStepName), 1);
+}
+
 // --- resume -------------------------------------------------------------------------------------
 
 // Batches drawn from a fixed generator, one per step.
