@@ -1,5 +1,6 @@
 // `mixtrain train [MODEL.onnx] [flags]`: trains a model with mixed precision. With no arguments,
 // models/fashion_cnn.onnx on Fashion-MNIST in bf16 AMP on the CPU, reporting test accuracy.
+// Built only on the public API (include/mixtrain/), like any embedding service.
 #include <unistd.h>
 
 #include <chrono>
@@ -8,15 +9,11 @@
 #include <fstream>
 #include <sstream>
 
-#include "absl/strings/str_cat.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "google/protobuf/text_format.h"
-#include "graph/atomic_file.h"
-#include "runtime/dataset.h"
-#include "runtime/idx.h"
-#include "runtime/npy.h"
-#include "runtime/trainer.h"
+#include "mixtrain/mixtrain.h"
+#include "mixtrain/status_macros.h"
 #include "tools/cli.h"
 
 namespace mixtrain {
@@ -33,103 +30,122 @@ absl::Status ReadText(const std::string& path, std::string* out) {
   return absl::OkStatus();
 }
 
+// The enum value named `name` (case-insensitive) in `names`, listed in the enum's order.
+template <typename Enum>
+bool ParseEnum(const std::string& name, std::initializer_list<const char*> names, Enum* out) {
+  int i = 0;
+  for (const char* n : names) {
+    if (absl::AsciiStrToUpper(name) == n) {
+      *out = static_cast<Enum>(i);
+      return true;
+    }
+    ++i;
+  }
+  return false;
+}
+
 // Applies the command-line flags over `c` (defaults < --config < flags).
-absl::Status ApplyFlags(const cli::Args& a, pb::TrainConfig& c) {
+absl::Status ApplyFlags(const cli::Args& a, TrainConfig& c) {
   if (a.has("config")) {
     std::string text;
-    MT_RETURN_IF_ERROR(ReadText(a.str("config"), &text));
-    if (!google::protobuf::TextFormat::ParseFromString(text, &c))
+    MIXTRAIN_RETURN_IF_ERROR(ReadText(a.str("config"), &text));
+    absl::StatusOr<TrainConfig> parsed = TrainConfig::FromTextProto(text);
+    if (!parsed.ok())
       return absl::InvalidArgumentError(absl::StrCat("--config: '", a.str("config"),
                                                      "' is not a valid TrainConfig textproto"));
+    c = *std::move(parsed);
   }
-  if (!a.positional().empty()) c.set_model(a.positional()[0]);
+  if (!a.positional().empty()) c.model = a.positional()[0];
   if (a.positional().size() > 1)
     return absl::InvalidArgumentError("expects at most one MODEL.onnx (see --help)");
-  if (a.has("loss")) c.set_loss(a.str("loss"));
-  if (a.has("output")) c.set_output(a.str("output"));
-  if (a.has("labels")) c.mutable_data()->set_labels_key(a.str("labels"));
-  if (a.has("freeze")) c.set_freeze(a.str("freeze"));
-  if (a.has("trainable")) c.set_trainable(a.str("trainable"));
-  if (a.has("device")) c.set_device(a.str("device"));
-  if (a.has("data")) c.mutable_data()->set_path(a.str("data"));
-  if (a.has("dataset")) c.mutable_data()->set_dataset(a.str("dataset"));
+  if (a.has("loss")) c.loss = a.str("loss");
+  if (a.has("output")) c.output = a.str("output");
+  if (a.has("labels")) c.data.labels_key = a.str("labels");
+  if (a.has("freeze")) c.freeze = a.str("freeze");
+  if (a.has("trainable")) c.trainable = a.str("trainable");
+  if (a.has("device")) c.device = a.str("device");
+  if (a.has("data")) c.data.path = a.str("data");
+  if (a.has("dataset")) c.data.dataset = a.str("dataset");
   auto num = [&](const char* name, auto set) -> absl::Status {
     if (!a.has(name)) return absl::OkStatus();
-    MT_ASSIGN_OR_RETURN(double v, a.number(name));
+    MIXTRAIN_ASSIGN_OR_RETURN(double v, a.number(name));
     set(v);
     return absl::OkStatus();
   };
-  auto* opt = c.mutable_optimizer();
+  TrainConfig::Optimizer* opt = &c.optimizer;
   if (a.has("optimizer")) {
     std::string k = a.str("optimizer");
-    pb::OptimizerConfig::Kind kind;
-    if (!pb::OptimizerConfig::Kind_Parse(absl::AsciiStrToUpper(k), &kind))
+    TrainConfig::Optimizer::Kind kind;
+    if (!ParseEnum(k, {"ADAM", "ADAMW", "SGD", "ADAGRAD"}, &kind))
       return absl::InvalidArgumentError(absl::StrCat("--optimizer: unknown '", k, "' (adam, adamw, sgd, adagrad)"));
-    opt->set_kind(kind);
+    opt->kind = kind;
   }
-  MT_RETURN_IF_ERROR(num("lr", [&](double v) { opt->set_lr(v); }));
-  MT_RETURN_IF_ERROR(num("weight-decay", [&](double v) { opt->set_weight_decay(v); }));
-  MT_RETURN_IF_ERROR(num("momentum", [&](double v) { opt->set_momentum(v); }));
-  MT_RETURN_IF_ERROR(num("beta1", [&](double v) { opt->set_beta1(v); }));
-  MT_RETURN_IF_ERROR(num("beta2", [&](double v) { opt->set_beta2(v); }));
-  MT_RETURN_IF_ERROR(num("clip-grad-norm", [&](double v) { opt->set_clip_grad_norm(v); }));
-  if (a.has("nesterov")) opt->set_nesterov(a.flag("nesterov"));
-  auto* sch = c.mutable_schedule();
+  MIXTRAIN_RETURN_IF_ERROR(num("lr", [&](double v) { opt->lr = static_cast<float>(v); }));
+  MIXTRAIN_RETURN_IF_ERROR(num("weight-decay", [&](double v) { opt->weight_decay = static_cast<float>(v); }));
+  MIXTRAIN_RETURN_IF_ERROR(num("momentum", [&](double v) { opt->momentum = static_cast<float>(v); }));
+  MIXTRAIN_RETURN_IF_ERROR(num("beta1", [&](double v) { opt->beta1 = static_cast<float>(v); }));
+  MIXTRAIN_RETURN_IF_ERROR(num("beta2", [&](double v) { opt->beta2 = static_cast<float>(v); }));
+  MIXTRAIN_RETURN_IF_ERROR(num("clip-grad-norm", [&](double v) { opt->clip_grad_norm = static_cast<float>(v); }));
+  if (a.has("nesterov")) opt->nesterov = a.flag("nesterov");
+  TrainConfig::Schedule* sch = &c.schedule;
   if (a.has("schedule")) {
-    pb::ScheduleConfig::Kind kind;
-    if (!pb::ScheduleConfig::Kind_Parse(absl::AsciiStrToUpper(a.str("schedule")), &kind))
+    TrainConfig::Schedule::Kind kind;
+    if (!ParseEnum(a.str("schedule"), {"CONSTANT", "STEP", "COSINE"}, &kind))
       return absl::InvalidArgumentError(absl::StrCat("--schedule: unknown '", a.str("schedule"), "' (constant, step, cosine)"));
-    sch->set_kind(kind);
+    sch->kind = kind;
   }
-  MT_RETURN_IF_ERROR(num("warmup-steps", [&](double v) { sch->set_warmup_steps(static_cast<int>(v)); }));
-  MT_RETURN_IF_ERROR(num("step-size", [&](double v) { sch->set_step_size(static_cast<int>(v)); }));
-  MT_RETURN_IF_ERROR(num("gamma", [&](double v) { sch->set_gamma(v); }));
-  auto* prec = c.mutable_precision();
+  MIXTRAIN_RETURN_IF_ERROR(num("warmup-steps", [&](double v) { sch->warmup_steps = static_cast<int>(v); }));
+  MIXTRAIN_RETURN_IF_ERROR(num("step-size", [&](double v) { sch->step_size = static_cast<int>(v); }));
+  MIXTRAIN_RETURN_IF_ERROR(num("gamma", [&](double v) { sch->gamma = static_cast<float>(v); }));
+  TrainConfig::Precision* prec = &c.precision;
   if (a.has("policy")) {
     std::string text;
-    MT_RETURN_IF_ERROR(ReadText(a.str("policy"), &text));
-    if (!google::protobuf::TextFormat::ParseFromString(text, prec))
+    MIXTRAIN_RETURN_IF_ERROR(ReadText(a.str("policy"), &text));
+    // A PrecisionPolicy textproto is the body of TrainConfig's `precision` field.
+    absl::StatusOr<TrainConfig> parsed = TrainConfig::FromTextProto("precision {\n" + text + "\n}");
+    if (!parsed.ok())
       return absl::InvalidArgumentError(absl::StrCat("--policy: '", a.str("policy"), "' is not a valid PrecisionPolicy textproto"));
+    *prec = parsed->precision;
   }
   if (a.has("precision")) {
-    pb::PrecisionPolicy::Preset p;
-    if (!pb::PrecisionPolicy::Preset_Parse(absl::AsciiStrToUpper(a.str("precision")), &p))
+    TrainConfig::Precision::Preset p;
+    if (!ParseEnum(a.str("precision"), {"AMP", "FP32", "HALF"}, &p))
       return absl::InvalidArgumentError(absl::StrCat("--precision: unknown '", a.str("precision"), "' (fp32, amp, half)"));
-    prec->set_preset(p);
+    prec->preset = p;
   }
   if (a.has("dtype")) {
     std::string d = a.str("dtype");
-    if (d == "fp16") prec->set_low_dtype(pb::PrecisionPolicy::FP16);
-    else if (d == "bf16") prec->set_low_dtype(pb::PrecisionPolicy::BF16);
-    else if (d == "auto") prec->set_low_dtype(pb::PrecisionPolicy::AUTO);
+    if (d == "fp16") prec->low_dtype = TrainConfig::Precision::LowType::kFp16;
+    else if (d == "bf16") prec->low_dtype = TrainConfig::Precision::LowType::kBf16;
+    else if (d == "auto") prec->low_dtype = TrainConfig::Precision::LowType::kAuto;
     else return absl::InvalidArgumentError(absl::StrCat("--dtype: '", d, "' (fp16, bf16 or auto)"));
   }
-  for (const std::string& op : a.list("allow")) prec->add_allow(op);
-  for (const std::string& op : a.list("deny")) prec->add_deny(op);
-  if (a.has("fp32-nodes")) prec->add_fp32_nodes(a.str("fp32-nodes"));
-  auto* ls = c.mutable_loss_scaler();
+  for (const std::string& op : a.list("allow")) prec->allow.push_back(op);
+  for (const std::string& op : a.list("deny")) prec->deny.push_back(op);
+  if (a.has("fp32-nodes")) prec->fp32_nodes.push_back(a.str("fp32-nodes"));
+  TrainConfig::LossScaler* ls = &c.loss_scaler;
   if (a.has("loss-scale")) {
     std::string v = a.str("loss-scale");
     if (v == "dynamic") {
-      ls->set_mode(pb::LossScalerConfig::DYNAMIC);
+      ls->mode = TrainConfig::LossScaler::Mode::kDynamic;
     } else if (v == "off") {
-      ls->set_mode(pb::LossScalerConfig::OFF);
+      ls->mode = TrainConfig::LossScaler::Mode::kOff;
     } else {
-      MT_ASSIGN_OR_RETURN(double s, a.number("loss-scale"));
+      MIXTRAIN_ASSIGN_OR_RETURN(double s, a.number("loss-scale"));
       if (!(s > 0)) return absl::InvalidArgumentError("--loss-scale must be > 0, 'dynamic' or 'off'");
-      ls->set_mode(pb::LossScalerConfig::STATIC);
-      ls->set_init_scale(s);
+      ls->mode = TrainConfig::LossScaler::Mode::kStatic;
+      ls->init_scale = static_cast<float>(s);
     }
   }
-  MT_RETURN_IF_ERROR(num("growth-interval", [&](double v) { ls->set_growth_interval(static_cast<int>(v)); }));
-  MT_RETURN_IF_ERROR(num("epochs", [&](double v) { c.set_epochs(static_cast<int>(v)); }));
-  MT_RETURN_IF_ERROR(num("steps", [&](double v) { c.set_steps(static_cast<int64_t>(v)); }));
-  MT_RETURN_IF_ERROR(num("batch-size", [&](double v) { c.mutable_data()->set_batch_size(static_cast<int>(v)); }));
-  MT_RETURN_IF_ERROR(num("seed", [&](double v) { c.mutable_data()->set_seed(static_cast<uint64_t>(v)); }));
-  MT_RETURN_IF_ERROR(num("accumulate", [&](double v) { c.set_accumulate(static_cast<int>(v)); }));
-  if (a.has("shuffle")) c.mutable_data()->set_shuffle(a.flag("shuffle"));
-  if (c.data().batch_size() < 1) return absl::InvalidArgumentError("--batch-size must be >= 1");
-  if (c.epochs() < 1 && c.steps() < 1) return absl::InvalidArgumentError("--epochs or --steps must be >= 1");
+  MIXTRAIN_RETURN_IF_ERROR(num("growth-interval", [&](double v) { ls->growth_interval = static_cast<int>(v); }));
+  MIXTRAIN_RETURN_IF_ERROR(num("epochs", [&](double v) { c.epochs = static_cast<int>(v); }));
+  MIXTRAIN_RETURN_IF_ERROR(num("steps", [&](double v) { c.steps = static_cast<int64_t>(v); }));
+  MIXTRAIN_RETURN_IF_ERROR(num("batch-size", [&](double v) { c.data.batch_size = static_cast<int>(v); }));
+  MIXTRAIN_RETURN_IF_ERROR(num("seed", [&](double v) { c.data.seed = static_cast<uint64_t>(v); }));
+  MIXTRAIN_RETURN_IF_ERROR(num("accumulate", [&](double v) { c.accumulate = static_cast<int>(v); }));
+  if (a.has("shuffle")) c.data.shuffle = a.flag("shuffle");
+  if (c.data.batch_size < 1) return absl::InvalidArgumentError("--batch-size must be >= 1");
+  if (c.epochs < 1 && c.steps < 1) return absl::InvalidArgumentError("--epochs or --steps must be >= 1");
   return absl::OkStatus();
 }
 
@@ -139,42 +155,46 @@ struct Data {
 };
 
 // Reshapes image arrays to the rank the model input wants (N x 784 for an MLP).
-Tensor FitToInput(const Tensor& x, int64_t rank) {
-  if (rank == 2 && x.rank() == 4) return x.Reshaped({x.dims()[0], x.numel() / x.dims()[0]});
+absl::StatusOr<HostTensor> FitToInput(const HostTensor& x, int64_t rank) {
+  const std::vector<int64_t>& dims = x.shape();
+  if (rank == 2 && dims.size() == 4) return x.Reshaped({dims[0], x.num_elements() / dims[0]});
   return x;
 }
 
-absl::StatusOr<Data> LoadData(const pb::TrainConfig& c, const Trainer& t, int64_t limit_train,
+absl::StatusOr<Data> LoadData(const TrainConfig& c, const Trainer& t, int64_t limit_train,
                               int64_t limit_test) {
   Data d;
-  const std::string input = t.input_name();
-  const Value* in = t.TransformedGraph().FindValue(input);
-  int64_t rank = in && in->shape.rank_known ? in->shape.rank() : 4;
-  const std::string labels = c.data().labels_key();
-  if (!c.data().path().empty()) {
-    MT_ASSIGN_OR_RETURN(auto arrays, ReadNpz(c.data().path()));
-    std::map<std::string, Tensor> train, test;
+  // The model's first input comes first (the labels follow).
+  const TensorInfo in = t.BatchInputs().at(0);
+  const std::string input = in.name;
+  const int64_t rank = static_cast<int64_t>(in.shape.size());
+  const std::string labels = c.data.labels_key;
+  if (!c.data.path.empty()) {
+    MIXTRAIN_ASSIGN_OR_RETURN(auto arrays, ReadNpz(c.data.path));
+    TensorMap train, test;
     for (auto& [k, v] : arrays) {
       if (k.rfind("test/", 0) == 0) test.emplace(k.substr(5), v);
       else train.emplace(k, v);
     }
-    MT_ASSIGN_OR_RETURN(d.train, Dataset::Create(std::move(train), c.data().path()));
+    MIXTRAIN_ASSIGN_OR_RETURN(d.train, Dataset::Create(train, c.data.path));
     if (!test.empty()) {
-      MT_ASSIGN_OR_RETURN(d.test, Dataset::Create(std::move(test), c.data().path() + " (test/)"));
+      MIXTRAIN_ASSIGN_OR_RETURN(d.test, Dataset::Create(test, c.data.path + " (test/)"));
       d.has_test = true;
     }
-  } else if (c.data().dataset() == "fashion-mnist") {
-    MT_ASSIGN_OR_RETURN(FashionMnist fm, LoadFashionMnist());
-    std::map<std::string, Tensor> tr, te;
-    tr.emplace(input, FitToInput(fm.train_images, rank));
+  } else if (c.data.dataset == "fashion-mnist") {
+    MIXTRAIN_ASSIGN_OR_RETURN(FashionMnist fm, LoadFashionMnist());
+    TensorMap tr, te;
+    MIXTRAIN_ASSIGN_OR_RETURN(HostTensor train_images, FitToInput(fm.train_images, rank));
+    MIXTRAIN_ASSIGN_OR_RETURN(HostTensor test_images, FitToInput(fm.test_images, rank));
+    tr.emplace(input, std::move(train_images));
     tr.emplace(labels, fm.train_labels);
-    te.emplace(input, FitToInput(fm.test_images, rank));
+    te.emplace(input, std::move(test_images));
     te.emplace(labels, fm.test_labels);
-    MT_ASSIGN_OR_RETURN(d.train, Dataset::Create(std::move(tr), "fashion-mnist train"));
-    MT_ASSIGN_OR_RETURN(d.test, Dataset::Create(std::move(te), "fashion-mnist test"));
+    MIXTRAIN_ASSIGN_OR_RETURN(d.train, Dataset::Create(tr, "fashion-mnist train"));
+    MIXTRAIN_ASSIGN_OR_RETURN(d.test, Dataset::Create(te, "fashion-mnist test"));
     d.has_test = true;
   } else {
-    return absl::InvalidArgumentError(absl::StrCat("--dataset: unknown '", c.data().dataset(),
+    return absl::InvalidArgumentError(absl::StrCat("--dataset: unknown '", c.data.dataset,
                                                    "' (fashion-mnist, or use --data=FILE.npz)"));
   }
   if (limit_train > 0) d.train = d.train.Head(limit_train);
@@ -186,7 +206,8 @@ absl::StatusOr<EvalResult> EvaluateAll(Trainer& t, const Dataset& ds, int64_t bs
   EvalResult total;
   std::vector<int64_t> order = ds.Order(false, 0, 0);
   for (int64_t b = 0; b < ds.size(); b += bs) {
-    MT_ASSIGN_OR_RETURN(EvalResult r, t.Evaluate(ds.Gather(order, b, std::min(ds.size(), b + bs))));
+    MIXTRAIN_ASSIGN_OR_RETURN(TensorMap batch, ds.Gather(order, b, std::min(ds.size(), b + bs)));
+    MIXTRAIN_ASSIGN_OR_RETURN(EvalResult r, t.Evaluate(batch));
     total.loss_sum += r.loss_sum;
     total.correct += r.correct;
     total.examples += r.examples;
@@ -229,42 +250,45 @@ class JsonLog {
 };
 
 absl::Status RunTrain(const cli::Args& a) {
-  pb::TrainConfig c;
-  MT_RETURN_IF_ERROR(ApplyFlags(a, c));
-  MT_ASSIGN_OR_RETURN(int64_t log_every, a.integer("log-every"));
-  MT_ASSIGN_OR_RETURN(int64_t limit_train, a.integer("limit-train"));
-  MT_ASSIGN_OR_RETURN(int64_t limit_test, a.integer("limit-test"));
+  TrainConfig c;
+  MIXTRAIN_RETURN_IF_ERROR(ApplyFlags(a, c));
+  MIXTRAIN_ASSIGN_OR_RETURN(int64_t log_every, a.integer("log-every"));
+  MIXTRAIN_ASSIGN_OR_RETURN(int64_t limit_train, a.integer("limit-train"));
+  MIXTRAIN_ASSIGN_OR_RETURN(int64_t limit_test, a.integer("limit-test"));
   if (log_every < 1) return absl::InvalidArgumentError("--log-every must be >= 1");
-  DType export_dtype = DType::kF32;
+  ElementType export_dtype = ElementType::kFloat32;
   if (a.has("export-dtype")) {
-    MT_ASSIGN_OR_RETURN(export_dtype, ParseDType(a.str("export-dtype")));
-    if (export_dtype != DType::kF32 && !IsLowFloat(export_dtype))
+    MIXTRAIN_ASSIGN_OR_RETURN(export_dtype, ParseElementType(a.str("export-dtype")));
+    if (export_dtype != ElementType::kFloat32 && export_dtype != ElementType::kFloat16 &&
+        export_dtype != ElementType::kBFloat16)
       return absl::InvalidArgumentError("--export-dtype must be fp32, fp16 or bf16");
   }
   JsonLog json_log;
-  MT_RETURN_IF_ERROR(json_log.Open(a.str("log-json")));
+  MIXTRAIN_RETURN_IF_ERROR(json_log.Open(a.str("log-json")));
   std::FILE* json = json_log.file();
 
   // Setup (model, data, checkpoint) prints nothing until it has all succeeded, so an error is
   // the only line a failed run prints.
-  MT_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(c.model(), c));
+  MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(c.model, c));
   Trainer& t = *trainer;
-  MT_ASSIGN_OR_RETURN(Data d, LoadData(c, t, limit_train, limit_test));
-  int64_t bs = c.data().batch_size();
+  MIXTRAIN_ASSIGN_OR_RETURN(Data d, LoadData(c, t, limit_train, limit_test));
+  int64_t bs = c.data.batch_size;
   int64_t per_epoch = d.train.NumBatches(bs, /*drop_last=*/d.train.size() >= bs);
-  int64_t total = c.steps() > 0 ? c.steps() : per_epoch * c.epochs();
-  t.set_total_steps(total);
+  int64_t total = c.steps > 0 ? c.steps : per_epoch * c.epochs;
+  t.SetTotalSteps(total);
   int64_t epoch = 0, batch = 0;
   if (a.has("resume")) {
-    MT_ASSIGN_OR_RETURN(std::tie(epoch, batch), t.LoadCheckpoint(a.str("resume")));
+    MIXTRAIN_ASSIGN_OR_RETURN(TrainingPosition pos, t.LoadCheckpoint(a.str("resume")));
+    epoch = pos.epoch;
+    batch = pos.batch;
   }
-  const ResolvedPrecision& p = t.precision();
+  const ResolvedPrecision p = t.precision();
   std::fprintf(stderr, "mixtrain train: %s: precision %s (%s), loss scaling %s, %zu parameter tensors\n",
-               c.model().c_str(), p.preset.c_str(), DTypeName(p.low), p.scaling.c_str(),
+               c.model.c_str(), p.preset.c_str(), ElementTypeName(p.low_type), p.loss_scaling.c_str(),
                t.ParameterNames().size());
   if (a.has("resume"))
     std::fprintf(stderr, "mixtrain train: resumed from %s at step %lld (epoch %lld, batch %lld)\n",
-                 a.str("resume").c_str(), static_cast<long long>(t.calls()),
+                 a.str("resume").c_str(), static_cast<long long>(t.steps_taken()),
                  static_cast<long long>(epoch), static_cast<long long>(batch));
   std::fprintf(stderr, "mixtrain train: %lld train examples, batch %lld, %lld steps\n",
                static_cast<long long>(d.train.size()), static_cast<long long>(bs),
@@ -274,23 +298,24 @@ absl::Status RunTrain(const cli::Args& a) {
   double window_ms = 0, loss_ema = NAN;
   int64_t window_n = 0;
   auto t0 = Clock::now();
-  while (t.calls() < total) {
-    std::vector<int64_t> order = d.train.Order(c.data().shuffle(), c.data().seed(), epoch);
-    for (; batch < per_epoch && t.calls() < total; ++batch) {
+  while (t.steps_taken() < total) {
+    std::vector<int64_t> order = d.train.Order(c.data.shuffle, c.data.seed, epoch);
+    for (; batch < per_epoch && t.steps_taken() < total; ++batch) {
       int64_t begin = batch * bs, end = std::min(d.train.size(), begin + bs);
-      auto feeds = d.train.Gather(order, begin, end);
-      int64_t step = t.calls() + 1;
+      MIXTRAIN_ASSIGN_OR_RETURN(TensorMap feeds, d.train.Gather(order, begin, end));
+      int64_t step = t.steps_taken() + 1;
       bool log = step % log_every == 0 || step == total || tty;
       auto s0 = Clock::now();
-      MT_ASSIGN_OR_RETURN(StepResult r, t.Step(feeds, log || json != nullptr));
+      MIXTRAIN_ASSIGN_OR_RETURN(StepResult r, t.Step(feeds, {.read_loss = log || json != nullptr}));
+      const float loss = r.loss.value_or(NAN);
       double ms = std::chrono::duration<double, std::milli>(Clock::now() - s0).count();
       window_ms += ms;
       ++window_n;
       skipped += r.skipped;
-      if (!std::isnan(r.loss)) loss_ema = std::isnan(loss_ema) ? r.loss : 0.9 * loss_ema + 0.1 * r.loss;
+      if (!std::isnan(loss)) loss_ema = std::isnan(loss_ema) ? loss : 0.9 * loss_ema + 0.1 * loss;
       if (json)
         std::fprintf(json, "{\"step\": %lld, \"loss\": %.8g, \"loss_scale\": %.8g, \"skipped\": %s, \"lr\": %.8g, \"ms\": %.4f}\n",
-                     static_cast<long long>(step), r.loss, r.loss_scale, r.skipped ? "true" : "false", r.lr, ms);
+                     static_cast<long long>(step), loss, r.loss_scale, r.skipped ? "true" : "false", r.learning_rate, ms);
       if (log) {
         double ex_s = window_n * static_cast<double>(end - begin) / (window_ms / 1000.0);
         std::string line = absl::StrFormat(
@@ -310,7 +335,7 @@ absl::Status RunTrain(const cli::Args& a) {
     if (batch >= per_epoch) {
       if (tty) std::fprintf(stderr, "\n");
       if (d.has_test) {
-        MT_ASSIGN_OR_RETURN(EvalResult e, EvaluateAll(t, d.test, std::max<int64_t>(bs, 256)));
+        MIXTRAIN_ASSIGN_OR_RETURN(EvalResult e, EvaluateAll(t, d.test, std::max<int64_t>(bs, 256)));
         std::printf("epoch %lld: test loss %.4f  test accuracy %.2f%% (%lld examples)\n",
                     static_cast<long long>(epoch + 1), e.loss_sum / e.examples,
                     100.0 * e.correct / e.examples, static_cast<long long>(e.examples));
@@ -318,22 +343,22 @@ absl::Status RunTrain(const cli::Args& a) {
       }
       ++epoch;
       batch = 0;
-      if (a.has("save")) MT_RETURN_IF_ERROR(t.SaveCheckpoint(a.str("save"), epoch, batch));
+      if (a.has("save")) MIXTRAIN_RETURN_IF_ERROR(t.SaveCheckpoint(a.str("save"), {epoch, batch}));
     }
   }
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   if (tty) std::fprintf(stderr, "\n");
   if (batch != 0 && d.has_test) {  // stopped mid-epoch (--steps): evaluate anyway
-    MT_ASSIGN_OR_RETURN(EvalResult e, EvaluateAll(t, d.test, std::max<int64_t>(bs, 256)));
+    MIXTRAIN_ASSIGN_OR_RETURN(EvalResult e, EvaluateAll(t, d.test, std::max<int64_t>(bs, 256)));
     std::printf("final: test loss %.4f  test accuracy %.2f%% (%lld examples)\n", e.loss_sum / e.examples,
                 100.0 * e.correct / e.examples, static_cast<long long>(e.examples));
   }
-  std::printf("trained %lld steps in %.1f s (%lld skipped)\n", static_cast<long long>(t.calls()), secs,
+  std::printf("trained %lld steps in %.1f s (%lld skipped)\n", static_cast<long long>(t.steps_taken()), secs,
               static_cast<long long>(skipped));
-  if (a.has("save")) MT_RETURN_IF_ERROR(t.SaveCheckpoint(a.str("save"), epoch, batch));
+  if (a.has("save")) MIXTRAIN_RETURN_IF_ERROR(t.SaveCheckpoint(a.str("save"), {epoch, batch}));
   if (a.has("export")) {
-    MT_RETURN_IF_ERROR(t.ExportInferenceModel(a.str("export"), export_dtype));
-    std::printf("exported %s (%s)\n", a.str("export").c_str(), DTypeName(export_dtype));
+    MIXTRAIN_RETURN_IF_ERROR(t.ExportInferenceModel(a.str("export"), export_dtype));
+    std::printf("exported %s (%s)\n", a.str("export").c_str(), ElementTypeName(export_dtype));
   }
   return json_log.Commit();
 }
