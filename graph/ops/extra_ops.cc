@@ -3,7 +3,8 @@
 // variadic Sum/Mean, the remaining Reduce* and ArgMin (same axes rules as ReduceMax/ArgMax, so
 // they reuse those rules), per-axis normalizations (Hardmax, LpNormalization,
 // InstanceNormalization, LRN, MeanVarianceNormalization), Trilu, ReverseSequence, Det, the
-// signal windows and (Dynamic)QuantizeLinear/DequantizeLinear. Kernels: kernels/cpu/extra_*.cc.
+// signal windows, (Dynamic)QuantizeLinear/DequantizeLinear and RNN/GRU/LSTM. Kernels:
+// kernels/cpu/extra_*.cc.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -163,6 +164,31 @@ absl::Status InferDynamicQuantize(InferContext& ctx) {
   return absl::OkStatus();
 }
 
+// RNN, GRU, LSTM: Y [seq, dirs, batch, hidden] (layout 0) or [batch, seq, dirs, hidden];
+// Y_h and LSTM's Y_c [dirs, batch, hidden] or [batch, dirs, hidden].
+absl::Status InferRecurrent(InferContext& ctx) {
+  MT_RETURN_IF_ERROR(InferFloatUnary(ctx));
+  if (!ctx.has_input(1) || !ctx.has_input(2)) return ctx.Error("needs inputs X, W and R");
+  const Node& n = ctx.node();
+  const Shape& x = ctx.input(0).shape;
+  const Shape& r = ctx.input(2).shape;
+  Dim hid = n.has_attr("hidden_size") ? Dim(n.attr_int("hidden_size", 0))
+            : (r.rank_known && r.rank() == 3 ? r.dims[2] : Dim());
+  const Dim dirs(n.attr_string("direction", "forward") == "bidirectional" ? 2 : 1);
+  const bool batch_major = n.attr_int("layout", 0) != 0;
+  for (size_t i = 0; i < ctx.num_outputs(); ++i) {
+    ctx.output(i).dtype = ctx.input(0).dtype;
+    ctx.output(i).shape = Shape();
+  }
+  if (!x.rank_known) return absl::OkStatus();
+  if (x.rank() != 3) return ctx.Error("X must have rank 3");
+  const Dim seq = x.dims[batch_major ? 1 : 0], batch = x.dims[batch_major ? 0 : 1];
+  ctx.output(0).shape = batch_major ? Shape({batch, seq, dirs, hid}) : Shape({seq, dirs, batch, hid});
+  for (size_t i = 1; i < ctx.num_outputs() && i < 3; ++i)
+    ctx.output(i).shape = batch_major ? Shape({batch, dirs, hid}) : Shape({dirs, batch, hid});
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 MT_REGISTER_OP_SCHEMAS(extra_ops, {
@@ -197,6 +223,8 @@ MT_REGISTER_OP_SCHEMAS(extra_ops, {
     {"QuantizeLinear", "", InferQuantize},
     {"DequantizeLinear", "", InferDequantize},
     {"DynamicQuantizeLinear", "", InferDynamicQuantize},
+    {"RNN", "", InferRecurrent},          {"GRU", "", InferRecurrent},
+    {"LSTM", "", InferRecurrent},
 });
 
 }  // namespace mixtrain

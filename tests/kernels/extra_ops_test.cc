@@ -417,5 +417,62 @@ TEST(ExtraNorm, MeanVarianceNormalizationAndReverseSequence) {
                {0, 1, 2, 12, 11, 10});
 }
 
+double Sig(double v) { return 1 / (1 + std::exp(-v)); }
+
+TEST(ExtraRnn, RnnGruLstmOneUnit) {
+  // One input feature, one hidden unit, batch 1, two steps x = 1, 2 ([seq, batch, input]).
+  Tensor x = Make(DType::kF32, {2, 1, 1}, {1, 2});
+  std::vector<Attribute> h1 = {Attribute::Int("hidden_size", 1)};
+  // RNN: h_t = tanh(0.5 x_t + 0.25 h_{t-1}).
+  auto rnn = RunOp("RNN", {x, Make(DType::kF32, {1, 1, 1}, {0.5}), Make(DType::kF32, {1, 1, 1}, {0.25})},
+                   h1, 2);
+  const double r1 = std::tanh(0.5), r2 = std::tanh(1 + 0.25 * r1);
+  EXPECT_EQ(rnn[0].dims(), (std::vector<int64_t>{2, 1, 1, 1}));
+  ExpectValues(rnn[0], {r1, r2});
+  ExpectValues(rnn[1], {r2});
+  // Reverse: step 2 first.
+  std::vector<Attribute> rev = {Attribute::Int("hidden_size", 1), Attribute::String("direction", "reverse")};
+  auto back = RunOp("RNN", {x, Make(DType::kF32, {1, 1, 1}, {0.5}), Make(DType::kF32, {1, 1, 1}, {0.25})},
+                    rev, 2);
+  const double b2 = std::tanh(1.0), b1 = std::tanh(0.5 + 0.25 * b2);
+  ExpectValues(back[0], {b1, b2});
+  ExpectValues(back[1], {b1});
+
+  // GRU with weights z: 1, r: 2, h: 3 on x, recurrent 0.5 each, no bias.
+  Tensor gw = Make(DType::kF32, {1, 3, 1}, {1, 2, 3});
+  Tensor gr = Make(DType::kF32, {1, 3, 1}, {0.5, 0.5, 0.5});
+  double h = 0;
+  std::vector<double> ys;
+  for (double xv : {1.0, 2.0}) {
+    const double z = Sig(xv + 0.5 * h), r = Sig(2 * xv + 0.5 * h);
+    const double hh = std::tanh(3 * xv + 0.5 * (r * h));
+    h = (1 - z) * hh + z * h;
+    ys.push_back(h);
+  }
+  ExpectValues(RunOp("GRU", {x, gw, gr}, h1, 2)[0], ys);
+
+  // LSTM (gates i, o, f, c) with peepholes P = [p_i, p_o, p_f] and a bias on W only.
+  Tensor lw = Make(DType::kF32, {1, 4, 1}, {0.1, 0.2, 0.3, 0.4});
+  Tensor lr = Make(DType::kF32, {1, 4, 1}, {0.5, 0.6, 0.7, 0.8});
+  Tensor lb = Make(DType::kF32, {1, 8}, {0.1, 0, 0, -0.1, 0, 0, 0, 0});
+  Tensor none;
+  Tensor lp = Make(DType::kF32, {1, 3}, {0.2, 0.3, 0.4});
+  double hs = 0, cs = 0;
+  std::vector<double> lys;
+  for (double xv : {1.0, 2.0}) {
+    const double i = Sig(0.1 * xv + 0.5 * hs + 0.1 + 0.2 * cs);
+    const double f = Sig(0.3 * xv + 0.7 * hs + 0.4 * cs);
+    const double c = std::tanh(0.4 * xv + 0.8 * hs - 0.1);
+    cs = f * cs + i * c;
+    const double o = Sig(0.2 * xv + 0.6 * hs + 0.3 * cs);
+    hs = o * std::tanh(cs);
+    lys.push_back(hs);
+  }
+  auto lstm = RunOp("LSTM", {x, lw, lr, lb, none, none, none, lp}, h1, 3);
+  ExpectValues(lstm[0], lys);
+  ExpectValues(lstm[1], {hs});
+  ExpectValues(lstm[2], {cs});
+}
+
 }  // namespace
 }  // namespace mixtrain
