@@ -1,0 +1,286 @@
+// Every CUDA kernel against the CPU kernel, per dtype, with shapes that reach every branch of
+// the launchers (flat and broadcast binary paths, contiguous and strided softmax/reduction rows,
+// folded / batched / shared-A MatMul, Gemm transposes and C broadcast, skip flags). Each GPU test
+// skips with the reason when CudaAvailable() says no (CI has no GPU); the registry test runs
+// everywhere.
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/common/half.h"
+#include "runtime/cuda/cuda_device.h"
+#include "tests/kernels/elementwise_test_util.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace mixtrain {
+namespace {
+
+using ew_test::Make;
+using ew_test::Uniform;
+using testing_util::MakeNode;
+
+// The CUDA-registered ops (and their domains) this suite covers; the registry test checks the two
+// lists agree, so a new CUDA kernel without a test here fails.
+const std::vector<std::pair<std::string, std::string>> kCovered = {
+    {"Sqrt", ""}, {"Reciprocal", ""}, {"Exp", ""}, {"Log", ""}, {"Erf", ""}, {"Tanh", ""},
+    {"Sigmoid", ""}, {"Softplus", ""}, {"Gelu", ""}, {"LeakyRelu", ""}, {"Relu", ""}, {"Neg", ""},
+    {"Abs", ""}, {"Add", ""}, {"Sub", ""}, {"Mul", ""}, {"Div", ""}, {"Max", ""}, {"Min", ""},
+    {"Pow", ""}, {"Cast", ""}, {"Softmax", ""}, {"LogSoftmax", ""}, {"LayerNormalization", ""},
+    {"ReduceSum", ""}, {"ReduceMean", ""}, {"MatMul", ""}, {"Gemm", ""}, {"Adam", "ai.mixtrain"},
+    {"SGD", "ai.mixtrain"}, {"AllFinite", "ai.mixtrain"}, {"UpdateLossScale", "ai.mixtrain"}};
+
+TEST(CudaRegistryTest, EveryCudaKernelIsCoveredAndHasACpuTwin) {
+#if MIXTRAIN_HAVE_CUDA
+  int cuda_defs = 0;
+  for (const KernelDef& d : KernelRegistry::Global().defs()) {
+    if (d.device != DeviceType::kCUDA) continue;
+    ++cuda_defs;
+    bool covered = false;
+    for (const auto& [op, domain] : kCovered) covered |= op == d.op_type && domain == d.domain;
+    EXPECT_TRUE(covered) << d.domain << "::" << d.op_type << " has a CUDA kernel but no test here";
+    EXPECT_TRUE(KernelRegistry::Global().Has(d.domain, d.op_type, DeviceType::kCPU)) << d.op_type;
+  }
+  for (const auto& [op, domain] : kCovered)
+    EXPECT_TRUE(KernelRegistry::Global().Has(domain, op, DeviceType::kCUDA)) << op;
+  EXPECT_EQ(cuda_defs, static_cast<int>(kCovered.size()));
+#else
+  GTEST_SKIP() << "this build has no CUDA backend";
+#endif
+}
+
+class CudaKernelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    absl::Status st = CudaAvailable();
+    if (!st.ok()) GTEST_SKIP() << "no usable GPU, CUDA kernel not run: " << st.message();
+    auto d = MakeCudaDevice(0);
+    ASSERT_TRUE(d.ok()) << d.status();
+    device_ = std::move(*d);
+  }
+
+  // Runs `node` on the CPU (which also gives the output dtypes and dims), then on the GPU, and
+  // returns {cpu outputs, gpu outputs}.
+  std::pair<std::vector<Tensor>, std::vector<Tensor>> Run(const Node& node, const std::vector<Tensor>& in,
+                                                          int64_t opset = 17) {
+    auto cpu = testing_util::RunCpuKernel(node, in, opset);
+    EXPECT_TRUE(cpu.ok()) << cpu.status();
+    if (!cpu.ok()) return {};
+    std::vector<DeviceBuffer> bufs;
+    std::vector<TensorView> iv(in.size()), ov(cpu->size());
+    std::vector<const TensorView*> ip;
+    std::vector<TensorView*> op;
+    std::vector<DType> idt, odt;
+    auto upload = [&](const Tensor& t) {
+      auto b = DeviceBuffer::Allocate(device_.get(), t.nbytes());
+      EXPECT_TRUE(b.ok());
+      device_->CopyToDevice(b->data(), t.data(), t.nbytes());
+      bufs.push_back(std::move(*b));
+      return bufs.back().data();
+    };
+    for (size_t i = 0; i < in.size(); ++i) {
+      idt.push_back(in[i].dtype());
+      if (!in[i].defined()) {
+        ip.push_back(nullptr);
+        continue;
+      }
+      iv[i] = {in[i].dtype(), in[i].dims(), upload(in[i])};
+      ip.push_back(&iv[i]);
+    }
+    // Outputs start as the CPU's inputs where the op updates in place would; else garbage-free zeros.
+    for (size_t i = 0; i < cpu->size(); ++i) {
+      const Tensor& t = (*cpu)[i];
+      odt.push_back(t.dtype());
+      Tensor zeros(t.dtype(), t.dims());
+      std::memset(zeros.data(), 0, zeros.nbytes());
+      ov[i] = {t.dtype(), t.dims(), upload(zeros)};
+      op.push_back(&ov[i]);
+    }
+    auto def = KernelRegistry::Global().Find(node, DeviceType::kCUDA, idt, odt);
+    EXPECT_TRUE(def.ok()) << def.status();
+    if (!def.ok()) return {};
+    auto kernel = (*def)->factory(node);
+    EXPECT_TRUE(kernel.ok());
+    KernelContext ctx(node, DeviceType::kCUDA, ip, op, device_->stream(), opset);
+    absl::Status st = (*kernel)->Compute(ctx);
+    EXPECT_TRUE(st.ok()) << st;
+    std::vector<Tensor> gpu;
+    for (size_t i = 0; i < cpu->size(); ++i) {
+      gpu.emplace_back((*cpu)[i].dtype(), (*cpu)[i].dims());
+      device_->CopyToHost(gpu.back().data(), ov[i].data, gpu.back().nbytes());
+    }
+    device_->Synchronize();
+    return {std::move(*cpu), std::move(gpu)};
+  }
+
+  // Element-wise |gpu - cpu| <= tol * (1 + |cpu|) with a per-dtype tolerance (a few units of the
+  // storage type's rounding; f32 leaves room for summation order and libdevice vs libm ulps).
+  static void ExpectClose(const Tensor& cpu, const Tensor& gpu, const std::string& what) {
+    ASSERT_EQ(cpu.dtype(), gpu.dtype()) << what;
+    ASSERT_EQ(cpu.numel(), gpu.numel()) << what;
+    const double tol = cpu.dtype() == DType::kF16 ? 2e-3 : cpu.dtype() == DType::kBF16 ? 1.6e-2 : 2e-5;
+    int bad = 0;
+    for (int64_t i = 0; i < cpu.numel() && bad < 5; ++i) {
+      double c = cpu.GetDouble(i), g = gpu.GetDouble(i);
+      if (std::isnan(c) && std::isnan(g)) continue;
+      if (c == g) continue;
+      if (!(std::fabs(c - g) <= tol * (1 + std::fabs(c)))) {
+        ++bad;
+        ADD_FAILURE() << what << " element " << i << ": cpu " << c << " gpu " << g;
+      }
+    }
+  }
+
+  void Check(const std::string& op, const std::vector<Tensor>& in, std::vector<Attribute> attrs = {},
+             int num_outputs = 1, const std::string& domain = "", int64_t opset = 17) {
+    auto n = MakeNode(op, in, num_outputs, std::move(attrs), domain);
+    auto [cpu, gpu] = Run(*n.node, in, opset);
+    ASSERT_EQ(cpu.size(), gpu.size());
+    for (size_t i = 0; i < cpu.size(); ++i)
+      ExpectClose(cpu[i], gpu[i], op + " " + DTypeName(in[0].dtype()) + " output " + std::to_string(i));
+  }
+
+  std::unique_ptr<Device> device_;
+};
+
+const DType kDtypes[] = {DType::kF32, DType::kF16, DType::kBF16};
+
+TEST_F(CudaKernelTest, UnaryOps) {
+  for (DType t : kDtypes) {
+    Tensor any = Make(t, {3, 37}, Uniform(111, -4, 4, 1));
+    Tensor pos = Make(t, {3, 37}, Uniform(111, 0.01, 9, 2));
+    for (const char* op : {"Exp", "Erf", "Tanh", "Sigmoid", "Softplus", "Gelu", "LeakyRelu", "Relu", "Neg", "Abs"})
+      Check(op, {any});
+    for (const char* op : {"Sqrt", "Reciprocal", "Log"}) Check(op, {pos});
+    Check("Gelu", {any}, {Attribute::String("approximate", "tanh")});
+    Check("LeakyRelu", {any}, {Attribute::Float("alpha", 0.2f)});
+  }
+}
+
+TEST_F(CudaKernelTest, BinaryOpsFlatAndBroadcast) {
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
+      {{5, 7}, {5, 7}},         // flat, both contiguous (rank 1 after merging)
+      {{5, 7}, {}},             // scalar operand (rank 1, stride 0)
+      {{}, {}},                 // one element (rank 0)
+      {{5, 7}, {7}},            // bias row (rank 2 layout)
+      {{5, 1, 7}, {1, 3, 1}},   // both broadcast (rank 3)
+      {{2, 3, 4, 5}, {3, 1, 5}}};
+  for (DType t : kDtypes)
+    for (const auto& [da, db] : shapes) {
+      Tensor a = Make(t, da, Uniform(ew_test::Count(da), 0.5, 3, 3));
+      Tensor b = Make(t, db, Uniform(ew_test::Count(db), 0.5, 3, 4));
+      for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"}) Check(op, {a, b});
+    }
+}
+
+TEST_F(CudaKernelTest, CastBetweenFloatTypes) {
+  for (DType from : kDtypes)
+    for (DType to : kDtypes) {
+      Tensor x = Make(from, {1001}, Uniform(1001, -70000, 70000, 5));  // f16 overflows to inf
+      Check("Cast", {x}, {Attribute::Int("to", static_cast<int64_t>(ToOnnxType(to)))});
+    }
+}
+
+TEST_F(CudaKernelTest, SoftmaxRowsAndColumns) {
+  for (DType t : kDtypes) {
+    Tensor rows = Make(t, {4, 1000}, Uniform(4000, -20, 20, 6));  // inner == 1, n > block
+    Tensor cols = Make(t, {3, 5, 7}, Uniform(105, -5, 5, 7));
+    for (const char* op : {"Softmax", "LogSoftmax"}) {
+      Check(op, {rows});
+      Check(op, {cols}, {Attribute::Int("axis", 1)});  // inner > 1
+      Check(op, {cols}, {Attribute::Int("axis", 1)}, 1, "", 11);  // opset 11: coerced to 2-D
+    }
+  }
+}
+
+TEST_F(CudaKernelTest, LayerNormWithStats) {
+  for (DType t : kDtypes) {
+    Tensor x = Make(t, {6, 300}, Uniform(1800, -3, 5, 8));
+    Tensor scale = Make(t, {300}, Uniform(300, 0.5, 1.5, 9));
+    Tensor bias = Make(t, {300}, Uniform(300, -1, 1, 10));
+    Check("LayerNormalization", {x, scale, bias}, {Attribute::Float("epsilon", 1e-5f)}, 3);
+    Check("LayerNormalization", {x, scale}, {}, 1);
+  }
+}
+
+TEST_F(CudaKernelTest, ReduceSumAndMean) {
+  for (DType t : kDtypes) {
+    Tensor x = Make(t, {4, 5, 6}, Uniform(120, -2, 2, 11));
+    for (const char* op : {"ReduceSum", "ReduceMean"})
+      for (std::vector<int64_t> axes : {std::vector<int64_t>{0}, {2}, {1}, {1, 2}, {0, 1, 2}}) {
+        Tensor ax = Make(DType::kI64, {static_cast<int64_t>(axes.size())},
+                         std::vector<double>(axes.begin(), axes.end()));
+        Check(op, {x, ax}, {Attribute::Int("keepdims", 1)}, 1, "", 18);
+      }
+  }
+}
+
+TEST_F(CudaKernelTest, MatMulShapes) {
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
+      {{17, 33}, {33, 19}}, {{2, 3, 17, 33}, {33, 19}}, {{4, 17, 33}, {4, 33, 19}},
+      {{17, 33}, {4, 33, 19}}, {{33}, {33, 19}}, {{17, 33}, {33}}};
+  for (DType t : kDtypes)
+    for (const auto& [da, db] : shapes)
+      Check("MatMul", {Make(t, da, Uniform(ew_test::Count(da), -1, 1, 12)),
+                       Make(t, db, Uniform(ew_test::Count(db), -1, 1, 13))});
+}
+
+TEST_F(CudaKernelTest, GemmTransposesAndBias) {
+  for (DType t : kDtypes)
+    for (int ta = 0; ta < 2; ++ta)
+      for (int tb = 0; tb < 2; ++tb) {
+        Tensor a = Make(t, ta ? std::vector<int64_t>{31, 9} : std::vector<int64_t>{9, 31}, Uniform(279, -1, 1, 14));
+        Tensor b = Make(t, tb ? std::vector<int64_t>{13, 31} : std::vector<int64_t>{31, 13}, Uniform(403, -1, 1, 15));
+        std::vector<Attribute> attrs = {Attribute::Int("transA", ta), Attribute::Int("transB", tb),
+                                        Attribute::Float("alpha", 0.5f), Attribute::Float("beta", 2.0f)};
+        Check("Gemm", {a, b}, attrs);
+        Check("Gemm", {a, b, Make(t, {13}, Uniform(13, -1, 1, 16))}, attrs);
+        Check("Gemm", {a, b, Make(t, {9, 13}, Uniform(117, -1, 1, 17))}, attrs);
+      }
+}
+
+TEST_F(CudaKernelTest, OptimizersWithAndWithoutSkip) {
+  const int64_t n = 1000;
+  Tensor x = Make(DType::kF32, {n}, Uniform(n, -1, 1, 18));
+  Tensor g = Make(DType::kF32, {n}, Uniform(n, -1, 1, 19));
+  Tensor m = Make(DType::kF32, {n}, Uniform(n, -0.1, 0.1, 20));
+  Tensor v = Make(DType::kF32, {n}, Uniform(n, 0, 0.1, 21));
+  Tensor lr = Make(DType::kF32, {}, {0.01});
+  Tensor step = Make(DType::kI64, {}, {6});
+  for (int skip = 0; skip < 2; ++skip) {
+    Tensor sk = Make(DType::kBool, {}, {double(skip)});
+    for (int decoupled = 0; decoupled < 2; ++decoupled)
+      Check("Adam", {lr, step, sk, x, g, m, v},
+            {Attribute::Int("decoupled", decoupled), Attribute::Float("weight_decay", 0.1f)}, 3, "ai.mixtrain");
+    Check("SGD", {lr, sk, x, g}, {Attribute::Float("weight_decay", 0.01f)}, 1, "ai.mixtrain");
+    for (int nesterov = 0; nesterov < 2; ++nesterov)
+      Check("SGD", {lr, sk, x, g, m}, {Attribute::Float("momentum", 0.9f), Attribute::Int("nesterov", nesterov)}, 2,
+            "ai.mixtrain");
+  }
+}
+
+TEST_F(CudaKernelTest, AllFiniteAndLossScale) {
+  for (DType t : kDtypes) {
+    Tensor fine = Make(t, {3000}, Uniform(3000, -1e3, 1e3, 22));
+    std::vector<double> vals = Uniform(3000, -1, 1, 23);
+    vals[2999] = INFINITY;  // the last element, in the last block
+    Tensor inf = Make(t, {3000}, vals);
+    vals[2999] = 0;
+    vals[7] = NAN;
+    Tensor nan = Make(t, {3000}, vals);
+    Check("AllFinite", {fine}, {}, 1, "ai.mixtrain");
+    Check("AllFinite", {fine, inf}, {}, 1, "ai.mixtrain");
+    Check("AllFinite", {nan, fine}, {}, 1, "ai.mixtrain");
+  }
+  for (int found = 0; found < 2; ++found)
+    for (double good : {0.0, 2.0}) {
+      Check("UpdateLossScale",
+            {Make(DType::kBool, {}, {double(found)}), Make(DType::kF32, {}, {65536}), Make(DType::kI64, {}, {good})},
+            {Attribute::Int("growth_interval", 3)}, 2, "ai.mixtrain");
+    }
+}
+
+}  // namespace
+}  // namespace mixtrain
