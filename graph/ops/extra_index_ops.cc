@@ -1,7 +1,7 @@
 // Shape and type inference for the less common indexing and layout ops: GatherElements,
 // ScatterElements (and its opset-9 name Scatter), GatherND, ScatterND, OneHot, EyeLike, TopK,
-// DepthToSpace, SpaceToDepth, Resize and Upsample. Kernels: kernels/cpu/extra_index.cc,
-// extra_layout.cc, extra_resize.cc.
+// DepthToSpace, SpaceToDepth, Resize, Upsample and GridSample. Kernels: kernels/cpu/
+// extra_index.cc, extra_layout.cc, extra_resize.cc, extra_grid.cc.
 #include <cmath>
 #include <optional>
 #include <string>
@@ -215,9 +215,23 @@ absl::Status InferResize(InferContext& ctx) {
   return absl::OkStatus();
 }
 
+// GridSample (4-D): [N, C, H, W] sampled at grid [N, Ho, Wo, 2] -> [N, C, Ho, Wo].
+absl::Status InferGridSample(InferContext& ctx) {
+  const TypeInfo& x = ctx.input(0);
+  const TypeInfo& grid = ctx.input(1);
+  if (!x.present || !grid.present) return ctx.Error("needs inputs X and grid");
+  ctx.output(0).dtype = x.dtype;
+  if (!x.shape.rank_known || !grid.shape.rank_known) return absl::OkStatus();
+  if (x.shape.rank() != 4 || grid.shape.rank() != 4)
+    return ctx.Error("X must be [N, C, H, W] and grid [N, Ho, Wo, 2]");
+  ctx.output(0).shape = Shape({x.shape.dims[0], x.shape.dims[1], grid.shape.dims[1], grid.shape.dims[2]});
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 MT_REGISTER_OP_SCHEMAS(extra_index_ops, {
+    {"GridSample", "", InferGridSample},
     {"Resize", "", InferResize},
     {"Upsample", "", InferResize},
     {"GatherElements", "", InferGatherElements},

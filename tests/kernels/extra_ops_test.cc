@@ -474,5 +474,21 @@ TEST(ExtraRnn, RnnGruLstmOneUnit) {
   ExpectValues(lstm[2], {cs});
 }
 
+TEST(ExtraGrid, GridSampleModesAndPadding) {
+  Tensor x = Make(DType::kF32, {1, 1, 2, 2}, {1, 2, 3, 4});
+  // Points (x, y): the corners and the centre, then a point half a pixel outside.
+  Tensor grid = Make(DType::kF32, {1, 1, 4, 2}, {-1, -1, 1, 1, 0, 0, 0.1, -0.6});
+  ExpectValues(RunOp("GridSample", {x, grid}, {Attribute::Int("align_corners", 1)})[0],
+               {1, 4, 2.5, 1 + 0.55 + 2 * 0.2});
+  ExpectValues(RunOp("GridSample", {x, grid}, {Attribute::Int("align_corners", 1),
+                                               Attribute::String("mode", "nearest")})[0],
+               {1, 4, 1, 2});  // the centre (0.5, 0.5) rounds half to even, to pixel (0, 0)
+  // align_corners = 0: the corner point (-1, -1) is half a pixel outside, at (-0.5, -0.5).
+  Tensor corner = Make(DType::kF32, {1, 1, 1, 2}, {-1, -1});
+  ExpectValues(RunOp("GridSample", {x, corner})[0], {0.25});  // zeros: 3 of 4 taps read 0
+  ExpectValues(RunOp("GridSample", {x, corner}, {Attribute::String("padding_mode", "border")})[0], {1});
+  ExpectValues(RunOp("GridSample", {x, corner}, {Attribute::String("padding_mode", "reflection")})[0], {1});
+}
+
 }  // namespace
 }  // namespace mixtrain
