@@ -1,5 +1,6 @@
 #include "runtime/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -11,6 +12,7 @@
 #include "graph/onnx_export.h"
 #include "graph/onnx_import.h"
 #include "graph/shape_inference.h"
+#include "onnx/defs/schema.h"
 #include "passes/passes.h"
 #include "passes/precision.h"
 #include "passes/training.h"
@@ -40,6 +42,20 @@ absl::StatusOr<PrecisionPolicy> MakePolicy(const pb::PrecisionPolicy& p, Precisi
   for (const std::string& op : p.clear()) policy.SetClass(op, PrecisionClass::kClear);
   for (const std::string& re : p.fp32_nodes()) MT_RETURN_IF_ERROR(policy.AddFp32NodeRegex(re));
   return policy;
+}
+
+// Whether ONNX's schema of `n` at the model's opset lets its first input be `dtype` (Conv, for
+// one, accepts bfloat16 only from opset 22). Unknown ops count as accepting.
+bool OnnxAcceptsType(const Graph& g, const Node& n, DType dtype) {
+  const onnx::OpSchema* s = onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(g.opset(n.domain())),
+                                                           n.domain());
+  if (s == nullptr || s->inputs().empty()) return true;
+  const std::string type = absl::StrCat("tensor(", dtype == DType::kBF16 ? "bfloat16" : "float16", ")");
+  const std::string& param = s->inputs()[0].GetTypeStr();
+  for (const auto& tc : s->typeConstraintParams())
+    if (tc.type_param_str == param)
+      return std::find(tc.allowed_type_strs.begin(), tc.allowed_type_strs.end(), type) != tc.allowed_type_strs.end();
+  return param == type;
 }
 
 absl::Status RunPasses(Graph& g, std::vector<std::unique_ptr<Pass>> passes) {
@@ -371,8 +387,13 @@ absl::Status Trainer::ExportInferenceModel(const std::string& path, DType dtype)
   ToInferenceForm(*g);
   if (dtype != DType::kF32) {
     if (!IsLowFloat(dtype)) return absl::InvalidArgumentError("export dtype must be fp32, fp16 or bf16");
+    // The exported file must be valid ONNX: ops whose schema at this opset has no `dtype` form
+    // stay fp32 (denied, so what follows them stays fp32 too).
+    PrecisionPolicy policy = PrecisionPolicy::Default(PrecisionPreset::kHalf, dtype);
+    for (const auto& n : g->nodes())
+      if (!OnnxAcceptsType(*g, *n, dtype)) policy.SetClass(n->op_type(), PrecisionClass::kDeny);
     std::vector<std::unique_ptr<Pass>> ps;
-    ps.push_back(MakePrecisionPass(PrecisionPolicy::Default(PrecisionPreset::kHalf, dtype)));
+    ps.push_back(MakePrecisionPass(policy));
     ps.push_back(MakeCleanupPass());
     MT_RETURN_IF_ERROR(RunPasses(*g, std::move(ps)));
     // Store weights in the low type: Cast(W) of an initializer becomes the cast initializer.
