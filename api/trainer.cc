@@ -1,6 +1,12 @@
 // mixtrain::v1::Trainer: a locked pimpl over the runtime's Trainer (runtime/trainer.h), converting
-// public types at the boundary and keeping exceptions from crossing it.
+// public types at the boundary and keeping exceptions from crossing it, plus StepAsync's queue
+// and worker thread.
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <future>
 #include <mutex>
+#include <thread>
 
 #include "api/convert.h"
 #include "graph/onnx_export.h"
@@ -22,12 +28,73 @@ namespace mixtrain {
 inline namespace v1 {
 
 struct Trainer::Impl {
-  mutable std::mutex mu;
+  std::mutex mu;  // one call into the runtime trainer at a time
   std::unique_ptr<api::RtTrainer> rt;
   TrainConfig config;
+
+  // StepAsync's queue, run in call order by one worker thread started on first use.
+  std::mutex queue_mu;
+  std::condition_variable queue_cv;
+  std::deque<std::function<void()>> queue;
+  bool busy = false, stop = false;
+  std::thread worker;
+
+  ~Impl() {
+    {
+      std::lock_guard<std::mutex> l(queue_mu);
+      stop = true;
+    }
+    queue_cv.notify_all();
+    if (worker.joinable()) worker.join();  // runs what is still queued first
+  }
+
+  void Enqueue(std::function<void()> task) {
+    std::lock_guard<std::mutex> l(queue_mu);
+    queue.push_back(std::move(task));
+    if (!worker.joinable()) worker = std::thread([this] { Work(); });
+    queue_cv.notify_all();
+  }
+
+  void Work() {
+    std::unique_lock<std::mutex> l(queue_mu);
+    for (;;) {
+      queue_cv.wait(l, [&] { return stop || !queue.empty(); });
+      if (queue.empty()) return;  // stopping, nothing left
+      std::function<void()> task = std::move(queue.front());
+      queue.pop_front();
+      busy = true;
+      l.unlock();
+      task();
+      l.lock();
+      busy = false;
+      queue_cv.notify_all();
+    }
+  }
+
+  // Every other call first waits for the queued steps, so calls take effect in call order.
+  std::unique_lock<std::mutex> Lock() {
+    {
+      std::unique_lock<std::mutex> l(queue_mu);
+      queue_cv.wait(l, [&] { return queue.empty() && !busy; });
+    }
+    return std::unique_lock<std::mutex>(mu);
+  }
 };
 
 namespace {
+
+absl::StatusOr<StepResult> RunStep(api::RtTrainer& rt, const TensorMap& batch, StepOptions options) {
+  return api::Guarded("Trainer::Step", [&]() -> absl::StatusOr<StepResult> {
+    MT_ASSIGN_OR_RETURN(api::RtStepResult r, rt.Step(api::ToTensors(batch), options.read_loss));
+    StepResult out;
+    if (options.read_loss) out.loss = r.loss;
+    out.loss_scale = r.loss_scale;
+    out.skipped = r.skipped;
+    out.learning_rate = r.lr;
+    out.step = rt.calls();
+    return out;
+  });
+}
 
 std::vector<TensorInfo> InfoOf(const Graph& g) {
   std::vector<TensorInfo> out;
@@ -68,26 +135,28 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::CreateFromBytes(std::string_vi
 }
 
 std::vector<TensorInfo> Trainer::BatchInputs() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto lock = impl_->Lock();
   return InfoOf(impl_->rt->EvalGraph());
 }
 
 absl::StatusOr<StepResult> Trainer::Step(const TensorMap& batch, StepOptions options) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  return api::Guarded("Trainer::Step", [&]() -> absl::StatusOr<StepResult> {
-    MT_ASSIGN_OR_RETURN(api::RtStepResult r, impl_->rt->Step(api::ToTensors(batch), options.read_loss));
-    StepResult out;
-    if (options.read_loss) out.loss = r.loss;
-    out.loss_scale = r.loss_scale;
-    out.skipped = r.skipped;
-    out.learning_rate = r.lr;
-    out.step = impl_->rt->calls();
-    return out;
-  });
+  auto lock = impl_->Lock();
+  return RunStep(*impl_->rt, batch, options);
+}
+
+std::future<absl::StatusOr<StepResult>> Trainer::StepAsync(TensorMap batch, StepOptions options) {
+  auto task = std::make_shared<std::packaged_task<absl::StatusOr<StepResult>()>>(
+      [impl = impl_.get(), batch = std::move(batch), options] {
+        std::lock_guard<std::mutex> lock(impl->mu);
+        return RunStep(*impl->rt, batch, options);
+      });
+  std::future<absl::StatusOr<StepResult>> result = task->get_future();
+  impl_->Enqueue([task] { (*task)(); });
+  return result;
 }
 
 absl::StatusOr<EvalResult> Trainer::Evaluate(const TensorMap& batch) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto lock = impl_->Lock();
   return api::Guarded("Trainer::Evaluate", [&]() -> absl::StatusOr<EvalResult> {
     MT_ASSIGN_OR_RETURN(api::RtEvalResult r, impl_->rt->Evaluate(api::ToTensors(batch)));
     return EvalResult{r.loss_sum, r.correct, r.examples};
@@ -95,14 +164,14 @@ absl::StatusOr<EvalResult> Trainer::Evaluate(const TensorMap& batch) {
 }
 
 absl::Status Trainer::SaveCheckpoint(const std::string& path, TrainingPosition position) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto lock = impl_->Lock();
   return api::Guarded("Trainer::SaveCheckpoint", [&] {
     return impl_->rt->SaveCheckpoint(path, position.epoch, position.batch);
   });
 }
 
 absl::StatusOr<TrainingPosition> Trainer::LoadCheckpoint(const std::string& path) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto lock = impl_->Lock();
   return api::Guarded("Trainer::LoadCheckpoint", [&]() -> absl::StatusOr<TrainingPosition> {
     MT_ASSIGN_OR_RETURN(auto pos, impl_->rt->LoadCheckpoint(path));
     return TrainingPosition{pos.first, pos.second};
@@ -110,14 +179,14 @@ absl::StatusOr<TrainingPosition> Trainer::LoadCheckpoint(const std::string& path
 }
 
 absl::Status Trainer::ExportInferenceModel(const std::string& path, ElementType type) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto lock = impl_->Lock();
   return api::Guarded("Trainer::ExportInferenceModel", [&] {
     return impl_->rt->ExportInferenceModel(path, api::ToDType(type));
   });
 }
 
 absl::StatusOr<std::string> Trainer::TransformedGraph(GraphFormat format) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto lock = impl_->Lock();
   return api::Guarded("Trainer::TransformedGraph", [&]() -> absl::StatusOr<std::string> {
     const Graph& g = impl_->rt->TransformedGraph();
     switch (format) {
@@ -130,12 +199,12 @@ absl::StatusOr<std::string> Trainer::TransformedGraph(GraphFormat format) const 
 }
 
 std::vector<std::string> Trainer::ParameterNames() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto lock = impl_->Lock();
   return impl_->rt->ParameterNames();
 }
 
 absl::StatusOr<HostTensor> Trainer::GetParameter(const std::string& name) const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto lock = impl_->Lock();
   return api::Guarded("Trainer::GetParameter", [&]() -> absl::StatusOr<HostTensor> {
     MT_ASSIGN_OR_RETURN(Tensor t, impl_->rt->GetParameter(name));
     return api::ToHostTensor(t);
@@ -143,24 +212,24 @@ absl::StatusOr<HostTensor> Trainer::GetParameter(const std::string& name) const 
 }
 
 absl::Status Trainer::SetParameter(const std::string& name, const HostTensor& value) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto lock = impl_->Lock();
   return api::Guarded("Trainer::SetParameter", [&] {
     return impl_->rt->SetParameter(name, api::ToTensor(value));
   });
 }
 
 void Trainer::SetTotalSteps(int64_t steps) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto lock = impl_->Lock();
   impl_->rt->set_total_steps(steps);
 }
 
 int64_t Trainer::steps_taken() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto lock = impl_->Lock();
   return impl_->rt->calls();
 }
 
 ResolvedPrecision Trainer::precision() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
+  auto lock = impl_->Lock();
   const auto& p = impl_->rt->precision();
   return {p.preset, api::ToElementType(p.low).value_or(ElementType::kFloat32), p.scaling};
 }

@@ -13,6 +13,7 @@
 #pragma once
 
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -83,6 +84,10 @@ class Trainer {
 
   // One training step (one micro-batch with gradient accumulation) on `batch`: input name -> tensor.
   absl::StatusOr<StepResult> Step(const TensorMap& batch, StepOptions options = {});
+  // Queues the step on the trainer's own thread and returns at once, so the caller can prepare
+  // the next batch meanwhile. Queued steps run in call order; every other call on this Trainer
+  // first waits for them. Destroying the Trainer runs the steps still queued.
+  std::future<absl::StatusOr<StepResult>> StepAsync(TensorMap batch, StepOptions options = {});
   // The loss (and accuracy, for classification) on `batch` with the current weights, in inference
   // form (BatchNorm running statistics, no dropout); no update.
   absl::StatusOr<EvalResult> Evaluate(const TensorMap& batch);

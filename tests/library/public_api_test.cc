@@ -3,6 +3,7 @@
 // every caller mistake comes back as a Status naming what was wrong, never a crash.
 #include <cstdio>
 #include <fstream>
+#include <future>
 #include <random>
 #include <string>
 
@@ -72,6 +73,35 @@ TEST(PublicApiTest, TrainsAndReadsTheLossOnlyWhenAsked) {
   auto e = t->Evaluate(batch);
   ASSERT_TRUE(e.ok()) << e.status();
   EXPECT_EQ(e->examples, 16);
+}
+
+TEST(PublicApiTest, AsyncStepsRunInOrderAndMatchSyncSteps) {
+  mixtrain::TrainConfig c;
+  c.precision.preset = mixtrain::TrainConfig::Precision::Preset::kFp32;
+  std::vector<TensorMap> batches;
+  for (uint32_t i = 0; i < 4; ++i) batches.push_back(MlpBatch(8, 10 + i));
+  auto sync = MakeMlpTrainer(c);
+  ASSERT_NE(sync, nullptr);
+  std::vector<float> expected;
+  for (const TensorMap& b : batches) expected.push_back(*sync->Step(b)->loss);
+
+  auto async = MakeMlpTrainer(c);
+  ASSERT_NE(async, nullptr);
+  std::vector<std::future<absl::StatusOr<mixtrain::StepResult>>> pending;
+  for (const TensorMap& b : batches) pending.push_back(async->StepAsync(b));
+  EXPECT_EQ(async->steps_taken(), 4);  // waits for the queued steps
+  for (size_t i = 0; i < pending.size(); ++i) {
+    absl::StatusOr<mixtrain::StepResult> r = pending[i].get();
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->step, static_cast<int64_t>(i) + 1);
+    EXPECT_EQ(*r->loss, expected[i]);
+  }
+  // Errors come back through the future; destroying the trainer runs what is still queued.
+  auto bad = async->StepAsync({});
+  auto last = async->StepAsync(batches[0]);
+  async.reset();
+  EXPECT_FALSE(bad.get().ok());
+  EXPECT_TRUE(last.get().ok());
 }
 
 TEST(PublicApiTest, TotalStepsSetTheCosineHorizon) {
