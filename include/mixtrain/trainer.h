@@ -10,6 +10,7 @@
 // Thread safety: a Trainer's methods may be called from any thread; calls on one Trainer are
 // serialized by an internal lock (no two run at once). Separate Trainers share no mutable state
 // and run fully in parallel, one per thread (tests/library/multi_trainer_test.cc does this).
+// StepAsync adds one worker thread per Trainer (started on first use, joined on destruction).
 #pragma once
 
 #include <cstdint>
