@@ -213,6 +213,26 @@ TEST(AmpScaler, StaticScaleNeverChanges) {
   for (int i = 0; i < 3; ++i) EXPECT_EQ(t->Step(MlpBatch())->loss_scale, 512.0f);
 }
 
+// Clipping sees unscaled gradients: the torch.optim + clip_grad_norm_ trajectory of the parity
+// fixture is reproduced in fp16 AMP with dynamic scaling (2^16) within fp16's accuracy. Clipping
+// the scaled gradients would shrink every update by the scale and leave the loss flat.
+TEST(AmpClip, ClipsUnscaledGradients) {
+  pb::TrainConfig c = traintest::LoadConfig("sgd_clip.textproto");
+  c.mutable_precision()->set_preset(pb::PrecisionPolicy::AMP);
+  c.mutable_precision()->set_low_dtype(pb::PrecisionPolicy::FP16);
+  c.mutable_loss_scaler()->set_mode(pb::LossScalerConfig::DYNAMIC);
+  std::unique_ptr<Trainer> t = MakeTrainer("mlp.onnx", c);
+  ASSERT_NE(t, nullptr);
+  const Tensor want = LoadNpz("sgd_clip.npz").at("loss");
+  for (int64_t s = 0; s < want.numel(); ++s) {
+    auto r = t->Step(MlpBatch());
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_FALSE(r->skipped);
+    EXPECT_EQ(r->loss_scale, 65536.0f);
+    EXPECT_NEAR(r->loss, want.GetDouble(s), 1e-2 * want.GetDouble(s)) << "step " << s;
+  }
+}
+
 // --- gradient accumulation ----------------------------------------------------------------------
 
 class Accumulation : public testing::TestWithParam<pb::OptimizerConfig::Kind> {};
