@@ -490,5 +490,22 @@ TEST(ExtraGrid, GridSampleModesAndPadding) {
   ExpectValues(RunOp("GridSample", {x, corner}, {Attribute::String("padding_mode", "reflection")})[0], {1});
 }
 
+TEST(ExtraEinsum, TraceMatmulImplicitEllipsis) {
+  Tensor m = Make(DType::kF32, {2, 2}, {1, 2, 3, 4});
+  ExpectValues(RunOp("Einsum", {m}, {Attribute::String("equation", "ii")})[0], {5});
+  ExpectValues(RunOp("Einsum", {m}, {Attribute::String("equation", "ii->i")})[0], {1, 4});
+  // Implicit output: the labels used once, alphabetically ("ij,jk" -> "ik").
+  Tensor n = Make(DType::kF32, {2, 1}, {5, 6});
+  Tensor mm = RunOp("Einsum", {m, n}, {Attribute::String("equation", "ij,jk")})[0];
+  EXPECT_EQ(mm.dims(), (std::vector<int64_t>{2, 1}));
+  ExpectValues(mm, {17, 39});
+  // Ellipsis dims broadcast (size 1 against 2) and come first in the output.
+  Tensor a = Make(DType::kF32, {2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor b = Make(DType::kF32, {1, 3}, {1, 0, -1});
+  ExpectValues(RunOp("Einsum", {a, b}, {Attribute::String("equation", "...i,...i->...")})[0], {-2, -2});
+  auto bad = MakeNode("Einsum", {a, n}, 1, {Attribute::String("equation", "ij,jk->ik")});
+  EXPECT_FALSE(RunCpuKernel(*bad.node, {a, n}).ok()) << "j is 3 in one input and 2 in the other";
+}
+
 }  // namespace
 }  // namespace mixtrain
