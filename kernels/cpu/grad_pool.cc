@@ -3,8 +3,16 @@
 // attributes as the forward node). MaxPool routes each window's gradient to its first maximum
 // (scan order, as PyTorch); AveragePool spreads it over the window, dividing by the same count
 // the forward used (count_include_pad counts the padded taps, never taps past the padding).
-// Parallel over (n, c) planes, so no two threads write the same element.
-#include <limits>
+//
+// Own loops rather than oneDNN's pooling_backward: max pooling backward there needs the forward's
+// workspace, which our graph does not keep, so it would cost a recomputed forward plus the
+// backward, both in oneDNN's plain-layout pooling; one pass that finds each window's argmax and
+// scatters dY is cheaper, keeps PyTorch's first-maximum tie rule (ties are common: windows of
+// zeros after a Relu), and reads the storage type directly. Per (n, c) plane the gradient is
+// accumulated in a small fp32 plane (overlapping windows add up) and stored once, rounded to the
+// storage type. Parallel over planes, so no two threads write the same element.
+#include <array>
+#include <bit>
 #include <vector>
 
 #include "kernels/cpu/grad_util.h"
@@ -13,116 +21,150 @@
 namespace mixtrain::cpu {
 namespace {
 
+// Per dim and output position, the taps [lo, hi) of the window that land inside the input, so
+// the inner loops need no bounds checks.
+struct TapRanges {
+  std::array<std::vector<int64_t>, 3> lo, hi;
+};
+
+TapRanges MakeTapRanges(const Window3& w) {
+  TapRanges r;
+  for (int dim = 0; dim < 3; ++dim) {
+    for (int64_t o = 0; o < w.out[dim]; ++o) {
+      int64_t lo = w.k[dim], hi = 0;
+      for (int64_t k = 0; k < w.k[dim]; ++k) {
+        const int64_t i = o * w.s[dim] + k * w.d[dim] - w.pb[dim];
+        if (i < 0 || i >= w.in[dim]) continue;
+        lo = std::min(lo, k);
+        hi = k + 1;
+      }
+      // Taps inside the input are contiguous in k: positions grow with k.
+      r.lo[dim].push_back(lo);
+      r.hi[dim].push_back(std::max(hi, lo));
+    }
+  }
+  return r;
+}
+
 struct PoolArgs {
   Window3 w;
+  TapRanges taps;
   int64_t planes = 0;
-  std::vector<float> dy, x;
 };
 
 absl::StatusOr<PoolArgs> ReadPool(KernelContext& ctx) {
   const TensorView* dy = ctx.input(0);
   const TensorView* x = ctx.input(1);
-  if (!dy || !x || !ctx.output(0)) return ctx.Error("needs inputs dY, X and output dX");
-  if (!AllFloat({dy, x, ctx.output(0)})) return ctx.Error("expects float tensors");
+  TensorView* dx = ctx.output(0);
+  if (!dy || !x || !dx) return ctx.Error("needs inputs dY, X and output dX");
+  if (!AllFloat({dy, x, dx})) return ctx.Error("expects float tensors");
+  if (dy->dtype != x->dtype || dx->dtype != x->dtype) return ctx.Error("dY, X and dX dtypes differ");
+  if (dx->numel() != x->numel()) return ctx.Error("dX must have X's shape");
   PoolArgs a;
   MT_ASSIGN_OR_RETURN(a.w, MakeWindow3(ctx, x->dims, ctx.node().attr_ints("kernel_shape")));
   a.planes = x->dims[0] * x->dims[1];
   if (dy->numel() != a.planes * a.w.out_size())
     return ctx.Error("dY's shape does not match the pooling output");
-  a.dy = ToFloatVector(*dy);
-  a.x = ToFloatVector(*x);
+  a.taps = MakeTapRanges(a.w);
   return a;
+}
+
+// Calls visit(input offset) for every in-bounds tap of output position (od, oh, ow), scan order.
+template <typename Fn>
+inline void ForTaps(const Window3& w, const TapRanges& t, int64_t od, int64_t oh, int64_t ow,
+                    Fn&& visit) {
+  for (int64_t kd = t.lo[0][od]; kd < t.hi[0][od]; ++kd) {
+    const int64_t id = od * w.s[0] + kd * w.d[0] - w.pb[0];
+    for (int64_t kh = t.lo[1][oh]; kh < t.hi[1][oh]; ++kh) {
+      const int64_t row = (id * w.in[1] + oh * w.s[1] + kh * w.d[1] - w.pb[1]) * w.in[2];
+      const int64_t col = ow * w.s[2] - w.pb[2];
+      for (int64_t kw = t.lo[2][ow]; kw < t.hi[2][ow]; ++kw) visit(row + col + kw * w.d[2]);
+    }
+  }
+}
+
+// Runs plane(acc, p, dy_plane) for each (n, c) plane p with a zeroed fp32 accumulator of the
+// input plane's size, then stores the accumulator into dX's plane.
+template <typename Io, typename PlaneFn>
+void ForPlanes(const PoolArgs& a, const TensorView& dy, TensorView& dx, PlaneFn&& plane) {
+  using T = typename Io::T;
+  const int64_t in = a.w.in_size(), out = a.w.out_size();
+  ParallelFor(a.planes, 1, [&](int64_t b, int64_t e) {
+    std::vector<float> acc(in);
+    for (int64_t p = b; p < e; ++p) {
+      std::fill(acc.begin(), acc.end(), 0.0f);
+      plane(acc.data(), p, dy.as<T>() + p * out);
+      T* dxp = dx.as<T>() + p * in;
+      for (int64_t i = 0; i < in; ++i) dxp[i] = Io::Store(acc[i]);
+    }
+  });
 }
 
 absl::Status MaxPoolGradKernel(KernelContext& ctx) {
   MT_ASSIGN_OR_RETURN(PoolArgs a, ReadPool(ctx));
-  const Window3& w = a.w;
-  std::vector<float> dx(a.x.size(), 0.0f);
-  ParallelFor(a.planes, 1, [&](int64_t b, int64_t e) {
-    for (int64_t p = b; p < e; ++p) {
-      const float* xp = a.x.data() + p * w.in_size();
-      const float* dyp = a.dy.data() + p * w.out_size();
-      float* dxp = dx.data() + p * w.in_size();
+  const TensorView& x = *ctx.input(1);
+  return DispatchFloat(ctx, x.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using T = typename Io::T;
+    const Window3& w = a.w;
+    ForPlanes<Io>(a, *ctx.input(0), *ctx.output(0), [&](float* acc, int64_t p, const T* dyp) {
+      const T* xp = x.as<T>() + p * w.in_size();
+      int64_t o = 0;
       for (int64_t od = 0; od < w.out[0]; ++od)
         for (int64_t oh = 0; oh < w.out[1]; ++oh)
-          for (int64_t ow = 0; ow < w.out[2]; ++ow) {
+          for (int64_t ow = 0; ow < w.out[2]; ++ow, ++o) {
             int64_t best = -1;
-            float best_v = -std::numeric_limits<float>::infinity();
-            for (int64_t kd = 0; kd < w.k[0]; ++kd) {
-              const int64_t id = od * w.s[0] + kd * w.d[0] - w.pb[0];
-              if (id < 0 || id >= w.in[0]) continue;
-              for (int64_t kh = 0; kh < w.k[1]; ++kh) {
-                const int64_t ih = oh * w.s[1] + kh * w.d[1] - w.pb[1];
-                if (ih < 0 || ih >= w.in[1]) continue;
-                for (int64_t kw = 0; kw < w.k[2]; ++kw) {
-                  const int64_t iw = ow * w.s[2] + kw * w.d[2] - w.pb[2];
-                  if (iw < 0 || iw >= w.in[2]) continue;
-                  const int64_t i = (id * w.in[1] + ih) * w.in[2] + iw;
-                  if (best < 0 || xp[i] > best_v) {
-                    best = i;
-                    best_v = xp[i];
-                  }
-                }
-              }
-            }
-            if (best >= 0) dxp[best] += dyp[(od * w.out[1] + oh) * w.out[2] + ow];
+            float best_v = 0;
+            ForTaps(w, a.taps, od, oh, ow, [&](int64_t i) {
+              // Selects by masks: which tap wins is data-dependent, so a branch (which the
+              // compiler emits for a plain `if` or `?:`) mispredicts about every other window.
+              const float v = Io::Load(xp[i]);
+              const int64_t take = -static_cast<int64_t>((best < 0) | (v > best_v));
+              best = (i & take) | (best & ~take);
+              const uint32_t take32 = static_cast<uint32_t>(take);
+              best_v = std::bit_cast<float>((std::bit_cast<uint32_t>(v) & take32) |
+                                            (std::bit_cast<uint32_t>(best_v) & ~take32));
+            });
+            if (best >= 0) acc[best] += Io::Load(dyp[o]);
           }
-    }
+    });
   });
-  StoreFloats(*ctx.output(0), dx);
-  return absl::OkStatus();
-}
-
-// Taps of output position `o` along one dim that lie in [lo, hi).
-int64_t TapsIn(const Window3& w, int dim, int64_t o, int64_t lo, int64_t hi) {
-  int64_t n = 0;
-  for (int64_t k = 0; k < w.k[dim]; ++k) {
-    const int64_t i = o * w.s[dim] + k * w.d[dim] - w.pb[dim];
-    n += i >= lo && i < hi;
-  }
-  return n;
 }
 
 absl::Status AveragePoolGradKernel(KernelContext& ctx) {
   MT_ASSIGN_OR_RETURN(PoolArgs a, ReadPool(ctx));
   const Window3& w = a.w;
   const bool include_pad = ctx.node().attr_int("count_include_pad", 0) != 0;
-  // The divisor per output position, dim by dim.
+  // The divisor per output position, dim by dim: taps inside the input, or inside the padded
+  // input with count_include_pad.
   std::array<std::vector<int64_t>, 3> count;
   for (int dim = 0; dim < 3; ++dim) {
     const int64_t lo = include_pad ? -w.pb[dim] : 0;
     const int64_t hi = include_pad ? w.in[dim] + w.pe[dim] : w.in[dim];
-    for (int64_t o = 0; o < w.out[dim]; ++o) count[dim].push_back(TapsIn(w, dim, o, lo, hi));
+    for (int64_t o = 0; o < w.out[dim]; ++o) {
+      int64_t n = 0;
+      for (int64_t k = 0; k < w.k[dim]; ++k) {
+        const int64_t i = o * w.s[dim] + k * w.d[dim] - w.pb[dim];
+        n += i >= lo && i < hi;
+      }
+      count[dim].push_back(n);
+    }
   }
-  std::vector<float> dx(a.x.size(), 0.0f);
-  ParallelFor(a.planes, 1, [&](int64_t b, int64_t e) {
-    for (int64_t p = b; p < e; ++p) {
-      const float* dyp = a.dy.data() + p * w.out_size();
-      float* dxp = dx.data() + p * w.in_size();
+  return DispatchFloat(ctx, ctx.input(1)->dtype, [&](auto io) {
+    using Io = decltype(io);
+    using T = typename Io::T;
+    ForPlanes<Io>(a, *ctx.input(0), *ctx.output(0), [&](float* acc, int64_t, const T* dyp) {
+      int64_t o = 0;
       for (int64_t od = 0; od < w.out[0]; ++od)
         for (int64_t oh = 0; oh < w.out[1]; ++oh)
-          for (int64_t ow = 0; ow < w.out[2]; ++ow) {
+          for (int64_t ow = 0; ow < w.out[2]; ++ow, ++o) {
             const int64_t n = count[0][od] * count[1][oh] * count[2][ow];
             if (n == 0) continue;
-            const float g = dyp[(od * w.out[1] + oh) * w.out[2] + ow] / static_cast<float>(n);
-            for (int64_t kd = 0; kd < w.k[0]; ++kd) {
-              const int64_t id = od * w.s[0] + kd * w.d[0] - w.pb[0];
-              if (id < 0 || id >= w.in[0]) continue;
-              for (int64_t kh = 0; kh < w.k[1]; ++kh) {
-                const int64_t ih = oh * w.s[1] + kh * w.d[1] - w.pb[1];
-                if (ih < 0 || ih >= w.in[1]) continue;
-                for (int64_t kw = 0; kw < w.k[2]; ++kw) {
-                  const int64_t iw = ow * w.s[2] + kw * w.d[2] - w.pb[2];
-                  if (iw < 0 || iw >= w.in[2]) continue;
-                  dxp[(id * w.in[1] + ih) * w.in[2] + iw] += g;
-                }
-              }
-            }
+            const float g = Io::Load(dyp[o]) / static_cast<float>(n);
+            ForTaps(w, a.taps, od, oh, ow, [&](int64_t i) { acc[i] += g; });
           }
-    }
+    });
   });
-  StoreFloats(*ctx.output(0), dx);
-  return absl::OkStatus();
 }
 
 }  // namespace
