@@ -60,9 +60,11 @@ void LayerNormImpl(const typename Io::T* x, typename Io::T* y, int64_t rows, int
                   const float m = static_cast<float>(mean);
                   typename Io::T* out = y + r * n;
                   if (bias != nullptr) {
+#pragma omp simd
                     for (int64_t i = 0; i < n; ++i)
                       out[i] = Io::Store((Io::Load(row[i]) - m) * inv * scale[i] + bias[i]);
                   } else {
+#pragma omp simd
                     for (int64_t i = 0; i < n; ++i)
                       out[i] = Io::Store((Io::Load(row[i]) - m) * inv * scale[i]);
                   }
@@ -144,6 +146,7 @@ void ChannelAffine(const typename Io::T* x, typename Io::T* y, int64_t N, int64_
                   const float ac = a[c], bc = b[c];
                   const typename Io::T* src = x + nc * S;
                   typename Io::T* dst = y + nc * S;
+#pragma omp simd
                   for (int64_t i = 0; i < S; ++i) dst[i] = Io::Store(Io::Load(src[i]) * ac + bc);
                 }
               });
