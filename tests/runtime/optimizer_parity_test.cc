@@ -82,7 +82,7 @@ TEST_P(ScheduleParity, LearningRateMatchesTorchScheduler) {
 // Step() calls makes 20 updates; a run bounded by epochs tells the trainer its length.
 TEST(CosineSchedule, LengthIsCountedInUpdates) {
   pb::TrainConfig c = LoadConfig("schedule_cosine.textproto");
-  const Tensor& lrs = LoadNpz("schedules.npz").at("cosine");
+  const Tensor lrs = LoadNpz("schedules.npz").at("cosine");  // a copy: the map is a temporary
   c.set_accumulate(2);
   c.set_steps(2 * lrs.numel());
   std::unique_ptr<Trainer> acc = MakeTrainer("mlp.onnx", c);
