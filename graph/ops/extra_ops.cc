@@ -3,7 +3,7 @@
 // variadic Sum/Mean, the remaining Reduce* and ArgMin (same axes rules as ReduceMax/ArgMax, so
 // they reuse those rules), per-axis normalizations (Hardmax, LpNormalization,
 // InstanceNormalization, LRN, MeanVarianceNormalization), Trilu, ReverseSequence, Det, the
-// signal windows, (Dynamic)QuantizeLinear/DequantizeLinear and RNN/GRU/LSTM. Kernels:
+// signal windows, DFT, (Dynamic)QuantizeLinear/DequantizeLinear and RNN/GRU/LSTM. Kernels:
 // kernels/cpu/extra_*.cc.
 #include <string>
 
@@ -164,6 +164,28 @@ absl::Status InferDynamicQuantize(InferContext& ctx) {
   return absl::OkStatus();
 }
 
+// DFT: the input's shape with dim `axis` set to dft_length (or dft_length / 2 + 1 when
+// onesided) and a last dim of 2 (real, imaginary).
+absl::Status InferDft(InferContext& ctx) {
+  MT_RETURN_IF_ERROR(InferFloatUnary(ctx));
+  const Shape& x = ctx.input(0).shape;
+  if (!x.rank_known) return absl::OkStatus();
+  const int64_t axis = ctx.node().attr_int("axis", 1);
+  if (x.rank() < 3 || axis < 1 || axis >= x.rank() - 1)
+    return ctx.Error("input must be [batch, ..., 1 or 2] with axis a signal dim");
+  std::vector<Dim> out = x.dims;
+  Dim n = out[axis];
+  if (ctx.has_input(1)) {
+    const TypeInfo& len = ctx.input(1);
+    n = len.value != nullptr && len.value->numel() == 1 ? Dim(len.value->GetInt(0)) : Dim();
+  }
+  if (ctx.node().attr_int("onesided", 0) != 0) n = n.known() ? Dim(n.value / 2 + 1) : Dim();
+  out[axis] = n;
+  out.back() = Dim(2);
+  ctx.output(0).shape = Shape(std::move(out));
+  return absl::OkStatus();
+}
+
 // RNN, GRU, LSTM: Y [seq, dirs, batch, hidden] (layout 0) or [batch, seq, dirs, hidden];
 // Y_h and LSTM's Y_c [dirs, batch, hidden] or [batch, dirs, hidden].
 absl::Status InferRecurrent(InferContext& ctx) {
@@ -224,7 +246,7 @@ MT_REGISTER_OP_SCHEMAS(extra_ops, {
     {"DequantizeLinear", "", InferDequantize},
     {"DynamicQuantizeLinear", "", InferDynamicQuantize},
     {"RNN", "", InferRecurrent},          {"GRU", "", InferRecurrent},
-    {"LSTM", "", InferRecurrent},
+    {"LSTM", "", InferRecurrent},         {"DFT", "", InferDft},
 });
 
 }  // namespace mixtrain

@@ -1,5 +1,6 @@
-// CPU kernels for the signal windows (HannWindow, HammingWindow, BlackmanWindow) and Det (the
-// determinant of each trailing [M, M] matrix, by LU with partial pivoting in double).
+// CPU kernels for the signal windows (HannWindow, HammingWindow, BlackmanWindow), DFT, and Det
+// (the determinant of each trailing [M, M] matrix, by LU with partial pivoting in double).
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <utility>
@@ -73,6 +74,50 @@ absl::Status DetKernel(KernelContext& ctx) {
   return cpu_ew::CastBuffer(ctx, DType::kF64, det.data(), y->dtype, y->data, y->numel());
 }
 
+// DFT (opset 17): input [..., n, ..., 1 or 2] (real, or complex as re/im pairs), transformed
+// along `axis` with length dft_length (truncated or zero-padded), inverse scaled by 1/N, and
+// onesided keeping the first N/2 + 1 bins. A direct O(N^2) sum in double.
+absl::Status DftKernel(KernelContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  TensorView* y = ctx.output(0);
+  if (x == nullptr || y == nullptr || x->rank() < 3 || (x->dims.back() != 1 && x->dims.back() != 2))
+    return ctx.Error("input must be [batch, ..., 1 or 2]");
+  const int64_t axis = ctx.node().attr_int("axis", 1);
+  if (axis < 1 || axis >= x->rank() - 1) return ctx.Error(absl::StrCat("axis ", axis, " is not a signal dim"));
+  const int64_t n_in = x->dims[axis];
+  const int64_t n = ctx.input(1) != nullptr ? IntAt(*ctx.input(1), 0) : n_in;
+  const bool inverse = ctx.node().attr_int("inverse", 0) != 0;
+  const bool onesided = ctx.node().attr_int("onesided", 0) != 0;
+  const int64_t bins = onesided ? n / 2 + 1 : n;
+  const bool complex_in = x->dims.back() == 2;
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= x->dims[d];
+  for (int64_t d = axis + 1; d < x->rank() - 1; ++d) inner *= x->dims[d];
+  if (y->numel() != outer * bins * inner * 2) return ctx.Error("output size does not match dft_length");
+  std::vector<double> in(x->numel()), out(y->numel());
+  MT_RETURN_IF_ERROR(cpu_ew::CastBuffer(ctx, x->dtype, x->data, DType::kF64, in.data(), x->numel()));
+  const int64_t ce = complex_in ? 2 : 1;
+  const double sign = inverse ? 1 : -1;
+  for (int64_t o = 0; o < outer; ++o) {
+    for (int64_t i = 0; i < inner; ++i) {
+      for (int64_t k = 0; k < bins; ++k) {
+        double re = 0, im = 0;
+        for (int64_t t = 0; t < std::min(n, n_in); ++t) {
+          const double* v = in.data() + ((o * n_in + t) * inner + i) * ce;
+          const double a = sign * 2 * std::numbers::pi * static_cast<double>((k * t) % n) / n;
+          const double vr = v[0], vi = complex_in ? v[1] : 0;
+          re += vr * std::cos(a) - vi * std::sin(a);
+          im += vr * std::sin(a) + vi * std::cos(a);
+        }
+        double* w = out.data() + ((o * bins + k) * inner + i) * 2;
+        w[0] = inverse ? re / n : re;
+        w[1] = inverse ? im / n : im;
+      }
+    }
+  }
+  return cpu_ew::CastBuffer(ctx, DType::kF64, out.data(), y->dtype, y->data, y->numel());
+}
+
 }  // namespace
 
 MT_REGISTER_KERNELS(cpu_extra_signal) {
@@ -81,6 +126,8 @@ MT_REGISTER_KERNELS(cpu_extra_signal) {
   r.Register({"HannWindow", "", cpu, ints, 0, FnKernel(HannKernel)});
   r.Register({"HammingWindow", "", cpu, ints, 0, FnKernel(HammingKernel)});
   r.Register({"BlackmanWindow", "", cpu, ints, 0, FnKernel(BlackmanKernel)});
+  r.Register({"DFT", "", cpu, {DType::kF32, DType::kF16, DType::kBF16, DType::kF64}, 0,
+              FnKernel(DftKernel)});
   r.Register({"Det", "", cpu, {DType::kF32, DType::kF16, DType::kBF16, DType::kF64}, 0,
               FnKernel(DetKernel)});
 }

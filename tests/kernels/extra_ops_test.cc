@@ -507,5 +507,16 @@ TEST(ExtraEinsum, TraceMatmulImplicitEllipsis) {
   EXPECT_FALSE(RunCpuKernel(*bad.node, {a, n}).ok()) << "j is 3 in one input and 2 in the other";
 }
 
+TEST(ExtraSignal, DftForwardOnesidedInverse) {
+  // DFT of [1, 2, 3, 4]: 10, -2+2i, -2, -2-2i.
+  Tensor x = Make(DType::kF32, {1, 4, 1}, {1, 2, 3, 4});
+  Tensor f = RunOp("DFT", {x})[0];
+  EXPECT_EQ(f.dims(), (std::vector<int64_t>{1, 4, 2}));
+  ExpectValues(f, {10, 0, -2, 2, -2, 0, -2, -2}, 1e-6);
+  ExpectValues(RunOp("DFT", {x}, {Attribute::Int("onesided", 1)})[0], {10, 0, -2, 2, -2, 0}, 1e-6);
+  // The inverse of the spectrum gives the signal back (imaginary parts 0).
+  ExpectValues(RunOp("DFT", {f}, {Attribute::Int("inverse", 1)})[0], {1, 0, 2, 0, 3, 0, 4, 0}, 1e-6);
+}
+
 }  // namespace
 }  // namespace mixtrain
