@@ -233,6 +233,9 @@ float Trainer::LearningRate(int64_t update) const {
 }
 
 absl::StatusOr<StepResult> Trainer::Step(const std::map<std::string, Tensor>& batch, bool read_loss) {
+  for (const auto& [name, t] : batch)
+    if (t.rank() > 0 && t.dims()[0] == 0)
+      return absl::InvalidArgumentError(absl::StrCat("batch array '", name, "' has no examples"));
   StepResult r;
   int64_t acc = config_.accumulate();
   int64_t update = calls_ / acc;
