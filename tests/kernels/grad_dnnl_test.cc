@@ -1,0 +1,193 @@
+// The oneDNN-backed ConvGrad and the pooling backward loops against direct reference loops in
+// double, at shapes where oneDNN picks its blocked-layout kernels (the finite-difference checks
+// in tests/passes/ use tiny shapes that its reference kernels take): fp32 and bf16 (native on
+// CPUs with avx512_bf16, staged through fp32 elsewhere), only dX or only dW requested, an empty
+// batch, and MaxPool's first-maximum rule on ties (windows of zeros after a Relu).
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "kernels/common/half.h"
+#include "tests/kernels/kernel_test_util.h"
+
+namespace mixtrain {
+namespace {
+
+using testing_util::MakeNode;
+using testing_util::RunCpuKernel;
+using A = Attribute;
+
+Tensor Random(DType dt, std::vector<int64_t> dims, uint32_t seed) {
+  Tensor t(dt, std::move(dims));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = u(rng);
+    if (dt == DType::kF32) t.data_as<float>()[i] = v;
+    else t.data_as<uint16_t>()[i] = FloatToBFloat16(v);
+  }
+  return t;
+}
+
+struct Conv2D {
+  int64_t group = 1, stride = 1, pad = 0, dil = 1;
+  std::vector<A> attrs() const {
+    return {A::Int("group", group), A::Ints("strides", {stride, stride}),
+            A::Ints("pads", {pad, pad, pad, pad}), A::Ints("dilations", {dil, dil})};
+  }
+};
+
+// dX and dW of a 2-D Conv by direct loops in double.
+void ReferenceConvGrad(const Conv2D& c, const Tensor& dy, const Tensor& x, const Tensor& w,
+                       std::vector<double>* dx, std::vector<double>* dw) {
+  const int64_t N = x.dims()[0], C = x.dims()[1], H = x.dims()[2], W = x.dims()[3];
+  const int64_t M = w.dims()[0], Cg = w.dims()[1], KH = w.dims()[2], KW = w.dims()[3];
+  const int64_t OH = dy.dims()[2], OW = dy.dims()[3], Mg = M / c.group;
+  dx->assign(x.numel(), 0.0);
+  dw->assign(w.numel(), 0.0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t cl = 0; cl < Cg; ++cl)
+        for (int64_t kh = 0; kh < KH; ++kh)
+          for (int64_t kw = 0; kw < KW; ++kw)
+            for (int64_t oh = 0; oh < OH; ++oh)
+              for (int64_t ow = 0; ow < OW; ++ow) {
+                const int64_t ih = oh * c.stride + kh * c.dil - c.pad;
+                const int64_t iw = ow * c.stride + kw * c.dil - c.pad;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                const int64_t ci = (m / Mg) * Cg + cl;
+                const int64_t xi = ((n * C + ci) * H + ih) * W + iw;
+                const int64_t wi = ((m * Cg + cl) * KH + kh) * KW + kw;
+                const double g = dy.GetDouble(((n * M + m) * OH + oh) * OW + ow);
+                (*dx)[xi] += g * w.GetDouble(wi);
+                (*dw)[wi] += g * x.GetDouble(xi);
+              }
+}
+
+void ExpectClose(const Tensor& got, const std::vector<double>& want, double rel,
+                 const std::string& what) {
+  ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size())) << what;
+  double scale = 1e-12;
+  for (double v : want) scale = std::max(scale, std::abs(v));
+  for (int64_t i = 0; i < got.numel(); ++i)
+    ASSERT_NEAR(got.GetDouble(i), want[i], rel * scale) << what << "[" << i << "]";
+}
+
+// Runs ConvGrad on random operands of the given shapes and checks both outputs.
+void CheckConvGrad(DType dt, const Conv2D& c, std::vector<int64_t> x_dims,
+                   std::vector<int64_t> w_dims) {
+  const int64_t oh = (x_dims[2] + 2 * c.pad - (w_dims[2] - 1) * c.dil - 1) / c.stride + 1;
+  const int64_t ow = (x_dims[3] + 2 * c.pad - (w_dims[3] - 1) * c.dil - 1) / c.stride + 1;
+  Tensor x = Random(dt, x_dims, 1), w = Random(dt, w_dims, 2);
+  Tensor dy = Random(dt, {x_dims[0], w_dims[0], oh, ow}, 3);
+  auto node = MakeNode("ConvGrad", {dy, x, w}, 2, c.attrs(), "ai.mixtrain");
+  auto got = RunCpuKernel(*node.node, {dy, x, w});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  std::vector<double> dx, dw;
+  ReferenceConvGrad(c, dy, x, w, &dx, &dw);
+  // fp32: summation order only. bf16: the outputs' rounding (inputs are exact bf16 values).
+  const double rel = dt == DType::kF32 ? 1e-5 : 1e-2;
+  ExpectClose((*got)[0], dx, rel, "dX");
+  ExpectClose((*got)[1], dw, rel, "dW");
+}
+
+TEST(GradDnnl, ConvGradBlockedShapes) {
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(DTypeName(dt));
+    CheckConvGrad(dt, {.pad = 1}, {4, 16, 9, 9}, {32, 16, 3, 3});
+    CheckConvGrad(dt, {.pad = 1}, {3, 1, 10, 10}, {32, 1, 3, 3});  // fashion_cnn's first conv
+    CheckConvGrad(dt, {.group = 2, .stride = 2, .pad = 1}, {2, 32, 11, 11}, {16, 16, 3, 3});
+    CheckConvGrad(dt, {.dil = 2}, {2, 16, 9, 8}, {16, 16, 2, 3});
+    CheckConvGrad(dt, {.group = 16, .pad = 1}, {2, 16, 8, 8}, {16, 1, 3, 3});  // depthwise
+  }
+}
+
+// Only one of dX, dW requested (the primitive for the other is never built).
+TEST(GradDnnl, ConvGradSingleOutput) {
+  const Conv2D c{.pad = 1};
+  Tensor x = Random(DType::kF32, {2, 16, 6, 6}, 1), w = Random(DType::kF32, {16, 16, 3, 3}, 2);
+  Tensor dy = Random(DType::kF32, {2, 16, 6, 6}, 3);
+  std::vector<double> dx, dw;
+  ReferenceConvGrad(c, dy, x, w, &dx, &dw);
+  for (int want : {0, 1}) {
+    Graph g;
+    std::vector<Value*> ins;
+    for (const Tensor* t : {&dy, &x, &w}) {
+      ins.push_back(g.AddValue("in" + std::to_string(ins.size()), DType::kF32, Shape::Of(t->dims())));
+      g.AddInput(ins.back());
+    }
+    Value* out = g.AddValue("out", DType::kF32, Shape::Of(want == 0 ? x.dims() : w.dims()));
+    Node* n = g.AddNode("ConvGrad", ins, want == 0 ? std::vector<Value*>{out, nullptr}
+                                                   : std::vector<Value*>{nullptr, out},
+                        "node", "ai.mixtrain");
+    for (A& a : c.attrs()) n->SetAttr(std::move(a));
+    auto got = RunCpuKernel(*n, {dy, x, w});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    EXPECT_FALSE((*got)[1 - want].defined());
+    ExpectClose((*got)[want], want == 0 ? dx : dw, 1e-5, want == 0 ? "dX" : "dW");
+  }
+}
+
+TEST(GradDnnl, ConvGradEmptyBatchGivesZeroWeightGradient) {
+  Tensor x(DType::kF32, {0, 4, 5, 5}), dy(DType::kF32, {0, 8, 5, 5});
+  Tensor w = Random(DType::kF32, {8, 4, 3, 3}, 2);
+  auto node = MakeNode("ConvGrad", {dy, x, w}, 2, Conv2D{.pad = 1}.attrs(), "ai.mixtrain");
+  auto got = RunCpuKernel(*node.node, {dy, x, w});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ((*got)[0].numel(), 0);
+  ExpectClose((*got)[1], std::vector<double>(w.numel(), 0.0), 0, "dW");
+}
+
+TEST(GradDnnl, ConvGradRejectsMismatchedDY) {
+  Tensor x = Random(DType::kF32, {1, 4, 5, 5}, 1), w = Random(DType::kF32, {8, 4, 3, 3}, 2);
+  Tensor dy = Random(DType::kF32, {1, 8, 5, 5}, 3);  // the unpadded conv's output is 3 x 3
+  auto node = MakeNode("ConvGrad", {dy, x, w}, 2, {}, "ai.mixtrain");
+  auto got = RunCpuKernel(*node.node, {dy, x, w});
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("dY's shape"), std::string::npos) << got.status().message();
+}
+
+// MaxPool 2x2/2 over Relu-like data: windows of equal values send the gradient to their first
+// element in scan order; overlapping 3x3/1 windows add up at a shared maximum. Both dtypes.
+TEST(GradDnnl, MaxPoolGradTiesAndOverlap) {
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(DTypeName(dt));
+    auto make = [&](std::vector<int64_t> dims, std::vector<float> v) {
+      Tensor t(dt, std::move(dims));
+      for (size_t i = 0; i < v.size(); ++i) {
+        if (dt == DType::kF32) t.data_as<float>()[i] = v[i];
+        else t.data_as<uint16_t>()[i] = FloatToBFloat16(v[i]);
+      }
+      return t;
+    };
+    // 1 x 1 x 4 x 4: top-left window all zeros, top-right has its max at (1, 3), bottom-left
+    // ties 2 = 2 at (2, 1) and (3, 0), bottom-right all 5.
+    Tensor x = make({1, 1, 4, 4}, {0, 0, 1, 0,  //
+                                   0, 0, 0, 3,  //
+                                   1, 2, 5, 5,  //
+                                   2, 0, 5, 5});
+    Tensor dy = make({1, 1, 2, 2}, {1, 2, 3, 4});
+    auto pool = MakeNode("MaxPoolGrad", {dy, x}, 1,
+                         {A::Ints("kernel_shape", {2, 2}), A::Ints("strides", {2, 2})}, "ai.mixtrain");
+    auto got = RunCpuKernel(*pool.node, {dy, x});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    ExpectClose((*got)[0], {1, 0, 0, 0,  //
+                            0, 0, 0, 2,  //
+                            0, 3, 4, 0,  //
+                            0, 0, 0, 0},
+                0, "dX");
+
+    // 3x3 windows, stride 1, pad 1: every window holding the 9 at (1, 1) routes to it.
+    Tensor x2 = make({1, 1, 3, 3}, {0, 0, 0, 0, 9, 0, 0, 0, 1});
+    Tensor dy2 = make({1, 1, 3, 3}, {1, 1, 1, 1, 1, 1, 1, 1, 1});
+    auto overlap = MakeNode("MaxPoolGrad", {dy2, x2}, 1,
+                            {A::Ints("kernel_shape", {3, 3}), A::Ints("pads", {1, 1, 1, 1})},
+                            "ai.mixtrain");
+    auto got2 = RunCpuKernel(*overlap.node, {dy2, x2});
+    ASSERT_TRUE(got2.ok()) << got2.status().message();
+    ExpectClose((*got2)[0], {0, 0, 0, 0, 9, 0, 0, 0, 0}, 0, "dX overlapping");
+  }
+}
+
+}  // namespace
+}  // namespace mixtrain
