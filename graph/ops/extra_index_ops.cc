@@ -1,6 +1,6 @@
 // Shape and type inference for the less common indexing and layout ops: GatherElements,
 // ScatterElements (and its opset-9 name Scatter), GatherND, ScatterND, OneHot, EyeLike, TopK,
-// DepthToSpace, SpaceToDepth, Resize, Upsample and GridSample. Kernels: kernels/cpu/
+// DepthToSpace, SpaceToDepth, Resize, Upsample, GridSample and MaxUnpool. Kernels: kernels/cpu/
 // extra_index.cc, extra_layout.cc, extra_resize.cc, extra_grid.cc.
 #include <cmath>
 #include <optional>
@@ -228,9 +228,37 @@ absl::Status InferGridSample(InferContext& ctx) {
   return absl::OkStatus();
 }
 
+// MaxUnpool: output_shape when given, else per spatial dim (in - 1) * stride + kernel - pads.
+absl::Status InferMaxUnpool(InferContext& ctx) {
+  const TypeInfo& x = ctx.input(0);
+  MT_RETURN_IF_ERROR(CheckIndices(ctx, 1));
+  ctx.output(0).dtype = x.dtype;
+  if (ctx.has_input(2)) {
+    const TypeInfo& s = ctx.input(2);
+    if (s.value != nullptr) ctx.output(0).shape = Shape::Of(s.value->ToInt64Vector());
+    return absl::OkStatus();
+  }
+  if (!x.shape.rank_known) return absl::OkStatus();
+  const int64_t spatial = x.shape.rank() - 2;
+  const std::vector<int64_t> k = ctx.node().attr_ints("kernel_shape");
+  const std::vector<int64_t> strides = ctx.node().attr_ints("strides", std::vector<int64_t>(spatial, 1));
+  const std::vector<int64_t> pads = ctx.node().attr_ints("pads", std::vector<int64_t>(2 * spatial, 0));
+  if (spatial < 1 || static_cast<int64_t>(k.size()) != spatial ||
+      static_cast<int64_t>(strides.size()) != spatial || static_cast<int64_t>(pads.size()) != 2 * spatial)
+    return ctx.Error("kernel_shape, strides and pads must match the spatial rank");
+  std::vector<Dim> out(x.shape.dims.begin(), x.shape.dims.begin() + 2);
+  for (int64_t d = 0; d < spatial; ++d) {
+    const Dim& in = x.shape.dims[2 + d];
+    out.push_back(in.known() ? Dim((in.value - 1) * strides[d] + k[d] - pads[d] - pads[spatial + d]) : Dim());
+  }
+  ctx.output(0).shape = Shape(std::move(out));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 MT_REGISTER_OP_SCHEMAS(extra_index_ops, {
+    {"MaxUnpool", "", InferMaxUnpool},
     {"GridSample", "", InferGridSample},
     {"Resize", "", InferResize},
     {"Upsample", "", InferResize},

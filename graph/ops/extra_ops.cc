@@ -3,7 +3,7 @@
 // variadic Sum/Mean, the remaining Reduce* and ArgMin (same axes rules as ReduceMax/ArgMax, so
 // they reuse those rules), per-axis normalizations (Hardmax, LpNormalization,
 // InstanceNormalization, LRN, MeanVarianceNormalization), Trilu, ReverseSequence, Det, the
-// signal windows, DFT, (Dynamic)QuantizeLinear/DequantizeLinear and RNN/GRU/LSTM. Kernels:
+// signal windows, DFT, STFT, (Dynamic)QuantizeLinear/DequantizeLinear and RNN/GRU/LSTM. Kernels:
 // kernels/cpu/extra_*.cc.
 #include <string>
 
@@ -186,6 +186,29 @@ absl::Status InferDft(InferContext& ctx) {
   return absl::OkStatus();
 }
 
+// STFT: [batch, frames, bins, 2] with frames = (length - frame_length) / frame_step + 1 and
+// bins = frame_length / 2 + 1 (onesided) or frame_length; frame_length is input 3 or the
+// window's length.
+absl::Status InferStft(InferContext& ctx) {
+  MT_RETURN_IF_ERROR(InferFloatUnary(ctx));
+  const Shape& x = ctx.input(0).shape;
+  if (!x.rank_known) return absl::OkStatus();
+  if (x.rank() != 3) return ctx.Error("signal must be [batch, length, 1 or 2]");
+  const TypeInfo& step = ctx.input(1);
+  const TypeInfo& window = ctx.input(2);
+  const TypeInfo& len = ctx.input(3);
+  int64_t frame = -1, hop = -1;
+  if (len.present && len.value != nullptr) frame = len.value->GetInt(0);
+  if (!len.present && window.present && window.shape.fully_known() && window.shape.rank() == 1)
+    frame = window.shape.dims[0].value;
+  if (step.present && step.value != nullptr) hop = step.value->GetInt(0);
+  Dim frames, bins;
+  if (frame > 0 && hop > 0 && x.dims[1].known()) frames = Dim((x.dims[1].value - frame) / hop + 1);
+  if (frame > 0) bins = Dim(ctx.node().attr_int("onesided", 1) != 0 ? frame / 2 + 1 : frame);
+  ctx.output(0).shape = Shape({x.dims[0], frames, bins, Dim(2)});
+  return absl::OkStatus();
+}
+
 // RNN, GRU, LSTM: Y [seq, dirs, batch, hidden] (layout 0) or [batch, seq, dirs, hidden];
 // Y_h and LSTM's Y_c [dirs, batch, hidden] or [batch, dirs, hidden].
 absl::Status InferRecurrent(InferContext& ctx) {
@@ -247,6 +270,7 @@ MT_REGISTER_OP_SCHEMAS(extra_ops, {
     {"DynamicQuantizeLinear", "", InferDynamicQuantize},
     {"RNN", "", InferRecurrent},          {"GRU", "", InferRecurrent},
     {"LSTM", "", InferRecurrent},         {"DFT", "", InferDft},
+    {"STFT", "", InferStft},
 });
 
 }  // namespace mixtrain

@@ -1,5 +1,5 @@
 // CPU kernels for the less common indexing ops: GatherElements, ScatterElements (also under its
-// opset-9 name Scatter), GatherND, ScatterND, OneHot, EyeLike and TopK.
+// opset-9 name Scatter), GatherND, ScatterND, OneHot, EyeLike, TopK and MaxUnpool.
 //
 // Data is moved as raw elements of DTypeSize bytes, so one kernel serves every dtype. Indices
 // may be negative (counted from the end); an index out of range is a user error naming the node.
@@ -325,6 +325,46 @@ absl::Status TopKKernel(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// MaxUnpool(X, I): X's values at the flat positions I (MaxPool's Indices) of the default
+// unpooled shape ((in - 1) * stride + kernel - pads per spatial dim), zeros elsewhere. A larger
+// output_shape holds that result in its leading corner, as ONNX's reference pads it.
+absl::Status MaxUnpoolKernel(KernelContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  const TensorView* idx = ctx.input(1);
+  TensorView* y = ctx.output(0);
+  MT_RETURN_IF_ERROR(NeedInts(ctx, idx));
+  if (x == nullptr || y == nullptr || idx->numel() != x->numel() || y->dtype != x->dtype ||
+      x->rank() < 3 || y->rank() != x->rank())
+    return ctx.Error("needs X [N, C, ...], indices of X's shape and an output of X's rank");
+  const int64_t spatial = x->rank() - 2;
+  const std::vector<int64_t> k = ctx.node().attr_ints("kernel_shape");
+  const std::vector<int64_t> strides = ctx.node().attr_ints("strides", std::vector<int64_t>(spatial, 1));
+  const std::vector<int64_t> pads = ctx.node().attr_ints("pads", std::vector<int64_t>(2 * spatial, 0));
+  if (static_cast<int64_t>(k.size()) != spatial || static_cast<int64_t>(strides.size()) != spatial ||
+      static_cast<int64_t>(pads.size()) != 2 * spatial)
+    return ctx.Error("kernel_shape, strides and pads must match the spatial rank");
+  std::vector<int64_t> dflt(x->dims.begin(), x->dims.begin() + 2);
+  for (int64_t d = 0; d < spatial; ++d)
+    dflt.push_back((x->dims[2 + d] - 1) * strides[d] + k[d] - pads[d] - pads[spatial + d]);
+  for (int64_t d = 0; d < x->rank(); ++d)
+    if (y->dims[d] < dflt[d]) return ctx.Error("output_shape is smaller than the unpooled shape");
+  const size_t es = DTypeSize(x->dtype);
+  std::memset(y->data, 0, y->nbytes());
+  const std::vector<int64_t> ys = Strides(y->dims), ds = Strides(dflt);
+  const int64_t n = NumElements(dflt);
+  for (int64_t i = 0; i < x->numel(); ++i) {
+    int64_t at = IntAt(*idx, i);
+    if (at < 0 || at >= n) return ctx.Error(absl::StrCat("index ", at, " is outside the unpooled shape"));
+    int64_t dst = 0;
+    for (size_t d = 0; d < dflt.size(); ++d) {
+      dst += (at / ds[d]) * ys[d];
+      at %= ds[d];
+    }
+    std::memcpy(y->as<char>() + dst * es, x->as<char>() + i * es, es);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 MT_REGISTER_KERNELS(cpu_extra_index) {
@@ -337,6 +377,7 @@ MT_REGISTER_KERNELS(cpu_extra_index) {
   r.Register({"OneHot", "", cpu, {}, 0, FnKernel(OneHotKernel)});
   r.Register({"EyeLike", "", cpu, {}, -1, FnKernel(EyeLikeKernel)});
   r.Register({"TopK", "", cpu, {}, 0, FnKernel(TopKKernel)});
+  r.Register({"MaxUnpool", "", cpu, {}, 0, FnKernel(MaxUnpoolKernel)});
 }
 
 }  // namespace mixtrain::cpu

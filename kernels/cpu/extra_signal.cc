@@ -1,4 +1,4 @@
-// CPU kernels for the signal windows (HannWindow, HammingWindow, BlackmanWindow), DFT, and Det
+// CPU kernels for the signal windows (HannWindow, HammingWindow, BlackmanWindow), DFT, STFT and Det
 // (the determinant of each trailing [M, M] matrix, by LU with partial pivoting in double).
 #include <algorithm>
 #include <cmath>
@@ -118,6 +118,45 @@ absl::Status DftKernel(KernelContext& ctx) {
   return cpu_ew::CastBuffer(ctx, DType::kF64, out.data(), y->dtype, y->data, y->numel());
 }
 
+// STFT (opset 17): frames of frame_length (from the window or input 3) every frame_step samples,
+// each multiplied by the window (default all ones) and transformed: [batch, frames, bins, 2].
+absl::Status StftKernel(KernelContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  const TensorView* step_t = ctx.input(1);
+  const TensorView* window_t = ctx.input(2);
+  const TensorView* len_t = ctx.input(3);
+  TensorView* y = ctx.output(0);
+  if (x == nullptr || step_t == nullptr || y == nullptr || x->rank() != 3 || y->rank() != 4)
+    return ctx.Error("needs signal [batch, length, 1 or 2] and frame_step");
+  const int64_t batch = x->dims[0], len = x->dims[1], ce = x->dims[2];
+  const int64_t step = IntAt(*step_t, 0);
+  const int64_t frame = len_t != nullptr ? IntAt(*len_t, 0) : (window_t ? window_t->numel() : 0);
+  const int64_t frames = y->dims[1], bins = y->dims[2];
+  if (step <= 0 || frame <= 0 || (window_t != nullptr && window_t->numel() != frame) ||
+      (frames - 1) * step + frame > len || y->dims[0] != batch)
+    return ctx.Error("frame_step, window and frame_length do not fit the signal");
+  std::vector<double> in(x->numel()), win(frame, 1.0), out(y->numel());
+  MT_RETURN_IF_ERROR(cpu_ew::CastBuffer(ctx, x->dtype, x->data, DType::kF64, in.data(), x->numel()));
+  if (window_t != nullptr)
+    MT_RETURN_IF_ERROR(cpu_ew::CastBuffer(ctx, window_t->dtype, window_t->data, DType::kF64, win.data(), frame));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t f = 0; f < frames; ++f)
+      for (int64_t k = 0; k < bins; ++k) {
+        double re = 0, im = 0;
+        for (int64_t t = 0; t < frame; ++t) {
+          const double* v = in.data() + (b * len + f * step + t) * ce;
+          const double a = -2 * std::numbers::pi * static_cast<double>((k * t) % frame) / frame;
+          const double vr = v[0] * win[t], vi = ce == 2 ? v[1] * win[t] : 0;
+          re += vr * std::cos(a) - vi * std::sin(a);
+          im += vr * std::sin(a) + vi * std::cos(a);
+        }
+        double* w = out.data() + ((b * frames + f) * bins + k) * 2;
+        w[0] = re;
+        w[1] = im;
+      }
+  return cpu_ew::CastBuffer(ctx, DType::kF64, out.data(), y->dtype, y->data, y->numel());
+}
+
 }  // namespace
 
 MT_REGISTER_KERNELS(cpu_extra_signal) {
@@ -128,6 +167,8 @@ MT_REGISTER_KERNELS(cpu_extra_signal) {
   r.Register({"BlackmanWindow", "", cpu, ints, 0, FnKernel(BlackmanKernel)});
   r.Register({"DFT", "", cpu, {DType::kF32, DType::kF16, DType::kBF16, DType::kF64}, 0,
               FnKernel(DftKernel)});
+  r.Register({"STFT", "", cpu, {DType::kF32, DType::kF16, DType::kBF16, DType::kF64}, 0,
+              FnKernel(StftKernel)});
   r.Register({"Det", "", cpu, {DType::kF32, DType::kF16, DType::kBF16, DType::kF64}, 0,
               FnKernel(DetKernel)});
 }

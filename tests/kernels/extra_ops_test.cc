@@ -518,5 +518,30 @@ TEST(ExtraSignal, DftForwardOnesidedInverse) {
   ExpectValues(RunOp("DFT", {f}, {Attribute::Int("inverse", 1)})[0], {1, 0, 2, 0, 3, 0, 4, 0}, 1e-6);
 }
 
+TEST(ExtraSignal, StftFramesAndWindow) {
+  // Frames {1, 2} and {3, 4} (step 2, length 2), onesided: bins 0 and 1 (sum and difference).
+  Tensor sig = Make(DType::kF32, {1, 4, 1}, {1, 2, 3, 4});
+  Tensor step = Make(DType::kI64, {}, {2});
+  Tensor none;
+  Tensor out = RunOp("STFT", {sig, step, none, Make(DType::kI64, {}, {2})})[0];
+  EXPECT_EQ(out.dims(), (std::vector<int64_t>{1, 2, 2, 2}));
+  ExpectValues(out, {3, 0, -1, 0, 7, 0, -1, 0}, 1e-6);
+  // The window's length is the frame length; it scales each frame's samples.
+  ExpectValues(RunOp("STFT", {sig, step, Make(DType::kF32, {2}, {0.5, 1})})[0],
+               {2.5, 0, -1.5, 0, 5.5, 0, -2.5, 0}, 1e-6);
+}
+
+TEST(ExtraIndex, MaxUnpoolDefaultAndLargerShape) {
+  Tensor x = Make(DType::kF32, {1, 1, 1, 2}, {5, 6});
+  Tensor i = Make(DType::kI64, {1, 1, 1, 2}, {1, 2});
+  std::vector<Attribute> a = {Attribute::Ints("kernel_shape", {1, 2}), Attribute::Ints("strides", {1, 2})};
+  Tensor y = RunOp("MaxUnpool", {x, i}, a)[0];
+  EXPECT_EQ(y.dims(), (std::vector<int64_t>{1, 1, 1, 4}));
+  ExpectValues(y, {0, 5, 6, 0});
+  // A larger output_shape keeps the unpooled result in its leading corner.
+  ExpectValues(RunOp("MaxUnpool", {x, i, Make(DType::kI64, {4}, {1, 1, 2, 5})}, a)[0],
+               {0, 5, 6, 0, 0, 0, 0, 0, 0, 0});
+}
+
 }  // namespace
 }  // namespace mixtrain
