@@ -12,13 +12,13 @@
 
 #if defined(__CUDACC__)
 #define MT_SIMD_SUM(var)
-#define MT_SIMD_MAX(var)
+#define MT_SIMD_MAX_COUNT(mx, count)
 #define MT_SIMD
 #else
 #define MT_PRAGMA_(x) _Pragma(#x)
 // Lets the compiler reassociate a sum (a max) so the loop vectorizes (OpenMP SIMD, no threads).
 #define MT_SIMD_SUM(var) MT_PRAGMA_(omp simd reduction(+ : var))
-#define MT_SIMD_MAX(var) MT_PRAGMA_(omp simd reduction(max : var))
+#define MT_SIMD_MAX_COUNT(mx, count) MT_PRAGMA_(omp simd reduction(max : mx) reduction(+ : count))
 // A loop without a reduction that should vectorize.
 #define MT_SIMD MT_PRAGMA_(omp simd)
 #endif
@@ -65,22 +65,36 @@ MT_HD float FastExp(float x) { return fm::Exp(x); }
 // Softmax (or log-softmax) of the contiguous row x[0..n) into y[0..n):
 //   softmax: exp(x - max) / sum(exp(x - max));  log-softmax: x - max - log(sum(exp(x - max))).
 // Subtracting the max keeps exp from overflowing. The sum is float in vector lanes; rows are at
-// most a vocabulary long, where float lanes lose < 1e-6 relative.
+// most a vocabulary long, where float lanes lose < 1e-6 relative. `e`, when given, is float
+// scratch for n values: softmax then keeps each exp instead of computing it twice (on the CPU,
+// where short rows such as attention's are bound by the exp work).
 template <typename In, typename Out, bool kLog>
-MT_HD void SoftmaxRow(const typename In::T* x, typename Out::T* y, int64_t n) {
-  // The max skips NaN (so it vectorizes); a NaN anywhere, counted apart, makes the whole row
-  // NaN, as the reference does.
+MT_HD void SoftmaxRow(const typename In::T* x, typename Out::T* y, int64_t n,
+                      float* e = nullptr) {
+  // The max skips NaN (so it vectorizes); a NaN anywhere, counted alongside, makes the whole
+  // row NaN, as the reference does.
   float m = -INFINITY;
-  MT_SIMD_MAX(m)
+  int nans = 0;
+  MT_SIMD_MAX_COUNT(m, nans)
   for (int64_t i = 0; i < n; ++i) {
     float v = In::Load(x[i]);
     m = v > m ? v : m;
+    nans += v != v;
   }
-  int nans = 0;
-  MT_SIMD_SUM(nans)
-  for (int64_t i = 0; i < n; ++i) nans += In::Load(x[i]) != In::Load(x[i]);
   if (nans > 0) m = NAN;
   float sum = 0;
+  if (!kLog && e != nullptr) {
+    MT_SIMD_SUM(sum)
+    for (int64_t i = 0; i < n; ++i) {
+      float t = FastExp(In::Load(x[i]) - m);
+      e[i] = t;
+      sum += t;
+    }
+    float inv = 1.0f / sum;
+    MT_SIMD
+    for (int64_t i = 0; i < n; ++i) y[i] = Out::Store(e[i] * inv);
+    return;
+  }
   MT_SIMD_SUM(sum)
   for (int64_t i = 0; i < n; ++i) sum += FastExp(In::Load(x[i]) - m);
   if (kLog) {

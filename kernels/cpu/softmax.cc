@@ -24,8 +24,9 @@ template <typename Io, bool kLog>
 void SoftmaxRows(const typename Io::T* x, typename Io::T* y, int64_t rows, int64_t n) {
   ParallelFor(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(n, 1)),
               [&](int64_t b, int64_t e) {
+                std::vector<float> scratch(n);
                 for (int64_t r = b; r < e; ++r)
-                  red::SoftmaxRow<Io, Io, kLog>(x + r * n, y + r * n, n);
+                  red::SoftmaxRow<Io, Io, kLog>(x + r * n, y + r * n, n, scratch.data());
               });
 }
 
