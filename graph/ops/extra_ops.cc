@@ -3,8 +3,8 @@
 // variadic Sum/Mean, the remaining Reduce* and ArgMin (same axes rules as ReduceMax/ArgMax, so
 // they reuse those rules), per-axis normalizations (Hardmax, LpNormalization,
 // InstanceNormalization, LRN, MeanVarianceNormalization), Trilu, ReverseSequence, Det, the
-// signal windows, DFT, STFT, (Dynamic)QuantizeLinear/DequantizeLinear and RNN/GRU/LSTM. Kernels:
-// kernels/cpu/extra_*.cc.
+// signal windows, DFT, STFT, (Dynamic)QuantizeLinear/DequantizeLinear, MatMulInteger,
+// QLinearMatMul and RNN/GRU/LSTM. Kernels: kernels/cpu/extra_*.cc.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -209,6 +209,24 @@ absl::Status InferStft(InferContext& ctx) {
   return absl::OkStatus();
 }
 
+// MatMulInteger (int32 out) and QLinearMatMul (y_zero_point's dtype): [batch..., M, N] from
+// A [batch..., M, K] and B [batch..., K, N], the batch dims of the higher-rank side.
+absl::Status InferQuantizedMatMul(InferContext& ctx) {
+  const bool qlinear = ctx.node().op_type() == "QLinearMatMul";
+  const TypeInfo& a = ctx.input(0);
+  const TypeInfo& b = ctx.input(qlinear ? 3 : 1);
+  if (!a.present || !b.present) return ctx.Error("needs inputs A and B");
+  ctx.output(0).dtype = qlinear ? ctx.input(7).dtype : DType::kI32;
+  if (!a.shape.rank_known || !b.shape.rank_known) return absl::OkStatus();
+  if (a.shape.rank() < 2 || b.shape.rank() < 2) return ctx.Error("A and B must have rank >= 2");
+  const Shape& big = a.shape.rank() >= b.shape.rank() ? a.shape : b.shape;
+  std::vector<Dim> out(big.dims.begin(), big.dims.end() - 2);
+  out.push_back(a.shape.dims[a.shape.rank() - 2]);
+  out.push_back(b.shape.dims.back());
+  ctx.output(0).shape = Shape(std::move(out));
+  return absl::OkStatus();
+}
+
 // RNN, GRU, LSTM: Y [seq, dirs, batch, hidden] (layout 0) or [batch, seq, dirs, hidden];
 // Y_h and LSTM's Y_c [dirs, batch, hidden] or [batch, dirs, hidden].
 absl::Status InferRecurrent(InferContext& ctx) {
@@ -268,6 +286,8 @@ MT_REGISTER_OP_SCHEMAS(extra_ops, {
     {"QuantizeLinear", "", InferQuantize},
     {"DequantizeLinear", "", InferDequantize},
     {"DynamicQuantizeLinear", "", InferDynamicQuantize},
+    {"MatMulInteger", "", InferQuantizedMatMul},
+    {"QLinearMatMul", "", InferQuantizedMatMul},
     {"RNN", "", InferRecurrent},          {"GRU", "", InferRecurrent},
     {"LSTM", "", InferRecurrent},         {"DFT", "", InferDft},
     {"STFT", "", InferStft},

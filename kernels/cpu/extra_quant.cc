@@ -1,5 +1,5 @@
 // CPU kernels for linear quantization: QuantizeLinear (per tensor or per axis, uint8/int8),
-// DequantizeLinear and DynamicQuantizeLinear. Rounding is half to even and results saturate to
+// DequantizeLinear, DynamicQuantizeLinear, MatMulInteger and QLinearMatMul. Rounding is half to even and results saturate to
 // the integer type's range, as ONNX defines them. Values pass through double (CastBuffer).
 #include <algorithm>
 #include <cmath>
@@ -112,6 +112,53 @@ absl::Status DynamicQuantizeKernel(KernelContext& ctx) {
   return cpu_ew::CastBuffer(ctx, DType::kF64, &zp, DType::kU8, y_zp->data, 1);
 }
 
+// Integer matrix products: out[b, m, n] = sum_k (a[b, m, k] - a_zp[m]) * (b[b, k, n] - b_zp[n]),
+// zero points per tensor or per row of A / column of B; batch dims equal, or one side 2-D.
+// QLinearMatMul then requantizes with a_scale * b_scale / y_scale (each per tensor or per
+// row/column) and y's zero point.
+absl::Status QuantizedMatMul(KernelContext& ctx, bool qlinear) {
+  const TensorView* a = ctx.input(0);
+  const TensorView* b = ctx.input(qlinear ? 3 : 1);
+  TensorView* y = ctx.output(0);
+  if (a == nullptr || b == nullptr || y == nullptr || a->rank() < 2 || b->rank() < 2)
+    return ctx.Error("needs A and B of rank >= 2");
+  const int64_t m = a->dims[a->rank() - 2], k = a->dims.back(), n = b->dims.back();
+  if (b->dims[b->rank() - 2] != k) return ctx.Error("A's columns must match B's rows");
+  const int64_t ba = a->numel() / (m * k), bb = b->numel() / (k * n), batches = std::max(ba, bb);
+  if ((ba != bb && ba != 1 && bb != 1) || y->numel() != batches * m * n)
+    return ctx.Error("batch dims must be equal or one side 2-D");
+  MT_ASSIGN_OR_RETURN(std::vector<double> av, Doubles(ctx, a));
+  MT_ASSIGN_OR_RETURN(std::vector<double> bv, Doubles(ctx, b));
+  MT_ASSIGN_OR_RETURN(std::vector<double> azp, Doubles(ctx, ctx.input(2)));
+  MT_ASSIGN_OR_RETURN(std::vector<double> bzp, Doubles(ctx, ctx.input(qlinear ? 5 : 3)));
+  std::vector<double> as, bs, ys, yzp;
+  if (qlinear) {
+    MT_ASSIGN_OR_RETURN(as, Doubles(ctx, ctx.input(1)));
+    MT_ASSIGN_OR_RETURN(bs, Doubles(ctx, ctx.input(4)));
+    MT_ASSIGN_OR_RETURN(ys, Doubles(ctx, ctx.input(6)));
+    MT_ASSIGN_OR_RETURN(yzp, Doubles(ctx, ctx.input(7)));
+    if (as.empty() || bs.empty() || ys.size() != 1) return ctx.Error("needs a_scale, b_scale and a scalar y_scale");
+  }
+  auto pick = [](const std::vector<double>& v, int64_t i) { return v.empty() ? 0.0 : v[v.size() == 1 ? 0 : i]; };
+  const double lo = y->dtype == DType::kI8 ? -128 : 0, hi = y->dtype == DType::kI8 ? 127 : 255;
+  std::vector<double> out(y->numel());
+  for (int64_t t = 0; t < batches; ++t)
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t q = 0; q < k; ++q)
+          acc += (av[((ba == 1 ? 0 : t) * m + i) * k + q] - pick(azp, i)) *
+                 (bv[((bb == 1 ? 0 : t) * k + q) * n + j] - pick(bzp, j));
+        if (qlinear)
+          acc = std::clamp(RoundHalfEven(acc * pick(as, i) * pick(bs, j) / ys[0]) + pick(yzp, 0), lo, hi);
+        out[(t * m + i) * n + j] = acc;
+      }
+  return cpu_ew::CastBuffer(ctx, DType::kF64, out.data(), y->dtype, y->data, y->numel());
+}
+
+absl::Status MatMulIntegerKernel(KernelContext& ctx) { return QuantizedMatMul(ctx, false); }
+absl::Status QLinearMatMulKernel(KernelContext& ctx) { return QuantizedMatMul(ctx, true); }
+
 }  // namespace
 
 MT_REGISTER_KERNELS(cpu_extra_quant) {
@@ -121,6 +168,8 @@ MT_REGISTER_KERNELS(cpu_extra_quant) {
   r.Register({"DequantizeLinear", "", cpu, {DType::kU8, DType::kI8, DType::kI32}, 0,
               FnKernel(DequantizeKernel)});
   r.Register({"DynamicQuantizeLinear", "", cpu, {DType::kF32}, 0, FnKernel(DynamicQuantizeKernel)});
+  r.Register({"MatMulInteger", "", cpu, {DType::kU8, DType::kI8}, 0, FnKernel(MatMulIntegerKernel)});
+  r.Register({"QLinearMatMul", "", cpu, {DType::kU8, DType::kI8}, 0, FnKernel(QLinearMatMulKernel)});
 }
 
 }  // namespace mixtrain::cpu

@@ -543,5 +543,19 @@ TEST(ExtraIndex, MaxUnpoolDefaultAndLargerShape) {
                {0, 5, 6, 0, 0, 0, 0, 0, 0, 0});
 }
 
+TEST(ExtraQuant, MatMulIntegerAndQLinearMatMul) {
+  Tensor a = U8({2, 2}, {1, 2, 3, 4});
+  Tensor b = U8({2, 1}, {5, 6});
+  // (A - 1) B = [[0, 1], [2, 3]] [5, 6]^T = [6, 28], int32.
+  Tensor y = RunOp("MatMulInteger", {a, b, U8({}, {1})})[0];
+  EXPECT_EQ(y.dtype(), DType::kI32);
+  ExpectValues(y, {6, 28});
+  // Requantized by 0.5 * 1 / 2: 1.5 rounds to even 2, then + 10.
+  Tensor one = Make(DType::kF32, {}, {1});
+  ExpectValues(RunOp("QLinearMatMul", {a, Make(DType::kF32, {}, {0.5}), U8({}, {1}), b, one, U8({}, {0}),
+                                       Make(DType::kF32, {}, {2}), U8({}, {10})})[0],
+               {12, 17});
+}
+
 }  // namespace
 }  // namespace mixtrain
