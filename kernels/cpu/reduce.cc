@@ -78,6 +78,18 @@ std::vector<Group> MergeGroups(const std::vector<int64_t>& dims, const std::vect
   return g;
 }
 
+// The reduction of one contiguous run of n inputs, folded into a.
+template <typename Op>
+typename Op::Acc FoldRow(typename Op::Acc a, const typename Op::T* row, int64_t n) {
+  if constexpr (Op::kMax) {
+    for (int64_t r = 0; r < n; ++r) a = Op::Combine(a, Op::Map(Op::Load(row[r])));
+  } else {
+    MT_SIMD_SUM(a)
+    for (int64_t r = 0; r < n; ++r) a += Op::Map(Op::Load(row[r]));
+  }
+  return a;
+}
+
 // Each output is the reduction of one contiguous row of R inputs.
 template <typename Op>
 void ReduceRows(const typename Op::T* x, typename Op::T* y, int64_t outer, int64_t R) {
@@ -85,14 +97,7 @@ void ReduceRows(const typename Op::T* x, typename Op::T* y, int64_t outer, int64
               [&](int64_t b, int64_t e) {
                 for (int64_t o = b; o < e; ++o) {
                   const typename Op::T* row = x + o * R;
-                  typename Op::Acc a = Op::Init();
-                  if constexpr (Op::kMax) {
-                    for (int64_t r = 0; r < R; ++r) a = Op::Combine(a, Op::Map(Op::Load(row[r])));
-                  } else {
-                    MT_SIMD_SUM(a)
-                    for (int64_t r = 0; r < R; ++r) a += Op::Map(Op::Load(row[r]));
-                  }
-                  y[o] = Op::Finish(a, R);
+                  y[o] = Op::Finish(FoldRow<Op>(Op::Init(), row, R), R);
                 }
               });
 }
@@ -123,6 +128,8 @@ void ReduceColumns(const typename Op::T* x, typename Op::T* y, int64_t outer, in
 }
 
 // Any pattern of reduced groups: each output walks its reduced index space with an odometer.
+// When the last group is reduced (a bias gradient's ReduceSum over N, H, W of [N, C, H, W]),
+// the odometer walks only the other reduced groups and each step folds a contiguous run.
 template <typename Op>
 void ReduceGeneral(const typename Op::T* x, typename Op::T* y, const std::vector<Group>& g,
                    int64_t out_n, int64_t count) {
@@ -134,6 +141,35 @@ void ReduceGeneral(const typename Op::T* x, typename Op::T* y, const std::vector
   }
   std::vector<int64_t> kept, red;
   for (int64_t i = 0; i < ng; ++i) (g[i].reduced ? red : kept).push_back(i);
+  if (g.back().reduced) {
+    const int64_t run = g.back().size;
+    red.pop_back();
+    const int64_t steps = count / run;
+    ParallelFor(out_n, std::max<int64_t>(1, kGrain / std::max<int64_t>(count, 1)),
+                [&](int64_t b, int64_t e) {
+                  std::vector<int64_t> idx(red.size());
+                  for (int64_t q = b; q < e; ++q) {
+                    int64_t base = 0;
+                    for (int64_t k = static_cast<int64_t>(kept.size()) - 1, rem = q; k >= 0; --k) {
+                      base += (rem % g[kept[k]].size) * stride[kept[k]];
+                      rem /= g[kept[k]].size;
+                    }
+                    typename Op::Acc a = Op::Init();
+                    std::fill(idx.begin(), idx.end(), 0);
+                    for (int64_t n = 0; n < steps; ++n) {
+                      int64_t off = base;
+                      for (size_t j = 0; j < red.size(); ++j) off += idx[j] * stride[red[j]];
+                      a = FoldRow<Op>(a, x + off, run);
+                      for (int64_t j = static_cast<int64_t>(red.size()) - 1; j >= 0; --j) {
+                        if (++idx[j] < g[red[j]].size) break;
+                        idx[j] = 0;
+                      }
+                    }
+                    y[q] = Op::Finish(a, count);
+                  }
+                });
+    return;
+  }
   ParallelFor(out_n, std::max<int64_t>(1, kGrain / std::max<int64_t>(count, 1)),
               [&](int64_t b, int64_t e) {
                 std::vector<int64_t> idx(red.size());
