@@ -117,6 +117,52 @@ absl::Status PowKernel(KernelContext& ctx) {
 }
 
 // Where(cond, x, y): x where cond else y, all three broadcast.
+// One row of Where with inner strides (0 or 1) fixed at compile time. The select is a blend on
+// the bit patterns, with the condition read as bytes: `c ? x : y` on loaded values does not
+// vectorize (GCC has no vector type for bool and sinks the loads into branches).
+template <size_t N>
+struct UIntOf;
+template <>
+struct UIntOf<1> { using T = uint8_t; };
+template <>
+struct UIntOf<2> { using T = uint16_t; };
+template <>
+struct UIntOf<4> { using T = uint32_t; };
+template <>
+struct UIntOf<8> { using T = uint64_t; };
+
+template <typename S, int64_t SC, int64_t SX, int64_t SY>
+void WhereRow(const bool* c, const S* x, const S* y, S* o, int64_t n) {
+  using U = typename UIntOf<sizeof(S)>::T;
+  const auto* cb = reinterpret_cast<const uint8_t*>(c);  // a bool's byte is 0 or 1
+  const auto* xu = reinterpret_cast<const U*>(x);
+  const auto* yu = reinterpret_cast<const U*>(y);
+  auto* ou = reinterpret_cast<U*>(o);
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const U m = U(0) - static_cast<U>(cb[i * SC]);
+    ou[i] = (xu[i * SX] & m) | (yu[i * SY] & static_cast<U>(~m));
+  }
+}
+
+// Picks the WhereRow instance for strides in {0, 1}; false for any other stride.
+template <typename S>
+bool WhereRowDispatch(int64_t sc, int64_t sx, int64_t sy, const bool* c, const S* x, const S* y,
+                      S* o, int64_t n) {
+  if ((sc | sx | sy) & ~int64_t{1}) return false;
+  switch (sc * 4 + sx * 2 + sy) {
+    case 0: WhereRow<S, 0, 0, 0>(c, x, y, o, n); break;
+    case 1: WhereRow<S, 0, 0, 1>(c, x, y, o, n); break;
+    case 2: WhereRow<S, 0, 1, 0>(c, x, y, o, n); break;
+    case 3: WhereRow<S, 0, 1, 1>(c, x, y, o, n); break;
+    case 4: WhereRow<S, 1, 0, 0>(c, x, y, o, n); break;
+    case 5: WhereRow<S, 1, 0, 1>(c, x, y, o, n); break;
+    case 6: WhereRow<S, 1, 1, 0>(c, x, y, o, n); break;
+    default: WhereRow<S, 1, 1, 1>(c, x, y, o, n); break;
+  }
+  return true;
+}
+
 absl::Status WhereKernel(KernelContext& ctx) {
   const TensorView* c = ctx.input(0);
   const TensorView* x = ctx.input(1);
@@ -140,9 +186,7 @@ absl::Status WhereKernel(KernelContext& ctx) {
         const S* xr = xp + in[1];
         const S* yr = yp + in[2];
         S* orow = op + out;
-        if (sc && sx && sy) {
-          for (int64_t i = 0; i < len; ++i) orow[i] = cr[i] ? xr[i] : yr[i];
-        } else {
+        if (!WhereRowDispatch(sc, sx, sy, cr, xr, yr, orow, len)) {
           for (int64_t i = 0; i < len; ++i) orow[i] = cr[i * sc] ? xr[i * sx] : yr[i * sy];
         }
       });
