@@ -12,7 +12,7 @@
 
 namespace mixtrain {
 
-inline constexpr int64_t kMinOnnxOpset = 11;
+inline constexpr int64_t kMinOnnxOpset = 6;
 inline constexpr int64_t kMaxOnnxOpset = 21;
 
 // Reads, parses and imports a model file; errors start with the path.

@@ -180,9 +180,12 @@ class Planner {
       auto it = slot_of_.find(v);
       if (it == slot_of_.end()) continue;
       const Slot& s = plan_->slots[it->second];
-      // Shapes come from small integer tensors, or from scalars (Range's float bounds).
+      // Shapes come from small integer tensors, from scalars (Range's float bounds) or from short
+      // float vectors (Resize's scales).
       bool is_int = s.dtype == DType::kI64 || s.dtype == DType::kI32;
-      bool small = is_int ? NumElements(s.dims) <= 4096 : s.dims.empty() && s.dtype != DType::kString;
+      bool small = is_int ? NumElements(s.dims) <= 4096
+                          : s.dtype != DType::kString &&
+                                (s.dims.empty() || (IsFloat(s.dtype) && s.dims.size() == 1 && s.dims[0] <= 8));
       if (s.kind == SlotKind::kFeed && small && !known_[it->second].defined()) feeds.push_back(s.index);
     }
     std::sort(feeds.begin(), feeds.end());

@@ -60,6 +60,17 @@ absl::StatusOr<DType> SameDType(InferContext& ctx, size_t first, size_t last) {
 
 // Add, Sub, Mul, Div, Max, Min (variadic): one dtype, broadcast shapes.
 absl::Status InferBroadcast(InferContext& ctx) {
+  // Before opset 7, Add/Sub/Mul/Div broadcast B into A from attribute `axis`; that equals numpy's
+  // trailing alignment only when axis = rank(A) - rank(B). Other placements are refused.
+  const Attribute* axis = ctx.node().attr("axis");
+  if (ctx.node().attr_int("broadcast", 0) != 0 && axis != nullptr && ctx.input(0).shape.rank_known &&
+      ctx.input(1).shape.rank_known) {
+    int64_t a = ctx.input(0).shape.rank(), b = ctx.input(1).shape.rank();
+    int64_t ax = axis->i < 0 ? axis->i + a : axis->i;
+    if (ax != a - b)
+      return ctx.Error(absl::StrCat("legacy broadcast with axis=", axis->i,
+                                    " (not trailing-aligned) is not supported"));
+  }
   MT_ASSIGN_OR_RETURN(Shape s, BroadcastInputs(ctx, 0));
   MT_ASSIGN_OR_RETURN(DType t, SameDType(ctx, 0, ctx.num_inputs()));
   ctx.output(0).dtype = t;

@@ -1,11 +1,13 @@
 // Feeds every model.onnx of Debian's libonnx-testdata through import + verify + export + checker:
 // nothing may crash; a model is either imported (then its round trip is byte-identical and, where
 // the ONNX library knows its opset and domains, it passes the full checker) or refused with a
-// clean error (opset below 11, types the IR has no dtype for such as uint32 or sequences).
+// clean error (opset below 6, types the IR has no dtype for such as uint32 or sequences).
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 
 #include "graph/onnx_export.h"
@@ -39,7 +41,7 @@ TEST(TestdataSweep, EveryModelImportsOrFailsCleanly) {
   std::sort(files.begin(), files.end());
   ASSERT_GT(files.size(), 1000u);
 
-  int imported = 0, refused = 0, checked = 0;
+  int imported = 0, refused = 0, checked = 0, checker_rejects_original = 0;
   std::map<std::string, int> refusal_kinds;
   for (const fs::path& path : files) {
     SCOPED_TRACE(path.string());
@@ -64,16 +66,25 @@ TEST(TestdataSweep, EveryModelImportsOrFailsCleanly) {
     ASSERT_TRUE(g2.ok()) << "re-import failed: " << g2.status();
     EXPECT_EQ(b1, SerializeDeterministic(ExportOnnx(**g2))) << "round trip differs";
     if (CheckerKnows(m1)) {
+      // A few old models (opset-1 Constants with int64 outputs) fail ONNX's own checker as
+      // shipped; only models the checker accepts must still pass it after our round trip.
+      onnx::ModelProto original;
+      std::ifstream in(path, std::ios::binary);
+      std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      if (ParseModelProto(bytes, &original).ok() && !CheckOnnxModel(original).ok()) {
+        ++checker_rejects_original;
+        continue;
+      }
       ++checked;
       absl::Status s = CheckOnnxModel(m1);
       EXPECT_TRUE(s.ok()) << s;
     }
   }
   std::printf("testdata models: %zu, imported %d (round trip identical), checker-verified %d, "
-              "refused %d\n",
-              files.size(), imported, checked, refused);
+              "refused %d, rejected by ONNX's checker as shipped %d\n",
+              files.size(), imported, checked, refused, checker_rejects_original);
   for (const auto& [kind, n] : refusal_kinds) std::printf("  refused (%s): %d\n", kind.c_str(), n);
-  // Most models use opsets 11..17; far more must import than not.
+  // Most models use opsets 6..17; far more must import than not.
   EXPECT_GT(imported, refused);
 }
 
