@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/check.h"
 #include "graph/dtype.h"
+#include "graph/graph.h"
 #include "graph/tensor.h"
 #include "mixtrain/tensor.h"
 #include "mixtrain/train_config.h"
@@ -25,6 +26,8 @@ absl::StatusOr<ElementType> ToElementType(DType dtype);  // fails for string/und
 Tensor ToTensor(const HostTensor& t);  // copies the bytes
 absl::StatusOr<HostTensor> ToHostTensor(const Tensor& t);
 std::map<std::string, Tensor> ToTensors(const TensorMap& m);
+// The graph's non-initializer inputs as the public API describes them.
+std::vector<TensorInfo> InputInfos(const Graph& g);
 
 pb::TrainConfig ToProto(const TrainConfig& c);
 TrainConfig FromProto(const pb::TrainConfig& p);

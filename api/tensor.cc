@@ -3,6 +3,7 @@
 
 #include "api/convert.h"
 #include "kernels/common/half.h"
+#include "runtime/low_precision.h"
 #include "mixtrain/mixtrain.h"
 
 namespace mixtrain {
@@ -108,6 +109,17 @@ std::vector<float> HostTensor::ToFloats() const {
   return out;
 }
 
+absl::StatusOr<HostTensor> HostTensor::ConvertedTo(ElementType type) const {
+  auto is_float = [](ElementType t) {
+    return t == ElementType::kFloat32 || t == ElementType::kFloat16 || t == ElementType::kBFloat16;
+  };
+  if (!is_float(type_) || !is_float(type))
+    return absl::InvalidArgumentError(absl::StrCat("HostTensor::ConvertedTo: cannot convert ",
+                                                   ElementTypeName(type_), " to ", ElementTypeName(type),
+                                                   " (only between f32, f16 and bf16)"));
+  return api::ToHostTensor(ConvertFloat(api::ToTensor(*this), api::ToDType(type)));
+}
+
 }  // namespace v1
 
 namespace api {
@@ -157,6 +169,22 @@ absl::StatusOr<HostTensor> ToHostTensor(const Tensor& t) {
 std::map<std::string, Tensor> ToTensors(const TensorMap& m) {
   std::map<std::string, Tensor> out;
   for (const auto& [name, t] : m) out.emplace(name, ToTensor(t));
+  return out;
+}
+
+std::vector<TensorInfo> InputInfos(const Graph& g) {
+  std::vector<TensorInfo> out;
+  for (const Value* v : g.inputs()) {
+    if (v->is_initializer()) continue;
+    TensorInfo info;
+    info.name = v->name;
+    info.type = ToElementType(v->dtype).value_or(ElementType::kFloat32);
+    for (const Dim& d : v->shape.dims) {
+      info.shape.push_back(d.known() ? d.value : -1);
+      info.dim_names.push_back(d.known() ? "" : d.symbol);
+    }
+    out.push_back(std::move(info));
+  }
   return out;
 }
 

@@ -96,19 +96,6 @@ absl::StatusOr<StepResult> RunStep(api::RtTrainer& rt, const TensorMap& batch, S
   });
 }
 
-std::vector<TensorInfo> InfoOf(const Graph& g) {
-  std::vector<TensorInfo> out;
-  for (const Value* v : g.inputs()) {
-    if (v->is_initializer()) continue;
-    TensorInfo info;
-    info.name = v->name;
-    info.type = api::ToElementType(v->dtype).value_or(ElementType::kFloat32);
-    for (const Dim& d : v->shape.dims) info.shape.push_back(d.known() ? d.value : -1);
-    out.push_back(std::move(info));
-  }
-  return out;
-}
-
 }  // namespace
 
 Trainer::Trainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -136,7 +123,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::CreateFromBytes(std::string_vi
 
 std::vector<TensorInfo> Trainer::BatchInputs() const {
   auto lock = impl_->Lock();
-  return InfoOf(impl_->rt->EvalGraph());
+  return api::InputInfos(impl_->rt->EvalGraph());
 }
 
 absl::StatusOr<StepResult> Trainer::Step(const TensorMap& batch, StepOptions options) {

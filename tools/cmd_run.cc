@@ -1,17 +1,24 @@
 // `mixtrain run MODEL.onnx --inputs=IN.npz --out=OUT.npz [--dtype=fp32|bf16|fp16]`: runs
 // inference on the CPU runtime and writes every graph output by name.
-#include <map>
+// Built only on the public API (include/mixtrain/).
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "graph/onnx_import.h"
-#include "runtime/npy.h"
-#include "runtime/session.h"
+#include "mixtrain/mixtrain.h"
+#include "mixtrain/status_macros.h"
 #include "tools/cli.h"
-#include "tools/low_precision.h"
 
 namespace mixtrain {
 namespace {
+
+// --dtype for run and bench: fp32, bf16 or fp16 (any alias ParseElementType knows).
+absl::StatusOr<ElementType> ComputeType(const cli::Args& args) {
+  absl::StatusOr<ElementType> t = ParseElementType(args.str("dtype"));
+  if (!t.ok() || (*t != ElementType::kFloat32 && *t != ElementType::kFloat16 && *t != ElementType::kBFloat16))
+    return absl::InvalidArgumentError(absl::StrCat("flag --dtype must be fp32, bf16 or fp16, not '",
+                                                   args.str("dtype"), "'"));
+  return *t;
+}
 
 absl::Status RunModel(const cli::Args& args) {
   if (args.positional().size() != 1)
@@ -19,28 +26,18 @@ absl::Status RunModel(const cli::Args& args) {
         "expects exactly one MODEL.onnx, got ", args.positional().size(), " arguments (see --help)"));
   if (args.str("inputs").empty()) return absl::InvalidArgumentError("flag --inputs=IN.npz is required");
   if (args.str("out").empty()) return absl::InvalidArgumentError("flag --out=OUT.npz is required");
-  absl::StatusOr<DType> dtype = ParseDType(args.str("dtype"));
-  if (!dtype.ok() || (*dtype != DType::kF32 && *dtype != DType::kF16 && *dtype != DType::kBF16))
-    return absl::InvalidArgumentError(absl::StrCat("flag --dtype must be fp32, bf16 or fp16, not '",
-                                                   args.str("dtype"), "'"));
+  InferenceOptions options;
+  MIXTRAIN_ASSIGN_OR_RETURN(options.compute_type, ComputeType(args));
 
-  MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxFile(args.positional()[0]));
-  if (*dtype != DType::kF32) MT_RETURN_IF_ERROR(LowerFloatModel(*g, *dtype));
-  using TensorMap = std::map<std::string, Tensor>;
-  MT_ASSIGN_OR_RETURN(TensorMap feeds, ReadNpz(args.str("inputs")));
-  for (auto& [name, t] : feeds)
-    if (const Value* v = g->FindValue(name); *dtype != DType::kF32 && v != nullptr && v->dtype == *dtype)
-      t = ConvertFloat(t, *dtype);  // fp32 data for a lowered input
-  std::shared_ptr<const Graph> graph(std::move(g));
-  MT_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(graph));
-  absl::StatusOr<std::vector<Tensor>> outs = session->Run(feeds);
+  // The session converts fp32 feeds of lowered inputs and returns every float output as fp32.
+  MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> session,
+                            InferenceSession::Create(args.positional()[0], options));
+  MIXTRAIN_ASSIGN_OR_RETURN(TensorMap feeds, ReadNpz(args.str("inputs")));
+  absl::StatusOr<TensorMap> outs = session->Run(feeds);
   if (!outs.ok())
     return absl::Status(outs.status().code(), absl::StrCat(args.positional()[0], " with inputs ",
                                                            args.str("inputs"), ": ", outs.status().message()));
-  std::map<std::string, Tensor> named;
-  for (size_t i = 0; i < graph->outputs().size(); ++i)
-    named[graph->outputs()[i]->name] = ConvertFloat((*outs)[i], DType::kF32);
-  return WriteNpz(args.str("out"), named);
+  return WriteNpz(args.str("out"), *outs);
 }
 
 MT_REGISTER_COMMAND(

@@ -84,6 +84,9 @@ class HostTensor {
   absl::StatusOr<HostTensor> Reshaped(std::vector<int64_t> shape) const;
   // Every element converted to float (f16/bf16 decoded, integers and bools cast).
   std::vector<float> ToFloats() const;
+  // The tensor converted between the float types f32, f16 and bf16 (rounding to nearest even);
+  // fails for other types. Converting to its own type copies it.
+  absl::StatusOr<HostTensor> ConvertedTo(ElementType type) const;
 
   // Same type, shape and bytes.
   bool operator==(const HostTensor& other) const {
@@ -118,6 +121,8 @@ struct TensorInfo {
   std::string name;
   ElementType type = ElementType::kFloat32;
   std::vector<int64_t> shape;
+  // Per dimension: the symbol naming a -1 dimension ("batch"), "" for known or unnamed ones.
+  std::vector<std::string> dim_names;
 };
 
 }  // namespace v1

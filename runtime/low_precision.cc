@@ -1,4 +1,5 @@
-#include "tools/low_precision.h"
+// Lowering a model to compute in fp16/bf16 (see low_precision.h).
+#include "runtime/low_precision.h"
 
 #include "absl/strings/str_cat.h"
 #include "kernels/common/half.h"
