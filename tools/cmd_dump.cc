@@ -1,20 +1,13 @@
 // `mixtrain dump MODEL.onnx [--passes=LIST] [--format=text|dot|onnx] [--out=FILE]`: imports a
 // model, runs the named passes, and prints the graph as text, Graphviz DOT or ONNX.
+// Built only on the public API (include/mixtrain/).
 #include <cstdio>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "graph/atomic_file.h"
-#include "graph/onnx_export.h"
-#include "graph/onnx_import.h"
-#include "graph/text_format.h"
-#include "passes/pass.h"
-#include "passes/pass_registry.h"
-#include "passes/passes.h"
-#include "passes/precision.h"
-#include "passes/training.h"
-#include "graph/shape_inference.h"
+#include "mixtrain/mixtrain.h"
+#include "mixtrain/status_macros.h"
 #include "tools/cli.h"
 
 namespace mixtrain {
@@ -35,58 +28,27 @@ absl::Status RunDump(const cli::Args& args) {
   if (args.has("out") && out.empty())
     return absl::InvalidArgumentError("flag --out needs a file name");
 
-  // Build the pipeline before importing so a bad --passes fails fast. The passes that take
-  // options get them from dump's flags; the others come from the registry with defaults.
-  MT_ASSIGN_OR_RETURN(PrecisionPreset preset, ParsePrecisionPreset(args.str("precision")));
-  MT_ASSIGN_OR_RETURN(DType low, ParseDType(args.str("dtype")));
-  if (!IsLowFloat(low)) return absl::InvalidArgumentError("flag --dtype must be fp16 or bf16");
-  PrecisionPolicy policy = PrecisionPolicy::Default(preset, low);
-  for (const std::string& op : args.list("allow")) policy.SetClass(op, PrecisionClass::kAllow);
-  for (const std::string& op : args.list("deny")) policy.SetClass(op, PrecisionClass::kDeny);
-  if (args.has("fp32-nodes")) MT_RETURN_IF_ERROR(policy.AddFp32NodeRegex(args.str("fp32-nodes")));
-  std::vector<std::string> names = args.list("passes");
-  bool scaled = std::find(names.begin(), names.end(), "loss_scale") != names.end();
-  bool precision_ran = false;
-  PassManager pm;
-  for (const std::string& name : names) {
-    absl::StatusOr<std::unique_ptr<Pass>> p;
-    if (name == "precision") {
-      p = MakePrecisionPass(policy);
-      precision_ran = true;
-    } else if (name == "loss") {
-      LossOptions lo;
-      lo.kind = args.str("loss");
-      p = MakeLossPass(lo);
-    } else if (name == "autodiff") {
-      AutodiffOptions ad;
-      if (scaled) {
-        ad.loss = kScaledLossName;
-        ad.freeze = kLossScaleName;  // the scale is state, not a parameter
-      }
-      p = MakeAutodiffPass(ad);
-    } else if (name == "optimizer") {
-      OptimizerOptions oo;
-      MT_ASSIGN_OR_RETURN(oo.kind, ParseOptimizerKind(args.str("optimizer")));
-      oo.unscale = oo.dynamic_scale = scaled;
-      p = MakeOptimizerPass(oo);
-    } else {
-      p = CreatePassByName(name);
-    }
-    if (!p.ok()) return absl::InvalidArgumentError(absl::StrCat("--passes: ", p.status().message()));
-    pm.Add(std::move(*p));
-  }
-  MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxFile(model_path));
-  MT_RETURN_IF_ERROR(pm.Run(*g));
-
-  if (format == "onnx") return SaveOnnxFile(*g, out);
-  MT_RETURN_IF_ERROR(InferShapes(*g));
-  std::string text = format == "dot" ? GraphToDot(*g) : GraphToText(*g);
-  if (precision_ran) {
-    if (format == "text") text += "\n" + PrecisionReport(*g);
-    else std::fputs(PrecisionReport(*g).c_str(), stderr);  // stdout/--out holds the DOT
-  }
-  if (!out.empty()) return WriteFileAtomically(out, text);
-  if (std::fwrite(text.data(), 1, text.size(), stdout) != text.size() || std::fflush(stdout) != 0)
+  // The passes that take options get them from dump's flags; the others run with defaults.
+  TransformOptions options;
+  options.passes = args.list("passes");
+  options.precision = args.str("precision");
+  MIXTRAIN_ASSIGN_OR_RETURN(options.low_type, ParseElementType(args.str("dtype")));
+  if (options.low_type != ElementType::kFloat16 && options.low_type != ElementType::kBFloat16)
+    return absl::InvalidArgumentError("flag --dtype must be fp16 or bf16");
+  options.allow = args.list("allow");
+  options.deny = args.list("deny");
+  if (args.has("fp32-nodes")) options.fp32_nodes = args.str("fp32-nodes");
+  options.loss = args.str("loss");
+  options.optimizer = args.str("optimizer");
+  const GraphFormat graph_format = format == "onnx" ? GraphFormat::kOnnx
+                                   : format == "dot" ? GraphFormat::kDot
+                                                     : GraphFormat::kText;
+  MIXTRAIN_ASSIGN_OR_RETURN(TransformedModel m, TransformModel(model_path, options, graph_format, out));
+  // The text holds the precision report; with DOT, stdout or --out holds the graph alone.
+  if (graph_format == GraphFormat::kDot && !m.precision_report.empty())
+    std::fputs(m.precision_report.c_str(), stderr);
+  if (!out.empty()) return absl::OkStatus();  // written by TransformModel
+  if (std::fwrite(m.graph.data(), 1, m.graph.size(), stdout) != m.graph.size() || std::fflush(stdout) != 0)
     return absl::DataLossError("writing to standard output failed");
   return absl::OkStatus();
 }
@@ -102,7 +64,7 @@ MT_REGISTER_COMMAND(
                 {.name = "passes",
                  .default_value = "",
                  .help = absl::StrCat("comma-separated passes to run first, in order (known: ",
-                                      absl::StrJoin(RegisteredPassNames(), ", "), ")")},
+                                      absl::StrJoin(TransformPassNames(), ", "), ")")},
                 {.name = "format",
                  .default_value = "text",
                  .help = "text (one line per node and a summary), dot (Graphviz, coloured by "

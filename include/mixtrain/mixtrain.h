@@ -5,6 +5,7 @@
 //   mixtrain::InferenceSession  run an ONNX model (e.g. the trained, exported one)
 //   mixtrain::HostTensor        the tensors passed in and out (host memory, row-major)
 //   mixtrain::Dataset, ReadNpz  batches from named arrays; .npz files
+//   mixtrain::TransformModel    run named compiler passes on a model and render the graph
 //
 // Everything here returns absl::Status / absl::StatusOr for errors a caller can cause. Only what
 // include/mixtrain/ declares is the stable API; the library's other headers are internal.
@@ -19,6 +20,7 @@
 #include "mixtrain/tensor.h"
 #include "mixtrain/train_config.h"
 #include "mixtrain/trainer.h"
+#include "mixtrain/transform.h"
 
 namespace mixtrain {
 inline namespace v1 {

@@ -1,0 +1,57 @@
+// mixtrain public API: the compiler passes on their own, for inspecting what they do to a model
+// (`mixtrain dump`): TransformModel runs a named list of passes and renders the graph.
+//
+// Errors: as Trainer (see mixtrain/trainer.h): a non-OK absl::Status naming the file, pass or
+// option. Thread safety: the functions share no mutable state.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "mixtrain/tensor.h"
+#include "mixtrain/trainer.h"  // GraphFormat
+
+namespace mixtrain {
+inline namespace v1 {
+
+struct TransformOptions {
+  // The passes to run, in order (names from TransformPassNames(); empty: import only). The ones
+  // below take their options from this struct; every other pass runs with its defaults.
+  std::vector<std::string> passes;
+  // "precision": preset "fp32", "amp" or "half"; the low type, kFloat16 or kBFloat16; op types
+  // moved to the allow / deny lists; a regex of node names pinned to fp32.
+  std::string precision = "amp";
+  ElementType low_type = ElementType::kBFloat16;
+  std::vector<std::string> allow, deny;
+  std::optional<std::string> fp32_nodes;
+  // "loss": cross_entropy, mse, l1, bce_with_logits, or output:NAME.
+  std::string loss = "cross_entropy";
+  // "optimizer": adam, adamw, sgd or adagrad. With "loss_scale" among the passes, autodiff
+  // differentiates the scaled loss and the optimizer unscales (dynamic scaling).
+  std::string optimizer = "adam";
+};
+
+struct TransformedModel {
+  // The graph in the requested format: text (one line per node, a summary, and the precision
+  // report when the precision pass ran), DOT, or the serialized ONNX ModelProto.
+  std::string graph;
+  // Per compute dtype node counts and the Casts inserted; empty unless the precision pass ran.
+  std::string precision_report;
+};
+
+// Imports the ONNX model at `model_path` and runs options.passes on it. The pass list and its
+// options are checked before the model is read. With a non-empty `out_path` the graph is written
+// there atomically instead (a temp file renamed over it; ONNX keeps large weights in an external
+// data file beside it) and TransformedModel::graph is left empty; kOnnx needs an out_path when the
+// weights would not fit one serialized message.
+absl::StatusOr<TransformedModel> TransformModel(const std::string& model_path, const TransformOptions& options,
+                                                GraphFormat format = GraphFormat::kText,
+                                                const std::string& out_path = "");
+
+// The pass names TransformOptions::passes accepts, sorted.
+std::vector<std::string> TransformPassNames();
+
+}  // namespace v1
+}  // namespace mixtrain
