@@ -3,15 +3,13 @@
 // (train-mode BatchNorm/Dropout, the loss appended, reverse-mode autodiff) on one batch; writes
 // `loss` (a scalar) and `grad/<initializer>` for every trainable parameter. Other tools and the
 // PyTorch parity tests compare against this output.
-#include <map>
+// Built only on the public API (include/mixtrain/).
+#include <cstdio>
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "graph/onnx_import.h"
-#include "passes/passes.h"
-#include "runtime/npy.h"
-#include "runtime/session.h"
+#include "mixtrain/mixtrain.h"
+#include "mixtrain/status_macros.h"
 #include "tools/cli.h"
 
 namespace mixtrain {
@@ -24,41 +22,22 @@ absl::Status Grad(const cli::Args& args) {
   if (args.str("data").empty()) return absl::InvalidArgumentError("flag --data=BATCH.npz is required");
   if (args.str("out").empty()) return absl::InvalidArgumentError("flag --out=GRADS.npz is required");
   const std::string& model_path = args.positional()[0];
-  MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> model, ImportOnnxFile(model_path));
-  using TensorMap = std::map<std::string, Tensor>;
-  MT_ASSIGN_OR_RETURN(TensorMap data, ReadNpz(args.str("data")));
+  MIXTRAIN_ASSIGN_OR_RETURN(TensorMap data, ReadNpz(args.str("data")));
 
-  GradientGraphOptions opt;
-  opt.loss.kind = args.str("loss");
-  opt.loss.output = args.str("output");
-  const bool uses_labels = opt.loss.kind.rfind("output:", 0) != 0;
-  const std::string labels_key = args.str("labels");
-  opt.loss.labels = labels_key;
-  opt.autodiff.freeze = args.str("freeze");
-  opt.autodiff.trainable = args.str("trainable");
-  MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, BuildGradientGraph(*model, opt));
-
-  TensorMap feeds;
-  for (const Value* in : g->inputs()) {
-    auto it = data.find(in->name);
-    if (it == data.end())
-      return absl::InvalidArgumentError(absl::StrCat(
-          args.str("data"), " has no array '", in->name, "' for graph input '", in->name, "'",
-          uses_labels && in->name == labels_key ? " (the labels; choose the key with --labels)" : ""));
-    feeds[in->name] = it->second;
-  }
-  const std::vector<std::string> grads = GradientOutputs(*g);
-  std::vector<std::string> fetch{kLossName};
-  fetch.insert(fetch.end(), grads.begin(), grads.end());
-  MT_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, Session::Create(*g));
-  absl::StatusOr<std::vector<Tensor>> outs = session->Run(feeds, fetch);
-  if (!outs.ok())
-    return absl::Status(outs.status().code(), absl::StrCat(model_path, " with data ", args.str("data"),
-                                                           ": ", outs.status().message()));
-  TensorMap named;
-  for (size_t i = 0; i < fetch.size(); ++i) named[fetch[i]] = (*outs)[i];
-  MT_RETURN_IF_ERROR(WriteNpz(args.str("out"), named));
-  std::printf("loss %.6g, %zu gradients written to %s\n", (*outs)[0].GetDouble(0), grads.size(),
+  GradientOptions opt;
+  opt.loss = args.str("loss");
+  opt.output = args.str("output");
+  opt.labels = args.str("labels");
+  opt.freeze = args.str("freeze");
+  opt.trainable = args.str("trainable");
+  absl::StatusOr<Gradients> g = ComputeGradients(model_path, data, opt);
+  if (!g.ok())
+    return absl::Status(g.status().code(), absl::StrCat(model_path, " with data ", args.str("data"), ": ",
+                                                        g.status().message()));
+  TensorMap named{{"loss", g->loss}};
+  for (const auto& [param, grad] : g->gradients) named["grad/" + param] = grad;
+  MIXTRAIN_RETURN_IF_ERROR(WriteNpz(args.str("out"), named));
+  std::printf("loss %.6g, %zu gradients written to %s\n", g->loss.ToFloats()[0], g->gradients.size(),
               args.str("out").c_str());
   return absl::OkStatus();
 }

@@ -6,6 +6,7 @@
 //   mixtrain::HostTensor        the tensors passed in and out (host memory, row-major)
 //   mixtrain::Dataset, ReadNpz  batches from named arrays; .npz files
 //   mixtrain::TransformModel    run named compiler passes on a model and render the graph
+//   mixtrain::ComputeGradients  one fp32 forward + backward pass: the loss and every gradient
 //
 // Everything here returns absl::Status / absl::StatusOr for errors a caller can cause. Only what
 // include/mixtrain/ declares is the stable API; the library's other headers are internal.
@@ -16,6 +17,7 @@
 #define MIXTRAIN_VERSION_PATCH 0
 
 #include "mixtrain/data.h"
+#include "mixtrain/gradients.h"
 #include "mixtrain/inference_session.h"
 #include "mixtrain/tensor.h"
 #include "mixtrain/train_config.h"
