@@ -1,6 +1,7 @@
 #include "kernels/cpu/dnnl_common.h"
 
 #include "kernels/common/half.h"
+#include "kernels/cpu/parallel.h"
 
 namespace mixtrain::dnnl_util {
 
@@ -72,29 +73,46 @@ void FloatToHalfN(const float* in, uint16_t* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = FloatToHalf(in[i]);
 }
 
-float* Fp16Staging::Scratch(int64_t n) {
+float* Fp32Staging::Scratch(int64_t n) {
   if (next_ == bufs_.size()) bufs_.emplace_back();
   std::vector<float>& b = bufs_[next_++];
   if (static_cast<int64_t>(b.size()) < n) b.resize(n);
   return b.data();
 }
 
-const void* Fp16Staging::Input(const TensorView& t) {
-  if (t.dtype != DType::kF16) return t.data;
+const void* Fp32Staging::Input(const TensorView& t) {
+  if (!Staged(t.dtype)) return t.data;
   float* f = Scratch(t.numel());
-  HalfToFloatN(t.as<uint16_t>(), f, t.numel());
+  const uint16_t* in = t.as<uint16_t>();
+  if (t.dtype == DType::kF16) {
+    HalfToFloatN(in, f, t.numel());
+  } else {
+    ParallelFor(t.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) f[i] = BFloat16ToFloat(in[i]);
+    });
+  }
   return f;
 }
 
-void* Fp16Staging::Output(TensorView& t) {
-  if (t.dtype != DType::kF16) return t.data;
+void* Fp32Staging::Output(TensorView& t) {
+  if (!Staged(t.dtype)) return t.data;
   float* f = Scratch(t.numel());
   pending_.emplace_back(f, &t);
   return f;
 }
 
-void Fp16Staging::Finish() {
-  for (auto& [f, t] : pending_) FloatToHalfN(f, t->as<uint16_t>(), t->numel());
+void Fp32Staging::Finish() {
+  for (auto& [f, t] : pending_) {
+    uint16_t* out = t->as<uint16_t>();
+    if (t->dtype == DType::kF16) {
+      FloatToHalfN(f, out, t->numel());
+    } else {
+      const float* src = f;
+      ParallelFor(t->numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) out[i] = FloatToBFloat16(src[i]);
+      });
+    }
+  }
   pending_.clear();
 }
 

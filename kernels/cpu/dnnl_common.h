@@ -69,11 +69,13 @@ class ShapeCache {
 // The cache key of a call: every present input's dims and dtype (absent inputs mark -2).
 std::vector<int64_t> ShapeKey(const KernelContext& ctx);
 
-// Makes fp16 tensors look like fp32 ones for one Compute call: inputs are widened into scratch
-// buffers, outputs are computed into scratch and rounded back (nearest-even) by Finish().
-// fp32/bf16 tensors pass through untouched. Scratch is reused across calls.
-class Fp16Staging {
+// Makes low-precision tensors look like fp32 ones for one Compute call: inputs are widened into
+// scratch buffers, outputs are computed into scratch and rounded back (nearest-even) by Finish().
+// fp16 is always staged (oneDNN has no fp16 path on these CPUs); bf16 only when `stage_bf16`
+// (backward kernels on CPUs without native bf16). Other tensors pass through. Scratch is reused.
+class Fp32Staging {
  public:
+  explicit Fp32Staging(bool stage_bf16 = false) : stage_bf16_(stage_bf16) {}
   void Begin() {
     next_ = 0;
     pending_.clear();
@@ -83,11 +85,14 @@ class Fp16Staging {
   void Finish();
 
  private:
+  bool Staged(DType t) const { return t == DType::kF16 || (stage_bf16_ && t == DType::kBF16); }
   float* Scratch(int64_t n);
+  bool stage_bf16_;
   std::vector<std::vector<float>> bufs_;
   size_t next_ = 0;
   std::vector<std::pair<const float*, TensorView*>> pending_;
 };
+using Fp16Staging = Fp32Staging;  // the forward kernels' name: stages fp16 only
 
 // Element-wise conversions between storage types and fp32 (parallel, round-to-nearest-even).
 void HalfToFloatN(const uint16_t* in, float* out, int64_t n);

@@ -17,24 +17,10 @@ namespace mixtrain::cpu {
 // The storage type oneDNN reads and writes for tensors stored as `t`.
 DType GradComputeType(DType t);
 
-// Makes tensors of a non-compute storage type look like fp32 for one Compute call: inputs are
-// widened into scratch, outputs are computed into scratch and rounded back (nearest-even) by
-// Finish(). Tensors already in the compute type pass through. Scratch is reused across calls.
-class GradStaging {
+// Stages every tensor whose storage type oneDNN does not compute in (GradComputeType) via fp32.
+class GradStaging : public dnnl_util::Fp32Staging {
  public:
-  void Begin() {
-    next_ = 0;
-    pending_.clear();
-  }
-  const void* Input(const TensorView& t);
-  void* Output(TensorView& t);
-  void Finish();
-
- private:
-  float* Scratch(int64_t n);
-  std::vector<std::vector<float>> bufs_;
-  size_t next_ = 0;
-  std::vector<std::pair<const float*, TensorView*>> pending_;
+  GradStaging() : Fp32Staging(GradComputeType(DType::kBF16) != DType::kBF16) {}
 };
 
 // oneDNN's logical weights of a (grouped) convolution over ONNX's [M, C/G, k...] bytes:
