@@ -48,6 +48,11 @@ class KernelContext {
   // The opset of the node's domain; ops whose semantics changed between opsets (Softmax's axis at
   // 13) read it. 0 = not given: kernels then follow the newest opset.
   int64_t opset() const { return opset_; }
+  // Which run of the session this is (0, 1, 2, ...). Random ops (training-mode Dropout) key their
+  // counter-based RNG on it, so masks are fresh per step and a checkpoint that saves the count
+  // resumes them exactly.
+  uint64_t run_index() const { return run_index_; }
+  void set_run_index(uint64_t i) { run_index_ = i; }
   absl::Status Error(absl::string_view msg) const;  // names the node and op
 
  private:
@@ -57,6 +62,7 @@ class KernelContext {
   std::vector<TensorView*> outputs_;
   void* stream_;
   int64_t opset_;
+  uint64_t run_index_ = 0;
 };
 
 // One instance per node of a plan; may cache per-shape state (oneDNN primitives, cuDNN algos).

@@ -50,9 +50,10 @@ void Executor::BindInitializers(const std::vector<void*>& initializers) {
     if (plan_->slots[i].kind == SlotKind::kInitializer) views_[i].data = initializers.at(plan_->slots[i].index);
 }
 
-absl::Status Executor::Run(const std::vector<const void*>& feeds) {
+absl::Status Executor::Run(const std::vector<const void*>& feeds, uint64_t run_index) {
   for (int s : feed_slots_) views_[s].data = const_cast<void*>(feeds[plan_->slots[s].index]);
   const size_t n = kernels_.size();
+  for (KernelContext& c : contexts_) c.set_run_index(run_index);
   for (size_t i = 0; i < n; ++i) {
     if (!profiling_) {
       absl::Status st = kernels_[i]->Compute(contexts_[i]);

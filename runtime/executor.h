@@ -28,8 +28,8 @@ class Executor {
   void BindInitializers(const std::vector<void*>& initializers);
 
   // Runs every step. `feeds` holds the device address of each graph input's data (null for
-  // inputs not fed).
-  absl::Status Run(const std::vector<const void*>& feeds);
+  // inputs not fed). `run_index` is handed to every kernel (KernelContext::run_index).
+  absl::Status Run(const std::vector<const void*>& feeds, uint64_t run_index = 0);
 
   const ExecutionPlan& plan() const { return *plan_; }
   void* SlotData(int slot) const { return views_[slot].data; }

@@ -224,7 +224,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Ten
     feed_data_[i] = it == feeds.end() ? nullptr : it->second.data();
   }
   Executor& exec = *p->executor;
-  MT_RETURN_IF_ERROR(exec.Run(feed_data_));
+  MT_RETURN_IF_ERROR(exec.Run(feed_data_, runs_++));
   const ExecutionPlan& plan = *p->plan;
   std::vector<Tensor> results;
   results.reserve(plan.fetch_slots.size());

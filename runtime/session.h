@@ -55,6 +55,9 @@ class Session {
   absl::Status SetInitializer(const std::string& name, const Tensor& value);
 
   const Graph& graph() const { return *graph_; }
+  // Runs made so far; random ops draw from (seed, run count). Checkpoints save and restore it.
+  uint64_t run_count() const { return runs_; }
+  void set_run_count(uint64_t n) { runs_ = n; }
   // Statistics of the plan the last Run used; null before the first Run.
   const PlanStats* last_plan_stats() const;
   size_t num_cached_plans() const { return plans_.size(); }
@@ -99,6 +102,7 @@ class Session {
   CachedPlan* last_ = nullptr;
   std::vector<const void*> feed_data_;  // per run, reused
   bool profiling_ = false;
+  uint64_t runs_ = 0;
 };
 
 }  // namespace mixtrain

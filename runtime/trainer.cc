@@ -332,6 +332,7 @@ absl::StatusOr<std::map<std::string, Tensor>> Trainer::State() const {
 absl::Status Trainer::SaveCheckpoint(const std::string& path, int64_t epoch, int64_t batch) const {
   pb::Checkpoint ck;
   ck.set_step(calls_);
+  ck.set_rng_offset(train_->run_count());  // Dropout masks are drawn from (seed, run count)
   ck.set_epoch(epoch);
   ck.set_batch_in_epoch(batch);
   ck.set_rng_seed(config_.data().seed());
@@ -376,6 +377,7 @@ absl::StatusOr<std::pair<int64_t, int64_t>> Trainer::LoadCheckpoint(const std::s
       return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path, "': ", s.message()));
   }
   calls_ = ck.step();
+  train_->set_run_count(ck.rng_offset());
   eval_stale_ = true;
   return std::make_pair(ck.epoch(), ck.batch_in_epoch());
 }

@@ -154,7 +154,7 @@ class DropoutKernel final : public OpKernel {
     if (!(ratio > 0 && ratio < 1))
       return ctx.Error(absl::StrCat("ratio ", ratio, " must lie in [0, 1) in training mode"));
     uint8_t* m = mask != nullptr ? mask->as<uint8_t>() : nullptr;
-    const uint64_t step = step_++;
+    const uint64_t step = ctx.run_index();
     const int64_t n = x.numel();
     switch (x.dtype) {
       case DType::kF32:
@@ -182,7 +182,6 @@ class DropoutKernel final : public OpKernel {
 
  private:
   const uint64_t seed_;
-  uint64_t step_ = 0;  // training executions so far: each step draws a fresh mask
 };
 
 }  // namespace

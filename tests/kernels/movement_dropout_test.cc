@@ -96,6 +96,7 @@ TEST(MovementDropoutTest, EachTrainingStepDrawsAFreshMask) {
     Tensor y(DType::kF32, {64}), mask(DType::kBool, {64});
     TensorView yv{DType::kF32, {64}, y.data()}, mv{DType::kBool, {64}, mask.data()};
     KernelContext ctx(*one.node, DeviceType::kCPU, {&in[0], &in[1], &in[2]}, {&yv, &mv});
+    ctx.set_run_index(step);  // the session's run counter
     ASSERT_TRUE((*kernel)->Compute(ctx).ok());
     for (int64_t i = 0; i < 64; ++i)
       ASSERT_EQ(mask.data_as<uint8_t>()[i], DropoutKeep(7, step, i, 0.5f)) << "step " << step;
