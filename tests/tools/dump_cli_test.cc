@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "absl/strings/str_split.h"
+#include "tests/tools/cli_test_util.h"
 #include "graph/onnx_export.h"
 #include "graph/onnx_import.h"
 
@@ -17,13 +18,9 @@ namespace mixtrain {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kBinary = std::string(MT_BINARY_DIR) + "/mixtrain";
+using cli_test::kBinary;
+using cli_test::Result;
 const std::string kData = std::string(MT_SOURCE_DIR) + "/tests/data/onnxio/";
-
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
 
 class DumpCli : public ::testing::Test {
  protected:
@@ -36,19 +33,7 @@ class DumpCli : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  // Runs a shell command line, capturing stdout and stderr separately.
-  Result Run(const std::string& cmdline) {
-    std::string out = (dir_ / "stdout").string(), err = (dir_ / "stderr").string();
-    int status = std::system((cmdline + " >" + out + " 2>" + err).c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-    std::ifstream o(out), e(err);
-    r.out.assign(std::istreambuf_iterator<char>(o), {});
-    r.err.assign(std::istreambuf_iterator<char>(e), {});
-    fs::remove(out);
-    fs::remove(err);
-    return r;
-  }
+  Result Run(const std::string& cmdline) { return cli_test::RunShell(cmdline, dir_); }
   Result Dump(const std::string& args) { return Run(kBinary + " dump " + args); }
 
   // One error line starting "mixtrain dump: " and containing `needle`, non-zero exit.

@@ -13,6 +13,7 @@
 #include <random>
 
 #include "absl/strings/str_split.h"
+#include "tests/tools/cli_test_util.h"
 #include "google/protobuf/struct.pb.h"
 #include "google/protobuf/util/json_util.h"
 #include "runtime/npy.h"
@@ -21,13 +22,9 @@ namespace mixtrain {
 namespace {
 
 namespace fs = std::filesystem;
-const std::string kBinary = std::string(MT_BINARY_DIR) + "/mixtrain";
+using cli_test::kBinary;
+using cli_test::Result;
 const std::string kMlp = std::string(MT_SOURCE_DIR) + "/tests/data/optim/mlp.onnx";
-
-struct Result {
-  int code = -1;
-  std::string out, err;
-};
 
 class TrainCli : public ::testing::Test {
  protected:
@@ -53,18 +50,7 @@ class TrainCli : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
 
-  Result Run(const std::string& args) {
-    std::string out = Path("stdout"), err = Path("stderr");
-    int status = std::system((kBinary + " " + args + " >" + out + " 2>" + err).c_str());
-    Result r;
-    r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128;
-    std::ifstream o(out), e(err);
-    r.out.assign(std::istreambuf_iterator<char>(o), {});
-    r.err.assign(std::istreambuf_iterator<char>(e), {});
-    fs::remove(out);
-    fs::remove(err);
-    return r;
-  }
+  Result Run(const std::string& args) { return cli_test::RunShell(kBinary + " " + args, dir_); }
 
   // Output flags every failing run is given; none of their files (nor temp files) may appear in
   // out/.
