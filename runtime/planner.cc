@@ -163,6 +163,16 @@ class Planner {
     return absl::OkStatus();
   }
 
+  // Whether `v` is a Resize/Upsample input after the data (roi, scales, sizes).
+  static bool IsResizeParameter(const Value* v) {
+    for (const Node* c : v->consumers) {
+      if (c->op_type() != "Resize" && c->op_type() != "Upsample") continue;
+      for (size_t i = 1; i < c->num_inputs(); ++i)
+        if (c->input(i) == v) return true;
+    }
+    return false;
+  }
+
   // Which small feeds without known contents does `n` depend on? (A shape computed
   // from an input, e.g. Reshape's target shape fed by the caller.)
   std::vector<int> ValueDependentFeeds(const Node& n) {
@@ -180,12 +190,14 @@ class Planner {
       auto it = slot_of_.find(v);
       if (it == slot_of_.end()) continue;
       const Slot& s = plan_->slots[it->second];
-      // Shapes come from small integer tensors, from scalars (Range's float bounds) or from short
-      // float vectors (Resize's scales).
+      // Shapes come from small integer tensors, from scalars (Range's float bounds) or from the
+      // short float vectors Resize/Upsample take as scales (only those: keying a plan on any
+      // small float input would re-plan on every new batch of data).
       bool is_int = s.dtype == DType::kI64 || s.dtype == DType::kI32;
       bool small = is_int ? NumElements(s.dims) <= 4096
                           : s.dtype != DType::kString &&
-                                (s.dims.empty() || (IsFloat(s.dtype) && s.dims.size() == 1 && s.dims[0] <= 8));
+                                (s.dims.empty() || (IsFloat(s.dtype) && s.dims.size() == 1 &&
+                                                    s.dims[0] <= 8 && IsResizeParameter(v)));
       if (s.kind == SlotKind::kFeed && small && !known_[it->second].defined()) feeds.push_back(s.index);
     }
     std::sort(feeds.begin(), feeds.end());
