@@ -141,58 +141,43 @@ void ReduceGeneral(const typename Op::T* x, typename Op::T* y, const std::vector
   }
   std::vector<int64_t> kept, red;
   for (int64_t i = 0; i < ng; ++i) (g[i].reduced ? red : kept).push_back(i);
+  const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(count, 1));
+  // Each output q: its base offset from the kept groups, then `steps` odometer steps over the
+  // groups in `walk`, folding at each offset with `fold`.
+  auto reduce = [&](const std::vector<int64_t>& walk, int64_t steps, auto fold) {
+    ParallelFor(out_n, grain, [&](int64_t b, int64_t e) {
+      std::vector<int64_t> idx(walk.size());
+      for (int64_t q = b; q < e; ++q) {
+        int64_t base = 0;
+        for (int64_t k = static_cast<int64_t>(kept.size()) - 1, rem = q; k >= 0; --k) {
+          base += (rem % g[kept[k]].size) * stride[kept[k]];
+          rem /= g[kept[k]].size;
+        }
+        typename Op::Acc a = Op::Init();
+        std::fill(idx.begin(), idx.end(), 0);
+        for (int64_t n = 0; n < steps; ++n) {
+          int64_t off = base;
+          for (size_t j = 0; j < walk.size(); ++j) off += idx[j] * stride[walk[j]];
+          a = fold(a, off);
+          for (int64_t j = static_cast<int64_t>(walk.size()) - 1; j >= 0; --j) {
+            if (++idx[j] < g[walk[j]].size) break;
+            idx[j] = 0;
+          }
+        }
+        y[q] = Op::Finish(a, count);
+      }
+    });
+  };
   if (g.back().reduced) {
     const int64_t run = g.back().size;
     red.pop_back();
-    const int64_t steps = count / run;
-    ParallelFor(out_n, std::max<int64_t>(1, kGrain / std::max<int64_t>(count, 1)),
-                [&](int64_t b, int64_t e) {
-                  std::vector<int64_t> idx(red.size());
-                  for (int64_t q = b; q < e; ++q) {
-                    int64_t base = 0;
-                    for (int64_t k = static_cast<int64_t>(kept.size()) - 1, rem = q; k >= 0; --k) {
-                      base += (rem % g[kept[k]].size) * stride[kept[k]];
-                      rem /= g[kept[k]].size;
-                    }
-                    typename Op::Acc a = Op::Init();
-                    std::fill(idx.begin(), idx.end(), 0);
-                    for (int64_t n = 0; n < steps; ++n) {
-                      int64_t off = base;
-                      for (size_t j = 0; j < red.size(); ++j) off += idx[j] * stride[red[j]];
-                      a = FoldRow<Op>(a, x + off, run);
-                      for (int64_t j = static_cast<int64_t>(red.size()) - 1; j >= 0; --j) {
-                        if (++idx[j] < g[red[j]].size) break;
-                        idx[j] = 0;
-                      }
-                    }
-                    y[q] = Op::Finish(a, count);
-                  }
-                });
+    reduce(red, count / run,
+           [&](typename Op::Acc a, int64_t off) { return FoldRow<Op>(a, x + off, run); });
     return;
   }
-  ParallelFor(out_n, std::max<int64_t>(1, kGrain / std::max<int64_t>(count, 1)),
-              [&](int64_t b, int64_t e) {
-                std::vector<int64_t> idx(red.size());
-                for (int64_t q = b; q < e; ++q) {
-                  int64_t base = 0;
-                  for (int64_t k = static_cast<int64_t>(kept.size()) - 1, rem = q; k >= 0; --k) {
-                    base += (rem % g[kept[k]].size) * stride[kept[k]];
-                    rem /= g[kept[k]].size;
-                  }
-                  typename Op::Acc a = Op::Init();
-                  std::fill(idx.begin(), idx.end(), 0);
-                  for (int64_t n = 0; n < count; ++n) {
-                    int64_t off = base;
-                    for (size_t j = 0; j < red.size(); ++j) off += idx[j] * stride[red[j]];
-                    a = Op::Combine(a, Op::Map(Op::Load(x[off])));
-                    for (int64_t j = static_cast<int64_t>(red.size()) - 1; j >= 0; --j) {
-                      if (++idx[j] < g[red[j]].size) break;
-                      idx[j] = 0;
-                    }
-                  }
-                  y[q] = Op::Finish(a, count);
-                }
-              });
+  reduce(red, count, [&](typename Op::Acc a, int64_t off) {
+    return Op::Combine(a, Op::Map(Op::Load(x[off])));
+  });
 }
 
 template <typename Op>
