@@ -20,6 +20,19 @@ struct MatMulEntry {
   dnnl::memory::desc a_md, b_md, c_md;
 };
 
+// Runs a built matmul primitive on A, B -> C (C may already hold Gemm's beta * C).
+absl::Status Execute(const KernelContext& ctx, const char* what, const MatMulEntry& e,
+                     const void* a, const void* b, void* c) {
+  return Guard(ctx, what, [&] {
+    dnnl::engine& eng = dnnl_util::Engine();
+    dnnl::memory am(e.a_md, eng, const_cast<void*>(a));
+    dnnl::memory bm(e.b_md, eng, const_cast<void*>(b));
+    dnnl::memory cm(e.c_md, eng, c);
+    e.prim.execute(dnnl_util::Stream(), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
+    dnnl_util::Stream().wait();
+  });
+}
+
 // ---- MatMul -------------------------------------------------------------------------------
 
 // Builds the primitive for A[..., M, K] x B[..., K, N]; 1-D operands get the unit dim ONNX
@@ -93,15 +106,7 @@ class MatMulKernel final : public OpKernel {
     const void* ap = staging_.Input(*a);
     const void* bp = staging_.Input(*b);
     void* cp = staging_.Output(*c);
-    MT_RETURN_IF_ERROR(Guard(ctx, "running matmul", [&] {
-      dnnl::engine& eng = dnnl_util::Engine();
-      dnnl::memory am(e->a_md, eng, const_cast<void*>(ap));
-      dnnl::memory bm(e->b_md, eng, const_cast<void*>(bp));
-      dnnl::memory cm(e->c_md, eng, cp);
-      e->prim.execute(dnnl_util::Stream(),
-                      {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-      dnnl_util::Stream().wait();
-    }));
+    MT_RETURN_IF_ERROR(Execute(ctx, "running matmul", *e, ap, bp, cp));
     staging_.Finish();
     return absl::OkStatus();
   }
@@ -202,15 +207,7 @@ class GemmKernel final : public OpKernel {
       size_t elem = DTypeSize(dnnl_util::ComputeType(c->dtype));
       MT_RETURN_IF_ERROR(BroadcastC(ctx, *c, cp, yp, m, n, elem));
     }
-    MT_RETURN_IF_ERROR(Guard(ctx, "running gemm", [&] {
-      dnnl::engine& eng = dnnl_util::Engine();
-      dnnl::memory am(e->a_md, eng, const_cast<void*>(ap));
-      dnnl::memory bm(e->b_md, eng, const_cast<void*>(bp));
-      dnnl::memory ym(e->c_md, eng, yp);
-      e->prim.execute(dnnl_util::Stream(),
-                      {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, ym}});
-      dnnl_util::Stream().wait();
-    }));
+    MT_RETURN_IF_ERROR(Execute(ctx, "running gemm", *e, ap, bp, yp));
     staging_.Finish();
     return absl::OkStatus();
   }
