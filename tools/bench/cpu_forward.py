@@ -128,23 +128,32 @@ def fmt(ms):
     return f"{ms:9.3f}" if ms is not None else "      n/a"
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models", nargs="+", default=["fashion_cnn", "gpt_mini"],
-                    choices=sorted(MODEL_CLASSES))
+def add_common_args(ap, models, warmup, iters):
+    """The flags every CPU benchmark script takes."""
+    ap.add_argument("--models", nargs="+", default=models, choices=sorted(MODEL_CLASSES))
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--warmup", type=int, default=10)
-    ap.add_argument("--iters", type=int, default=50)
+    ap.add_argument("--warmup", type=int, default=warmup)
+    ap.add_argument("--iters", type=int, default=iters)
     ap.add_argument("--mixtrain", default=os.path.join(ROOT, "build", "mixtrain"))
     ap.add_argument("--json", help="also write the results as JSON to this file")
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
+
+
+def setup_threads_and_warn(threads):
+    """Pins torch's thread count and warns when other load will skew the timings."""
+    torch.set_num_threads(threads)
     load = os.getloadavg()[0]
     if load > 0.5:
         print(f"warning: load average {load:.1f} before starting; other processes will skew "
               f"the timings (OpenMP runtimes suffer most; OMP_WAIT_POLICY=passive softens it)",
               file=sys.stderr)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    add_common_args(ap, ["fashion_cnn", "gpt_mini"], warmup=10, iters=50)
+    args = ap.parse_args()
+    setup_threads_and_warn(args.threads)
 
     results = []
     for name in args.models:

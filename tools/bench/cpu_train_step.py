@@ -42,7 +42,8 @@ sys.path.insert(0, os.path.join(ROOT, "models"))
 import export_models  # noqa: E402  (the PyTorch definitions the .onnx files were exported from)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from cpu_forward import MODEL_CLASSES, example_input, fmt  # noqa: E402
+from cpu_forward import (MODEL_CLASSES, add_common_args, example_input, fmt,
+                         setup_threads_and_warn)  # noqa: E402
 
 NUM_CLASSES = {"fashion_cnn": 10, "mlp": 10, "resnet_mini": 10, "gpt_mini": export_models.GPT_VOCAB}
 
@@ -181,22 +182,11 @@ def bench_mixtrain(name, path, x, y, precision, args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--models", nargs="+", default=["fashion_cnn"], choices=sorted(MODEL_CLASSES))
-    ap.add_argument("--batch-size", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--warmup", type=int, default=5)
-    ap.add_argument("--iters", type=int, default=30)
-    ap.add_argument("--mixtrain", default=os.path.join(ROOT, "build", "mixtrain"))
+    add_common_args(ap, ["fashion_cnn"], warmup=5, iters=30)
     ap.add_argument("--mixtrain-arg", action="append", default=[],
                     help="extra flag passed to `mixtrain train` (repeatable)")
-    ap.add_argument("--json", help="also write the results as JSON to this file")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    load = os.getloadavg()[0]
-    if load > 0.5:
-        print(f"warning: load average {load:.1f} before starting; other processes will skew "
-              f"the timings (OpenMP runtimes suffer most; OMP_WAIT_POLICY=passive softens it)",
-              file=sys.stderr)
+    setup_threads_and_warn(args.threads)
 
     results = []
     for name in args.models:
