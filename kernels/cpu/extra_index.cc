@@ -30,6 +30,21 @@ absl::StatusOr<int64_t> Wrap(const KernelContext& ctx, int64_t i, int64_t size) 
   return i < 0 ? i + size : i;
 }
 
+// GatherElements/ScatterElements: the element of `data` (strides `ds`) at coordinates `c` of the
+// indices tensor, with coordinate `axis` replaced by the index value `index`.
+absl::StatusOr<int64_t> ElementOffset(const KernelContext& ctx, const TensorView& data,
+                                      const std::vector<int64_t>& ds, int64_t axis,
+                                      const std::vector<int64_t>& c, int64_t index) {
+  MT_ASSIGN_OR_RETURN(int64_t j, Wrap(ctx, index, data.dims[axis]));
+  int64_t off = 0;
+  for (size_t d = 0; d < c.size(); ++d) {
+    if (static_cast<int64_t>(d) != axis && c[d] >= data.dims[d])
+      return ctx.Error("indices are larger than the data outside the axis");
+    off += (static_cast<int64_t>(d) == axis ? j : c[d]) * ds[d];
+  }
+  return off;
+}
+
 absl::Status NeedInts(const KernelContext& ctx, const TensorView* t) {
   if (t == nullptr || (t->dtype != DType::kI32 && t->dtype != DType::kI64))
     return ctx.Error("indices must be an int32 or int64 tensor");
@@ -75,20 +90,12 @@ absl::Status GatherElementsKernel(KernelContext& ctx) {
   absl::Status st;
   ForEachCoord(idx->dims, [&](int64_t i, const std::vector<int64_t>& c) {
     if (!st.ok()) return;
-    auto j = Wrap(ctx, IntAt(*idx, i), data->dims[axis]);
-    if (!j.ok()) {
-      st = j.status();
+    auto src = ElementOffset(ctx, *data, ds, axis, c, IntAt(*idx, i));
+    if (!src.ok()) {
+      st = src.status();
       return;
     }
-    int64_t src = 0;
-    for (size_t d = 0; d < c.size(); ++d) {
-      if (static_cast<int64_t>(d) != axis && c[d] >= data->dims[d]) {
-        st = ctx.Error("indices are larger than the data outside the axis");
-        return;
-      }
-      src += (static_cast<int64_t>(d) == axis ? *j : c[d]) * ds[d];
-    }
-    std::memcpy(out->as<char>() + i * es, data->as<char>() + src * es, es);
+    std::memcpy(out->as<char>() + i * es, data->as<char>() + *src * es, es);
   });
   return st;
 }
@@ -153,20 +160,12 @@ absl::Status ScatterElementsKernel(KernelContext& ctx) {
   absl::Status st;
   ForEachCoord(idx->dims, [&](int64_t i, const std::vector<int64_t>& c) {
     if (!st.ok()) return;
-    auto j = Wrap(ctx, IntAt(*idx, i), data->dims[axis]);
-    if (!j.ok()) {
-      st = j.status();
+    auto dst = ElementOffset(ctx, *data, ds, axis, c, IntAt(*idx, i));
+    if (!dst.ok()) {
+      st = dst.status();
       return;
     }
-    int64_t dst = 0;
-    for (size_t d = 0; d < c.size(); ++d) {
-      if (static_cast<int64_t>(d) != axis && c[d] >= data->dims[d]) {
-        st = ctx.Error("indices are larger than the data outside the axis");
-        return;
-      }
-      dst += (static_cast<int64_t>(d) == axis ? *j : c[d]) * ds[d];
-    }
-    s.Put(*out, dst, *upd, i);
+    s.Put(*out, *dst, *upd, i);
   });
   MT_RETURN_IF_ERROR(st);
   return FinishScatter(ctx, s, *out);
