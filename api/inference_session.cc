@@ -5,6 +5,7 @@
 #include "api/convert.h"
 #include "graph/onnx_import.h"
 #include "mixtrain/inference_session.h"
+#include "passes/inference.h"
 #include "runtime/low_precision.h"
 #include "runtime/session.h"
 
@@ -29,6 +30,7 @@ absl::StatusOr<std::shared_ptr<const Graph>> Prepare(std::unique_ptr<Graph> g, c
                                                      ElementTypeName(options.compute_type)));
     MT_RETURN_IF_ERROR(LowerFloatModel(*g, compute));
   }
+  if (options.optimize) MT_RETURN_IF_ERROR(OptimizeForInference(*g));
   return std::shared_ptr<const Graph>(std::move(g));
 }
 

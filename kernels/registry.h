@@ -53,6 +53,12 @@ class KernelContext {
   // resumes them exactly.
   uint64_t run_index() const { return run_index_; }
   void set_run_index(uint64_t i) { run_index_ = i; }
+  // True when input i's contents (and address) stay the same for every Compute of this kernel
+  // instance: a folded constant or a weight nothing updates. Kernels may then cache work derived
+  // from it, such as weights reordered into a primitive's layout; the session re-plans (new
+  // kernels) when such an initializer is replaced.
+  bool input_constant(size_t i) const { return i < constant_inputs_.size() && constant_inputs_[i]; }
+  void set_constant_inputs(std::vector<bool> c) { constant_inputs_ = std::move(c); }
   absl::Status Error(absl::string_view msg) const;  // names the node and op
 
  private:
@@ -63,6 +69,7 @@ class KernelContext {
   void* stream_;
   int64_t opset_;
   uint64_t run_index_ = 0;
+  std::vector<bool> constant_inputs_;
 };
 
 // One instance per node of a plan; may cache per-shape state (oneDNN primitives, cuDNN algos).

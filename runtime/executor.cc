@@ -39,6 +39,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const
     for (int s : st.outputs) outs.push_back(s >= 0 ? &e->views_[s] : nullptr);
     e->contexts_.emplace_back(*st.node, device->type(), std::move(ins), std::move(outs), device->stream(),
                              st.opset);
+    e->contexts_.back().set_constant_inputs(st.constant_inputs);
   }
   e->step_seconds_.assign(p.steps.size(), 0.0);
   e->step_runs_.assign(p.steps.size(), 0);

@@ -37,6 +37,9 @@ struct Step {
   int64_t opset = 0;  // of the node's domain
   std::vector<int> inputs;
   std::vector<int> outputs;
+  // Per input: its contents are fixed for the plan's life (a folded constant, or an initializer
+  // no state update writes), so a kernel may cache work derived from them (prepacked weights).
+  std::vector<bool> constant_inputs;
 };
 
 // After a run, copy slot `from` into initializer `to` (state updates that could not be
@@ -62,7 +65,8 @@ struct ExecutionPlan {
   std::vector<Tensor> constants;
   std::vector<int> fetch_slots;       // in fetch order
   std::vector<StateCopy> state_copies;
-  // Initializers whose contents were folded into `constants`: replacing one invalidates the plan.
+  // Initializers whose contents were folded into `constants` or that steps read as constant
+  // inputs: replacing one invalidates the plan.
   std::vector<int> folded_initializers;
   PlanStats stats;
 };

@@ -272,6 +272,16 @@ class Planner {
     step.node = &n;
     step.kernel = def;
     step.opset = g_.opset(n.domain());
+    for (int s : in_slots) {
+      bool constant = false;
+      if (s >= 0) {
+        const Slot& r = plan_->slots[root_[s]];
+        constant = r.kind == SlotKind::kConstant ||
+                   (r.kind == SlotKind::kInitializer && !mutable_inits_.contains(r.value));
+        if (constant && r.kind == SlotKind::kInitializer) folded_inits_.insert(r.index);
+      }
+      step.constant_inputs.push_back(constant);
+    }
     step.inputs = std::move(in_slots);
     int step_index = static_cast<int>(plan_->steps.size());
     for (size_t i = 0; i < n.num_outputs(); ++i) {

@@ -1,5 +1,5 @@
 // `mixtrain bench MODEL.onnx --batch-size=N [--dtype=fp32|bf16|fp16] [--warmup=5] [--iters=20]
-// [--dims=SYM=SIZE,...] [--profile]`: times the forward pass on random inputs and prints the time
+// [--dims=SYM=SIZE,...] [--profile] [--no-optimize]`: times the forward pass on random inputs and prints the time
 // per batch (median, min, max), throughput and the planned peak memory; --profile adds the
 // kernel time per op type.
 // Built only on the public API (include/mixtrain/).
@@ -72,6 +72,7 @@ absl::Status Bench(const cli::Args& args) {
   const std::string& path = args.positional()[0];
   InferenceOptions options;
   options.compute_type = *dtype;
+  options.optimize = args.flag("optimize");
   options.float32_outputs = false;  // time the forward pass only
   MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> session, InferenceSession::Create(path, options));
   // Symbolic dims: --dims by name, else the batch size for dim 0, else 1. Inputs() lists lowered
@@ -127,7 +128,7 @@ MT_REGISTER_COMMAND(
     bench, cli::Command{
                .name = "bench",
                .usage = "mixtrain bench MODEL.onnx --batch-size=N [--dtype=fp32|bf16|fp16] [--warmup=5] "
-                        "[--iters=20] [--dims=SYM=SIZE,...] [--profile]",
+                        "[--iters=20] [--dims=SYM=SIZE,...] [--profile] [--no-optimize]",
                .summary = "time the forward pass on random inputs; prints time per batch and peak memory",
                .flags =
                    {
@@ -138,6 +139,10 @@ MT_REGISTER_COMMAND(
                        {.name = "iters", .default_value = "20", .help = "timed runs"},
                        {.name = "dims", .default_value = "",
                         .help = "sizes of other symbolic dims by name (others are 1)"},
+                       {.name = "optimize", .default_value = "true",
+                        .help = "run the inference passes first (fusions, channels-last conv stacks); "
+                                "--no-optimize runs the graph as imported",
+                        .is_bool = true},
                        {.name = "profile", .default_value = "false",
                         .help = "print kernel time per op type", .is_bool = true},
                    },

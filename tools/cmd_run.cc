@@ -28,6 +28,7 @@ absl::Status RunModel(const cli::Args& args) {
   if (args.str("out").empty()) return absl::InvalidArgumentError("flag --out=OUT.npz is required");
   InferenceOptions options;
   MIXTRAIN_ASSIGN_OR_RETURN(options.compute_type, ComputeType(args));
+  options.optimize = args.flag("optimize");
 
   // The session converts fp32 feeds of lowered inputs and returns every float output as fp32.
   MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> session,
@@ -43,13 +44,17 @@ absl::Status RunModel(const cli::Args& args) {
 MT_REGISTER_COMMAND(
     run, cli::Command{
              .name = "run",
-             .usage = "mixtrain run MODEL.onnx --inputs=IN.npz --out=OUT.npz [--dtype=fp32|bf16|fp16]",
+             .usage = "mixtrain run MODEL.onnx --inputs=IN.npz --out=OUT.npz [--dtype=fp32|bf16|fp16] [--no-optimize]",
              .summary = "run inference on the CPU; writes every graph output by name to an .npz",
              .flags =
                  {
                      {.name = "inputs", .default_value = "",
                       .help = "an .npz with one array per graph input, named like the input"},
                      {.name = "out", .default_value = "", .help = "the .npz to write the outputs to"},
+                     {.name = "optimize", .default_value = "true",
+                      .help = "run the inference passes first (fusions, channels-last conv stacks); "
+                              "--no-optimize runs the graph as imported",
+                      .is_bool = true},
                      {.name = "dtype", .default_value = "fp32",
                       .help = "fp32, or bf16 / fp16 to compute every float op in that type (inputs "
                               "are converted, outputs written as fp32)"},

@@ -27,6 +27,10 @@ struct InferenceOptions {
   ElementType compute_type = ElementType::kFloat32;
   // Float outputs come back as fp32 (true) or in the type they were computed in (false).
   bool float32_outputs = true;
+  // Run the inference passes first (fusions such as Conv+Relu or MatMul+bias+Gelu into one
+  // oneDNN primitive, channels-last layouts for conv stacks, weights pre-arranged once). They
+  // change results only by rounding; false runs the graph exactly as imported.
+  bool optimize = true;
 };
 
 // What the memory planner did for the last Run's input shapes.

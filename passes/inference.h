@@ -1,0 +1,29 @@
+// The inference pipeline: passes that rewrite a forward graph so it runs faster without changing
+// what it computes beyond rounding (fusions into ai.mixtrain ops, layout changes, weights
+// re-arranged once). Each pass registers itself with a position; `OptimizeForInference` runs them
+// all in position order, then `cleanup`. `mixtrain run/bench` and InferenceSession run it by
+// default; `mixtrain dump --passes=inference` shows its result.
+//   MT_REGISTER_INFERENCE_PASS(fuse_conv, 20, [] { return std::make_unique<FuseConvPass>(); });
+// A registered inference pass is also an ordinary pass of that name (dump --passes=fuse_conv).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "passes/pass_registry.h"
+
+namespace mixtrain {
+
+void RegisterInferencePass(const std::string& name, int position, PassFactory factory);
+// Registered inference passes, in position order.
+std::vector<std::string> InferencePassNames();
+// Runs every inference pass in order (verifying after each), then cleanup.
+absl::Status OptimizeForInference(Graph& g);
+
+#define MT_REGISTER_INFERENCE_PASS(name, position, factory)                         \
+  static const bool mt_inference_pass_registered_##name =                          \
+      (::mixtrain::RegisterPass(#name, factory),                                   \
+       ::mixtrain::RegisterInferencePass(#name, position, factory), true)
+
+}  // namespace mixtrain
