@@ -1,8 +1,13 @@
-// MatMul (numpy semantics: batched, broadcast batch dims, 1-D operands) and Gemm (transposes,
-// alpha, beta, broadcast C) on oneDNN's matmul primitive, in fp32 and bf16 (fp32 accumulation);
-// fp16 is staged through fp32. Operands stay in ONNX layout: transposes are strided
-// descriptors, not copies.
+// MatMul (numpy semantics: batched, broadcast batch dims, 1-D operands), Gemm (transposes,
+// alpha, beta, broadcast C) and ai.mixtrain FusedMatMul (graph/ops/fused_matmul_ops.cc: permuted
+// operands and result, alpha, bias, activation, residual) on oneDNN's matmul primitive, in fp32
+// and bf16 (fp32 accumulation); fp16 is staged through fp32. Operands stay in ONNX layout:
+// transposes and permutations are strided descriptors, not copies. The one exception is a
+// constant B (inference weights): the primitive then picks its own weights layout and B is
+// reordered into it once, on the first call, and reused.
 #include <cstring>
+#include <numeric>
+#include <optional>
 
 #include "graph/check.h"
 #include "kernels/cpu/dnnl_common.h"
@@ -14,43 +19,168 @@ using dnnl_util::Fp16Staging;
 using dnnl_util::Guard;
 using dnnl_util::ShapeCache;
 using dnnl_util::ShapeKey;
+using Strides = std::vector<int64_t>;
+
+// One matmul as oneDNN sees it: src (A'), weights (B') and dst (the product before any output
+// permutation) as equal-rank dims with strides into our dense buffers, plus the epilogue.
+struct MatMulSpec {
+  std::vector<int64_t> a_dims, b_dims, c_dims;
+  Strides a_strides, b_strides, c_strides;
+  float alpha = 1.0f;           // output scale
+  bool bias = false;            // [1, ..., 1, N] added after alpha
+  float sum_beta = 0.0f;        // Gemm: dst = alpha * A'B' + sum_beta * (dst as pre-filled)
+  dnnl::algorithm activation = dnnl::algorithm::undef;  // after bias
+  bool residual = false;        // Z, dense in c_dims, added after the activation
+  bool pack_b = false;          // B is constant: let the primitive choose its layout
+};
 
 struct MatMulEntry {
   dnnl::matmul prim;
-  dnnl::memory::desc a_md, b_md, c_md;
+  dnnl::memory::desc a_md, b_md, c_md, bias_md, z_md;
+  bool native_bias = false;  // bias is the primitive's own input, else binary post-op 0
+  int z_post_op = -1;        // index of Z's binary post-op
+  // Set when the primitive wants B in another layout: B reordered once (constant B only).
+  std::optional<dnnl::memory::desc> packed_md;
+  std::optional<dnnl::memory> packed_b;
 };
 
-// Runs a built matmul primitive on A, B -> C (C may already hold Gemm's beta * C).
-absl::Status Execute(const KernelContext& ctx, const char* what, const MatMulEntry& e,
-                     const void* a, const void* b, void* c) {
-  return Guard(ctx, what, [&] {
+absl::StatusOr<std::unique_ptr<MatMulEntry>> Build(const KernelContext& ctx, const MatMulSpec& s,
+                                                   DType dtype) {
+  auto dt = dnnl_util::ToDnnl(dnnl_util::ComputeType(dtype));
+  if (!dt.ok()) return ctx.Error(std::string(dt.status().message()));
+  auto e = std::make_unique<MatMulEntry>();
+  MT_RETURN_IF_ERROR(Guard(ctx, "building matmul", [&] {
+    e->a_md = dnnl_util::StridedDesc(s.a_dims, s.a_strides, *dt);
+    e->b_md = dnnl_util::StridedDesc(s.b_dims, s.b_strides, *dt);
+    e->c_md = dnnl_util::StridedDesc(s.c_dims, s.c_strides, *dt);
+    dnnl::memory::desc w_md =
+        s.pack_b ? dnnl::memory::desc(dnnl_util::ToDims(s.b_dims), *dt, dnnl::memory::format_tag::any)
+                 : e->b_md;
+    std::vector<int64_t> bias_dims(s.c_dims.size(), 1);
+    bias_dims.back() = s.c_dims.back();
+    if (s.bias) e->bias_md = dnnl_util::PlainDesc(bias_dims, *dt);
+    if (s.residual) e->z_md = dnnl_util::PlainDesc(s.c_dims, *dt);
+    // oneDNN v2 adds its own bias before the output scale; with alpha != 1 the bias is a binary
+    // post-op instead (post-ops run after the scale), so it is not scaled.
+    e->native_bias = s.bias && s.alpha == 1.0f;
+    dnnl::primitive_attr attr;
+    if (s.alpha != 1.0f) attr.set_output_scales(0, {s.alpha});
+    dnnl::post_ops ops;
+    if (s.bias && !e->native_bias) ops.append_binary(dnnl::algorithm::binary_add, e->bias_md);
+    if (s.sum_beta != 0.0f) ops.append_sum(s.sum_beta);
+    if (s.activation != dnnl::algorithm::undef) ops.append_eltwise(1.0f, s.activation, 0.0f, 0.0f);
+    if (s.residual) {
+      e->z_post_op = ops.len();
+      ops.append_binary(dnnl::algorithm::binary_add, e->z_md);
+    }
+    attr.set_post_ops(ops);
+    dnnl::matmul::desc d = e->native_bias ? dnnl::matmul::desc(e->a_md, w_md, e->bias_md, e->c_md)
+                                          : dnnl::matmul::desc(e->a_md, w_md, e->c_md);
+    dnnl::matmul::primitive_desc pd(d, attr, dnnl_util::Engine());
+    if (s.pack_b && pd.weights_desc() != e->b_md) e->packed_md = pd.weights_desc();
+    if (s.pack_b && !e->packed_md) {  // `any` chose the plain layout: build as for a variable B
+      d = e->native_bias ? dnnl::matmul::desc(e->a_md, e->b_md, e->bias_md, e->c_md)
+                         : dnnl::matmul::desc(e->a_md, e->b_md, e->c_md);
+      pd = dnnl::matmul::primitive_desc(d, attr, dnnl_util::Engine());
+    }
+    e->prim = dnnl::matmul(pd);
+  }));
+  return e;
+}
+
+// Runs a built matmul on A, B -> C (C may already hold Gemm's beta * C). bias and z only when
+// the spec had them.
+absl::Status Execute(const KernelContext& ctx, MatMulEntry& e, const void* a, const void* b,
+                     void* c, const void* bias = nullptr, const void* z = nullptr) {
+  return Guard(ctx, "running matmul", [&] {
     dnnl::engine& eng = dnnl_util::Engine();
-    dnnl::memory am(e.a_md, eng, const_cast<void*>(a));
+    dnnl::stream& stream = dnnl_util::Stream();
     dnnl::memory bm(e.b_md, eng, const_cast<void*>(b));
-    dnnl::memory cm(e.c_md, eng, c);
-    e.prim.execute(dnnl_util::Stream(), {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}});
-    dnnl_util::Stream().wait();
+    if (e.packed_md && !e.packed_b) {
+      e.packed_b = dnnl::memory(*e.packed_md, eng);
+      dnnl::reorder(bm, *e.packed_b).execute(stream, bm, *e.packed_b);
+    }
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, dnnl::memory(e.a_md, eng, const_cast<void*>(a))},
+        {DNNL_ARG_WEIGHTS, e.packed_b ? *e.packed_b : bm},
+        {DNNL_ARG_DST, dnnl::memory(e.c_md, eng, c)}};
+    if (bias != nullptr) {
+      dnnl::memory bias_m(e.bias_md, eng, const_cast<void*>(bias));
+      args[e.native_bias ? DNNL_ARG_BIAS : (DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1)] = bias_m;
+    }
+    if (z != nullptr)
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(e.z_post_op) | DNNL_ARG_SRC_1] =
+          dnnl::memory(e.z_md, eng, const_cast<void*>(z));
+    e.prim.execute(stream, args);
+    stream.wait();
   });
 }
 
-// ---- MatMul -------------------------------------------------------------------------------
+// ---- MatMul and FusedMatMul -----------------------------------------------------------------
 
-// Builds the primitive for A[..., M, K] x B[..., K, N]; 1-D operands get the unit dim ONNX
-// gives them (removed again from the output, which has the same bytes).
-absl::StatusOr<std::unique_ptr<MatMulEntry>> BuildMatMul(const KernelContext& ctx,
-                                                         const TensorView& a,
-                                                         const TensorView& b) {
-  std::vector<int64_t> ad = a.dims, bd = b.dims;
-  if (ad.empty() || bd.empty()) return ctx.Error("operands must not be scalars");
-  if (ad.size() == 1) ad.insert(ad.begin(), 1);
-  if (bd.size() == 1) bd.push_back(1);
+// Checks that `perm` permutes 0..rank-1 (empty = identity).
+absl::Status CheckPerm(const KernelContext& ctx, const char* name, const std::vector<int64_t>& perm,
+                       size_t rank) {
+  if (perm.empty()) return absl::OkStatus();
+  std::vector<bool> seen(rank, false);
+  bool ok = perm.size() == rank;
+  for (int64_t p : perm) {
+    ok = ok && p >= 0 && p < static_cast<int64_t>(rank) && !seen[p];
+    if (ok) seen[p] = true;
+  }
+  if (!ok) return ctx.Error(absl::StrCat(name, " is not a permutation of ", rank, " dims"));
+  return absl::OkStatus();
+}
+
+// The dims and strides of Transpose(t, perm) read in place from t's dense buffer.
+void PermutedView(const TensorView& t, const std::vector<int64_t>& perm, std::vector<int64_t>* dims,
+                  Strides* strides) {
+  Strides dense = dnnl_util::DenseStrides(t.dims);
+  *dims = t.dims;
+  *strides = dense;
+  for (size_t i = 0; i < perm.size(); ++i) {
+    (*dims)[i] = t.dims[perm[i]];
+    (*strides)[i] = dense[perm[i]];
+  }
+}
+
+// The spec of A' x B' -> Y where A' = Transpose(A, perm_a), B' likewise and Y = Transpose(A'B',
+// perm_y); empty perms are identities. 1-D operands get the unit dim ONNX gives them (removed
+// again from Y, which has the same bytes); they take no perms.
+absl::StatusOr<MatMulSpec> PlanMatMul(const KernelContext& ctx, const TensorView& a,
+                                      const TensorView& b, const TensorView& y,
+                                      const std::vector<int64_t>& perm_a,
+                                      const std::vector<int64_t>& perm_b,
+                                      const std::vector<int64_t>& perm_y) {
+  if (a.rank() == 0 || b.rank() == 0) return ctx.Error("operands must not be scalars");
+  if ((a.rank() == 1 && !perm_a.empty()) || (b.rank() == 1 && !perm_b.empty()) ||
+      ((a.rank() == 1 || b.rank() == 1) && !perm_y.empty()))
+    return ctx.Error("1-D operands take no permutations");
+  MT_RETURN_IF_ERROR(CheckPerm(ctx, "perm_a", perm_a, a.rank()));
+  MT_RETURN_IF_ERROR(CheckPerm(ctx, "perm_b", perm_b, b.rank()));
+  MatMulSpec s;
+  std::vector<int64_t>&ad = s.a_dims, &bd = s.b_dims, &cd = s.c_dims;
+  Strides &as = s.a_strides, &bs = s.b_strides;
+  PermutedView(a, perm_a, &ad, &as);
+  PermutedView(b, perm_b, &bd, &bs);
+  if (ad.size() == 1) {
+    ad.insert(ad.begin(), 1);
+    as.insert(as.begin(), ad[1]);
+  }
+  if (bd.size() == 1) {
+    bd.push_back(1);
+    bs.push_back(1);
+  }
   const size_t r = std::max(ad.size(), bd.size());
+  // Broadcast (size-1) leading dims: their stride is never stepped, any value past the data works.
+  as.insert(as.begin(), r - ad.size(), a.numel());
   ad.insert(ad.begin(), r - ad.size(), 1);
+  bs.insert(bs.begin(), r - bd.size(), b.numel());
   bd.insert(bd.begin(), r - bd.size(), 1);
   const int64_t m = ad[r - 2], k = ad[r - 1], n = bd[r - 1];
   if (bd[r - 2] != k)
     return ctx.Error(absl::StrCat("inner dims differ: ", k, " vs ", bd[r - 2]));
-  std::vector<int64_t> cd(r);
+  cd.resize(r);
   bool b_batched = false;
   for (size_t i = 0; i + 2 < r; ++i) {
     if (ad[i] != bd[i] && ad[i] != 1 && bd[i] != 1)
@@ -61,57 +191,111 @@ absl::StatusOr<std::unique_ptr<MatMulEntry>> BuildMatMul(const KernelContext& ct
   }
   cd[r - 2] = m;
   cd[r - 1] = n;
-  if (!b_batched) {
+  MT_RETURN_IF_ERROR(CheckPerm(ctx, "perm_y", perm_y, r));
+  std::vector<int64_t> yd = cd;
+  s.c_strides = dnnl_util::DenseStrides(cd);
+  if (!perm_y.empty()) {
+    for (size_t i = 0; i < r; ++i) yd[i] = cd[perm_y[i]];
+    Strides ys = dnnl_util::DenseStrides(yd);
+    for (size_t i = 0; i < r; ++i) s.c_strides[perm_y[i]] = ys[i];
+  }
+  if (NumElements(yd) != y.numel())
+    return ctx.Error(absl::StrCat("output has ", y.numel(), " elements, the product ",
+                                  NumElements(yd)));
+  if (!b_batched && perm_a.empty() && perm_y.empty()) {
     // One weight matrix for every batch: a single [batch*M, K] x [K, N] GEMM is faster than a
-    // batched one, and A and C are contiguous so the bytes are the same.
-    int64_t rows = 1;
-    for (size_t i = 0; i + 1 < r; ++i) rows *= ad[i];
+    // batched one, and A and C are dense so the bytes are the same.
+    const int64_t rows = NumElements(cd) / n;
     ad = {rows, k};
+    as = {k, 1};
+    bs = {bs[r - 2], bs[r - 1]};
     bd = {k, n};
     cd = {rows, n};
+    s.c_strides = {n, 1};
   }
-  auto dt = dnnl_util::ToDnnl(dnnl_util::ComputeType(a.dtype));
-  if (!dt.ok()) return ctx.Error(std::string(dt.status().message()));
-  auto e = std::make_unique<MatMulEntry>();
-  MT_RETURN_IF_ERROR(Guard(ctx, "building matmul", [&] {
-    e->a_md = dnnl_util::PlainDesc(ad, *dt);
-    e->b_md = dnnl_util::PlainDesc(bd, *dt);
-    e->c_md = dnnl_util::PlainDesc(cd, *dt);
-    dnnl::matmul::desc d(e->a_md, e->b_md, e->c_md);
-    e->prim = dnnl::matmul(dnnl::matmul::primitive_desc(d, dnnl_util::Engine()));
-  }));
-  return e;
+  return s;
 }
 
+dnnl::algorithm ActivationAlgorithm(const std::string& name, bool* ok) {
+  *ok = true;
+  if (name.empty()) return dnnl::algorithm::undef;
+  if (name == "Relu") return dnnl::algorithm::eltwise_relu;
+  if (name == "Gelu") return dnnl::algorithm::eltwise_gelu_erf;
+  if (name == "GeluTanh") return dnnl::algorithm::eltwise_gelu_tanh;
+  if (name == "Sigmoid") return dnnl::algorithm::eltwise_logistic;
+  if (name == "Tanh") return dnnl::algorithm::eltwise_tanh;
+  *ok = false;
+  return dnnl::algorithm::undef;
+}
+
+// MatMul is FusedMatMul without attributes or epilogue inputs.
 class MatMulKernel final : public OpKernel {
  public:
+  explicit MatMulKernel(const Node& node) {
+    if (node.op_type() != "FusedMatMul") return;
+    perm_a_ = node.attr_ints("perm_a");
+    perm_b_ = node.attr_ints("perm_b");
+    perm_y_ = node.attr_ints("perm_y");
+    alpha_ = node.attr_float("alpha", 1.0f);
+    activation_ = node.attr_string("activation", "");
+  }
+
   absl::Status Compute(KernelContext& ctx) override {
     const TensorView* a = ctx.input(0);
     const TensorView* b = ctx.input(1);
-    TensorView* c = ctx.output(0);
-    if (a == nullptr || b == nullptr || c == nullptr) return ctx.Error("needs A, B and Y");
-    if (a->dtype != b->dtype || c->dtype != a->dtype) return ctx.Error("A, B and Y dtypes differ");
-    if (c->numel() == 0) return absl::OkStatus();
-    if (a->numel() == 0 || b->numel() == 0) {  // K == 0: a sum over nothing
-      std::memset(c->data, 0, c->nbytes());
+    const TensorView* bias = ctx.input(2);
+    const TensorView* z = ctx.input(3);
+    TensorView* y = ctx.output(0);
+    if (a == nullptr || b == nullptr || y == nullptr) return ctx.Error("needs A, B and Y");
+    if (a->dtype != b->dtype || y->dtype != a->dtype || (bias && bias->dtype != a->dtype) ||
+        (z && z->dtype != a->dtype))
+      return ctx.Error("A, B, bias, Z and Y dtypes differ");
+    if (y->numel() == 0) return absl::OkStatus();
+    bool act_ok;
+    dnnl::algorithm act = ActivationAlgorithm(activation_, &act_ok);
+    if (!act_ok) return ctx.Error(absl::StrCat("unknown activation '", activation_, "'"));
+    if (a->numel() == 0 || b->numel() == 0) {  // K == 0: the product is a sum over nothing
+      if (alpha_ != 1.0f || bias != nullptr || z != nullptr || act != dnnl::algorithm::undef)
+        return ctx.Error("K == 0 with an epilogue is not supported");
+      std::memset(y->data, 0, y->nbytes());
       return absl::OkStatus();
     }
     std::vector<int64_t> key = ShapeKey(ctx);
     MatMulEntry* e = cache_.Find(key);
     if (e == nullptr) {
-      MT_ASSIGN_OR_RETURN(auto built, BuildMatMul(ctx, *a, *b));
+      MT_ASSIGN_OR_RETURN(MatMulSpec s, PlanMatMul(ctx, *a, *b, *y, perm_a_, perm_b_, perm_y_));
+      if (bias != nullptr) {
+        if (bias->numel() != s.c_dims.back() || (bias->rank() > 0 && bias->dims.back() != bias->numel()))
+          return ctx.Error(absl::StrCat("bias must hold N = ", s.c_dims.back(),
+                                        " values along its last dim"));
+        s.bias = true;
+      }
+      if (z != nullptr) {
+        if (!perm_y_.empty()) return ctx.Error("Z is not supported with perm_y");
+        if (z->dims != y->dims) return ctx.Error("Z must have the shape of Y");
+        s.residual = true;
+      }
+      s.alpha = alpha_;
+      s.activation = act;
+      s.pack_b = ctx.input_constant(1);
+      MT_ASSIGN_OR_RETURN(auto built, Build(ctx, s, a->dtype));
       e = cache_.Insert(key, std::move(built));
     }
     staging_.Begin();
     const void* ap = staging_.Input(*a);
     const void* bp = staging_.Input(*b);
-    void* cp = staging_.Output(*c);
-    MT_RETURN_IF_ERROR(Execute(ctx, "running matmul", *e, ap, bp, cp));
+    const void* biasp = bias ? staging_.Input(*bias) : nullptr;
+    const void* zp = z ? staging_.Input(*z) : nullptr;
+    void* yp = staging_.Output(*y);
+    MT_RETURN_IF_ERROR(Execute(ctx, *e, ap, bp, yp, biasp, zp));
     staging_.Finish();
     return absl::OkStatus();
   }
 
  private:
+  std::vector<int64_t> perm_a_, perm_b_, perm_y_;
+  float alpha_ = 1.0f;
+  std::string activation_;
   ShapeCache<MatMulEntry> cache_;
   Fp16Staging staging_;
 };
@@ -120,38 +304,26 @@ class MatMulKernel final : public OpKernel {
 // Y = alpha * A' B' + beta * C: Y is pre-filled with broadcast C, then the matmul scales its
 // product by alpha (output scale) and adds beta * Y (sum post-op).
 
-absl::StatusOr<std::unique_ptr<MatMulEntry>> BuildGemm(const KernelContext& ctx,
-                                                       const TensorView& a, const TensorView& b,
-                                                       bool has_c) {
+absl::StatusOr<MatMulSpec> PlanGemm(const KernelContext& ctx, const TensorView& a,
+                                    const TensorView& b, bool has_c) {
   const Node& node = ctx.node();
   const bool ta = node.attr_int("transA", 0) != 0, tb = node.attr_int("transB", 0) != 0;
-  const float alpha = node.attr_float("alpha", 1.0f), beta = node.attr_float("beta", 1.0f);
   if (a.rank() != 2 || b.rank() != 2) return ctx.Error("A and B must be 2-D");
   const int64_t m = ta ? a.dims[1] : a.dims[0], k = ta ? a.dims[0] : a.dims[1];
   const int64_t kb = tb ? b.dims[1] : b.dims[0], n = tb ? b.dims[0] : b.dims[1];
   if (k != kb) return ctx.Error(absl::StrCat("inner dims differ: ", k, " vs ", kb));
-  auto dt = dnnl_util::ToDnnl(dnnl_util::ComputeType(a.dtype));
-  if (!dt.ok()) return ctx.Error(std::string(dt.status().message()));
-  auto e = std::make_unique<MatMulEntry>();
-  const std::vector<int64_t> mk = {m, k}, kn = {k, n}, mn = {m, n};
+  MatMulSpec s;
+  s.a_dims = {m, k};
+  s.b_dims = {k, n};
+  s.c_dims = {m, n};
   // A transposed is A^T's dense [K, M] buffer seen as [M, K] with strides (1, M).
-  const std::vector<int64_t> a_strides = ta ? std::vector<int64_t>{1, m} : std::vector<int64_t>{k, 1};
-  const std::vector<int64_t> b_strides = tb ? std::vector<int64_t>{1, k} : std::vector<int64_t>{n, 1};
-  MT_RETURN_IF_ERROR(Guard(ctx, "building gemm", [&] {
-    e->a_md = dnnl_util::StridedDesc(mk, a_strides, *dt);
-    e->b_md = dnnl_util::StridedDesc(kn, b_strides, *dt);
-    e->c_md = dnnl_util::PlainDesc(mn, *dt);
-    dnnl::primitive_attr attr;
-    if (alpha != 1.0f) attr.set_output_scales(0, {alpha});
-    if (has_c && beta != 0.0f) {
-      dnnl::post_ops ops;
-      ops.append_sum(beta);
-      attr.set_post_ops(ops);
-    }
-    dnnl::matmul::desc d(e->a_md, e->b_md, e->c_md);
-    e->prim = dnnl::matmul(dnnl::matmul::primitive_desc(d, attr, dnnl_util::Engine()));
-  }));
-  return e;
+  s.a_strides = ta ? Strides{1, m} : Strides{k, 1};
+  s.b_strides = tb ? Strides{1, k} : Strides{n, 1};
+  s.c_strides = {n, 1};
+  s.alpha = node.attr_float("alpha", 1.0f);
+  if (has_c) s.sum_beta = node.attr_float("beta", 1.0f);
+  s.pack_b = ctx.input_constant(1);
+  return s;
 }
 
 // Writes C (rank <= 2, unidirectionally broadcastable to [M, N]) into every row of Y.
@@ -195,7 +367,8 @@ class GemmKernel final : public OpKernel {
     std::vector<int64_t> key = ShapeKey(ctx);
     MatMulEntry* e = cache_.Find(key);
     if (e == nullptr) {
-      MT_ASSIGN_OR_RETURN(auto built, BuildGemm(ctx, *a, *b, use_c));
+      MT_ASSIGN_OR_RETURN(MatMulSpec s, PlanGemm(ctx, *a, *b, use_c));
+      MT_ASSIGN_OR_RETURN(auto built, Build(ctx, s, a->dtype));
       e = cache_.Insert(key, std::move(built));
     }
     staging_.Begin();
@@ -207,7 +380,7 @@ class GemmKernel final : public OpKernel {
       size_t elem = DTypeSize(dnnl_util::ComputeType(c->dtype));
       MT_RETURN_IF_ERROR(BroadcastC(ctx, *c, cp, yp, m, n, elem));
     }
-    MT_RETURN_IF_ERROR(Execute(ctx, "running gemm", *e, ap, bp, yp));
+    MT_RETURN_IF_ERROR(Execute(ctx, *e, ap, bp, yp));
     staging_.Finish();
     return absl::OkStatus();
   }
@@ -217,18 +390,19 @@ class GemmKernel final : public OpKernel {
   Fp16Staging staging_;
 };
 
-template <typename K>
-KernelFactory Factory() {
-  return [](const Node&) -> absl::StatusOr<std::unique_ptr<OpKernel>> {
-    return std::unique_ptr<OpKernel>(new K());
-  };
+absl::StatusOr<std::unique_ptr<OpKernel>> MakeMatMul(const Node& node) {
+  return std::unique_ptr<OpKernel>(new MatMulKernel(node));
+}
+absl::StatusOr<std::unique_ptr<OpKernel>> MakeGemm(const Node&) {
+  return std::unique_ptr<OpKernel>(new GemmKernel());
 }
 
 }  // namespace
 
 MT_REGISTER_KERNELS(dnnl_matmul) {
-  r.Register({"MatMul", "", DeviceType::kCPU, kFloatTypes, 0, Factory<MatMulKernel>()});
-  r.Register({"Gemm", "", DeviceType::kCPU, kFloatTypes, 0, Factory<GemmKernel>()});
+  r.Register({"MatMul", "", DeviceType::kCPU, kFloatTypes, 0, MakeMatMul});
+  r.Register({"FusedMatMul", "ai.mixtrain", DeviceType::kCPU, kFloatTypes, 0, MakeMatMul});
+  r.Register({"Gemm", "", DeviceType::kCPU, kFloatTypes, 0, MakeGemm});
 }
 
 }  // namespace mixtrain
