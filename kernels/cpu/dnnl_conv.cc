@@ -1,22 +1,67 @@
-// Conv and ConvTranspose (1-D, 2-D, 3-D; groups incl. depthwise, strides, pads, dilations,
-// auto_pad, output_padding/output_shape, optional bias) on oneDNN's convolution and
-// deconvolution primitives, fp32 and bf16 natively, fp16 staged through fp32. Tensors stay in
-// ONNX layout (NC<spatial>, OI<kernel>): weights of a grouped conv are the same bytes as
-// oneDNN's G,O/G,I/G,<kernel> view, and ConvTranspose's [C_in, C_out/G, k] weights are
-// described by strides.
+// Conv, ConvTranspose and ai.mixtrain FusedConv (1-D, 2-D, 3-D; groups incl. depthwise,
+// strides, pads, dilations, auto_pad, output_padding/output_shape, optional bias) on oneDNN's
+// convolution and deconvolution primitives, fp32 and bf16 natively, fp16 staged through fp32.
+// Weights stay in ONNX layout (OI<kernel>): a grouped conv's are the same bytes as oneDNN's
+// G,O/G,I/G,<kernel> view, and ConvTranspose's [C_in, C_out/G, k] weights are described by
+// strides. X and Y are NC<spatial>, or N<spatial>C for a channels_last FusedConv (the inference
+// layout pass's choice: oneDNN's fastest direct kernels read and write it without reorders).
+// FusedConv's epilogue act(conv + B + Z) runs as oneDNN post-ops (sum, eltwise).
 #include <cstring>
 
 #include "graph/check.h"
 #include "graph/ops/nn_geometry.h"
 #include "kernels/cpu/dnnl_common.h"
+#include "kernels/cpu/dnnl_layout.h"
 
 namespace mixtrain {
 namespace {
 
+using dnnl_util::ActivationDesc;
+using dnnl_util::ChannelsFirst;
+using dnnl_util::ChannelsLast;
 using dnnl_util::Fp16Staging;
 using dnnl_util::Guard;
 using dnnl_util::ShapeCache;
 using dnnl_util::ShapeKey;
+
+// What a FusedConv adds to a Conv; a plain Conv is the default (no Z, no activation, NC<sp>).
+struct ConvFusion {
+  bool channels_last = false;
+  bool has_z = false;
+  bool has_act = false;
+  dnnl::algorithm act = dnnl::algorithm::eltwise_relu;
+  float alpha = 0, beta = 0;
+};
+
+absl::StatusOr<ConvFusion> ReadFusion(const KernelContext& ctx) {
+  ConvFusion f;
+  const Node& node = ctx.node();
+  if (node.op_type() != "FusedConv") return f;
+  f.channels_last = node.attr_int("channels_last", 0) != 0;
+  f.has_z = ctx.input(3) != nullptr;
+  const std::string act = node.attr_string("activation", "");
+  const std::vector<float> p = node.attr_floats("activation_params");
+  if (act.empty()) return f;
+  f.has_act = true;
+  if (act == "Relu") {
+    f.act = dnnl::algorithm::eltwise_relu;
+  } else if (act == "LeakyRelu") {
+    f.act = dnnl::algorithm::eltwise_relu;
+    f.alpha = p.empty() ? 0.01f : p[0];
+  } else if (act == "Sigmoid") {
+    f.act = dnnl::algorithm::eltwise_logistic;
+  } else if (act == "Tanh") {
+    f.act = dnnl::algorithm::eltwise_tanh;
+  } else if (act == "Clip") {
+    if (p.size() != 2) return ctx.Error("Clip activation needs activation_params [min, max]");
+    f.act = dnnl::algorithm::eltwise_clip;
+    f.alpha = p[0];
+    f.beta = p[1];
+  } else {
+    return ctx.Error(absl::StrCat("unsupported activation '", act, "'"));
+  }
+  return f;
+}
 
 struct ConvEntry {
   dnnl::primitive prim;
@@ -38,6 +83,9 @@ struct ConvEntry {
     std::vector<uint8_t> buf;
   };
   std::unique_ptr<Blocked> bx, bw, by;
+  // Z into the blocked Y buffer, which the sum post-op accumulates onto.
+  std::unique_ptr<Blocked> bz;
+  bool w_packed = false;  // bw->buf holds the constant weights already
 };
 
 // A reorder between our plain buffer and the primitive's layout when they differ.
@@ -59,9 +107,14 @@ int64_t Product(std::span<const int64_t> v) {
   return p;
 }
 
-absl::StatusOr<std::unique_ptr<ConvEntry>> BuildConv(const KernelContext& ctx, bool transposed) {
+absl::StatusOr<std::unique_ptr<ConvEntry>> BuildConv(const KernelContext& ctx, bool transposed,
+                                                     const ConvFusion& f) {
   const Node& node = ctx.node();
-  const TensorView& x = *ctx.input(0);
+  TensorView x = *ctx.input(0);  // logical [N, C, sp...]
+  if (f.channels_last) {
+    if (x.rank() < 3) return ctx.Error("channels_last X must be [N, spatial..., C]");
+    x.dims = ChannelsFirst(x.dims);
+  }
   const TensorView& w = *ctx.input(1);
   const TensorView* b = ctx.input(2);
   if (x.rank() < 3 || x.rank() > 5)
@@ -131,12 +184,15 @@ absl::StatusOr<std::unique_ptr<ConvEntry>> BuildConv(const KernelContext& ctx, b
     }
     w_strides = dnnl_util::DenseStrides(w_dims);
   }
-  const std::vector<int64_t>& y_prim_dims = e->reach_dims.empty() ? y_dims : e->reach_dims;
+  const std::vector<int64_t> y_prim_dims = e->reach_dims.empty() ? y_dims : e->reach_dims;
+  if (f.channels_last) y_dims = ChannelsLast(y_dims);
+  if (const TensorView* z = ctx.input(3); f.has_z && z->dims != y_dims)
+    return ctx.Error("Z must have Y's shape");
   MT_RETURN_IF_ERROR(Guard(ctx, transposed ? "building deconvolution" : "building convolution",
                            [&] {
-    e->x_md = dnnl_util::PlainDesc(x.dims, dt);
+    e->x_md = ActivationDesc(x.dims, dt, f.channels_last);
     e->w_md = dnnl_util::StridedDesc(w_dims, w_strides, dt);
-    e->y_md = dnnl_util::PlainDesc(y_prim_dims, dt);
+    e->y_md = ActivationDesc(y_prim_dims, dt, f.channels_last);
     e->b_md = e->has_bias ? dnnl_util::PlainDesc(b->dims, dt) : dnnl::memory::desc();
     const auto strides = dnnl_util::ToDims(g.strides), dils = dnnl_util::ToDims(dil),
                pl = dnnl_util::ToDims(g.pads_begin), pr = dnnl_util::ToDims(pad_r);
@@ -151,19 +207,28 @@ absl::StatusOr<std::unique_ptr<ConvEntry>> BuildConv(const KernelContext& ctx, b
       // is as fast as the blocked kernel, and reordering the large output would be pure cost
       // (fashion_cnn's 1->32 conv: 1.25 ms plain vs 0.9 + 0.87 ms blocked + reorder; its
       // 32->64 conv: 3.8 ms plain vs 2.6 + 0.6 ms; bf16: 4.0 vs 1.1 + 0.4 ms).
+      // Channels-last X and Y are what oneDNN's brgconv kernels read and write (fashion_cnn's
+      // convs: 0.15 + 0.96 ms vs 2.9 ms above), so only the weights get its layout then.
       using tag = dnnl::memory::format_tag;
       const bool blocked = c / group >= 4;
-      const auto any = [&](const dnnl::memory::desc& md) {
-        return blocked ? dnnl::memory::desc(md.dims(), dt, tag::any) : md;
+      const bool fixed_io = f.channels_last || !blocked, fixed_w = !f.channels_last && !blocked;
+      const auto pick = [&](const dnnl::memory::desc& md, bool fixed) {
+        return fixed ? md : dnnl::memory::desc(md.dims(), dt, tag::any);
       };
-      dnnl::convolution_forward::desc d(prop, dnnl::algorithm::convolution_direct, any(e->x_md),
-                                        any(e->w_md), e->b_md, any(e->y_md), strides, dils, pl,
-                                        pr);
-      dnnl::convolution_forward::primitive_desc pd(d, dnnl_util::Engine());
+      dnnl::convolution_forward::desc d(prop, dnnl::algorithm::convolution_direct,
+                                        pick(e->x_md, fixed_io), pick(e->w_md, fixed_w), e->b_md,
+                                        pick(e->y_md, fixed_io), strides, dils, pl, pr);
+      dnnl::post_ops ops;
+      if (f.has_z) ops.append_sum(1.0f);
+      if (f.has_act) ops.append_eltwise(1.0f, f.act, f.alpha, f.beta);
+      dnnl::primitive_attr attr;
+      attr.set_post_ops(ops);
+      dnnl::convolution_forward::primitive_desc pd(d, attr, dnnl_util::Engine());
       e->prim = dnnl::convolution_forward(pd);
       e->bx = MakeBlocked(e->x_md, pd.src_desc(), false);
       e->bw = MakeBlocked(e->w_md, pd.weights_desc(), false);
       e->by = MakeBlocked(e->y_md, pd.dst_desc(), true);
+      if (f.has_z && e->by) e->bz = MakeBlocked(e->y_md, pd.dst_desc(), false);
     }
   }));
   return e;
@@ -208,22 +273,28 @@ class ConvKernel final : public OpKernel {
     const TensorView* x = ctx.input(0);
     const TensorView* w = ctx.input(1);
     const TensorView* b = ctx.input(2);
+    const TensorView* z = ctx.input(3);
     TensorView* y = ctx.output(0);
     if (x == nullptr || w == nullptr || y == nullptr) return ctx.Error("needs X, W and Y");
-    if (w->dtype != x->dtype || y->dtype != x->dtype || (b && b->dtype != x->dtype))
-      return ctx.Error("X, W, B and Y dtypes differ");
+    if (w->dtype != x->dtype || y->dtype != x->dtype || (b && b->dtype != x->dtype) ||
+        (z && z->dtype != x->dtype))
+      return ctx.Error("X, W, B, Z and Y dtypes differ");
     if (y->numel() == 0) return absl::OkStatus();
     std::vector<int64_t> key = ShapeKey(ctx);
     ConvEntry* e = cache_.Find(key);
     if (e == nullptr) {
-      MT_ASSIGN_OR_RETURN(auto built, BuildConv(ctx, transposed_));
+      MT_ASSIGN_OR_RETURN(ConvFusion f, ReadFusion(ctx));
+      MT_ASSIGN_OR_RETURN(auto built, BuildConv(ctx, transposed_, f));
       e = cache_.Insert(key, std::move(built));
     }
     if (y->dims != e->y_dims) return ctx.Error("output allocated with unexpected dims");
     staging_.Begin();
     const void* xp = staging_.Input(*x);
-    const void* wp = staging_.Input(*w);
+    // Constant weights already in the primitive's layout are neither staged nor reordered again.
+    const bool w_cached = e->w_packed && ctx.input_constant(1);
+    const void* wp = w_cached ? nullptr : staging_.Input(*w);
     const void* bp = b ? staging_.Input(*b) : nullptr;
+    const void* zp = z ? staging_.Input(*z) : nullptr;
     void* yp = staging_.Output(*y);
     void* prim_y = e->reach_dims.empty() ? yp : e->tmp.data();
     MT_RETURN_IF_ERROR(Guard(ctx, "running convolution", [&] {
@@ -231,10 +302,12 @@ class ConvKernel final : public OpKernel {
       dnnl::stream& st = dnnl_util::Stream();
       // Plain memory, or its reordered copy in the primitive's layout.
       auto in = [&](ConvEntry::Blocked* b, const dnnl::memory::desc& md, const void* p) {
-        dnnl::memory m(md, eng, const_cast<void*>(p));
-        if (b == nullptr) return m;
+        if (b == nullptr) return dnnl::memory(md, eng, const_cast<void*>(p));
         dnnl::memory bm(b->md, eng, b->buf.data());
-        b->to_prim.execute(st, m, bm);
+        if (p != nullptr) {
+          dnnl::memory m(md, eng, const_cast<void*>(p));
+          b->to_prim.execute(st, m, bm);
+        }
         return bm;
       };
       dnnl::memory ym(e->y_md, eng, prim_y);
@@ -243,10 +316,18 @@ class ConvKernel final : public OpKernel {
           {DNNL_ARG_WEIGHTS, in(e->bw.get(), e->w_md, wp)},
           {DNNL_ARG_DST, e->by ? dnnl::memory(e->by->md, eng, e->by->buf.data()) : ym}};
       if (e->has_bias) args[DNNL_ARG_BIAS] = dnnl::memory(e->b_md, eng, const_cast<void*>(bp));
+      // The sum post-op adds what DST holds before the call: Z.
+      if (zp != nullptr && e->bz) {
+        dnnl::memory zm(e->y_md, eng, const_cast<void*>(zp));
+        e->bz->to_prim.execute(st, zm, args[DNNL_ARG_DST]);
+      } else if (zp != nullptr && zp != prim_y) {
+        std::memcpy(prim_y, zp, e->y_md.get_size());
+      }
       e->prim.execute(st, args);
       if (e->by) e->by->to_prim.execute(st, args[DNNL_ARG_DST], ym);
       st.wait();
     }));
+    e->w_packed = e->bw != nullptr && ctx.input_constant(1);
     if (!e->reach_dims.empty())
       ScatterReach(*e, bp, yp, y->dims, DTypeSize(dnnl_util::ComputeType(y->dtype)));
     staging_.Finish();
@@ -270,6 +351,8 @@ KernelFactory ConvFactory(bool transposed) {
 MT_REGISTER_KERNELS(dnnl_conv) {
   r.Register({"Conv", "", DeviceType::kCPU, kFloatTypes, 0, ConvFactory(false)});
   r.Register({"ConvTranspose", "", DeviceType::kCPU, kFloatTypes, 0, ConvFactory(true)});
+  // FusedConv(X, W, B?, Z?) = act(Conv(X, W) + B + Z): the Conv kernel, configured by the node.
+  r.Register({"FusedConv", "ai.mixtrain", DeviceType::kCPU, kFloatTypes, 0, ConvFactory(false)});
 }
 
 }  // namespace mixtrain

@@ -1,7 +1,10 @@
 // MaxPool and AveragePool on oneDNN's pooling primitive (kernel, strides, pads, dilations,
 // auto_pad, ceil_mode, count_include_pad), fp32 and bf16 natively, fp16 staged through fp32.
 // MaxPool's optional Indices output and the global pools are plain loops: oneDNN's max-pool
-// workspace is not an ONNX index, and a global pool is a memory-bound reduction.
+// workspace is not an ONNX index, and a global pool is a memory-bound reduction. The
+// ai.mixtrain variants with channels_last = 1 (the inference layout pass's) pool [N, sp..., C]
+// tensors; oneDNN pools that layout about 10x faster than NC<spatial> (fashion_cnn's first
+// MaxPool: 0.04 vs 0.46 ms).
 #include <cmath>
 #include <limits>
 
@@ -9,10 +12,14 @@
 #include "graph/ops/nn_geometry.h"
 #include "kernels/common/half.h"
 #include "kernels/cpu/dnnl_common.h"
+#include "kernels/cpu/dnnl_layout.h"
 
 namespace mixtrain {
 namespace {
 
+using dnnl_util::ActivationDesc;
+using dnnl_util::ChannelsFirst;
+using dnnl_util::ChannelsLast;
 using dnnl_util::Fp16Staging;
 using dnnl_util::Guard;
 using dnnl_util::ShapeCache;
@@ -57,6 +64,7 @@ struct PoolEntry {
   // by the kernel size there, ONNX by the window clipped to the padded input. Per output
   // position (spatial, row-major) the factor that corrects it; empty when none is needed.
   std::vector<float> rescale;
+  std::vector<int64_t> y_dims;  // as stored
 };
 
 // Number of window taps inside [-pad_begin, in + pad_end) per output position of one dim.
@@ -73,8 +81,9 @@ std::vector<int64_t> TapsInPadded(const WindowGeometry& g, size_t d, int64_t in)
   return taps;
 }
 
+// `x` has logical [N, C, sp...] dims; `channels_last` says how it is stored.
 absl::StatusOr<std::unique_ptr<PoolEntry>> BuildPool(const KernelContext& ctx, const TensorView& x,
-                                                     bool is_max) {
+                                                     bool is_max, bool channels_last) {
   MT_ASSIGN_OR_RETURN(WindowGeometry g, PoolGeometry(ctx, x));
   const bool include_pad = !is_max && ctx.node().attr_int("count_include_pad", 0) != 0;
   auto dt = dnnl_util::ToDnnl(dnnl_util::ComputeType(x.dtype));
@@ -105,12 +114,13 @@ absl::StatusOr<std::unique_ptr<PoolEntry>> BuildPool(const KernelContext& ctx, c
       }
     }
   }
+  e->y_dims = channels_last ? ChannelsLast(y_dims) : y_dims;
   const dnnl::algorithm alg = is_max        ? dnnl::algorithm::pooling_max
                               : include_pad ? dnnl::algorithm::pooling_avg_include_padding
                                             : dnnl::algorithm::pooling_avg_exclude_padding;
   MT_RETURN_IF_ERROR(Guard(ctx, "building pooling", [&] {
-    e->x_md = dnnl_util::PlainDesc(x.dims, *dt);
-    e->y_md = dnnl_util::PlainDesc(y_dims, *dt);
+    e->x_md = ActivationDesc(x.dims, *dt, channels_last);
+    e->y_md = ActivationDesc(y_dims, *dt, channels_last);
     dnnl::pooling_v2_forward::desc d(
         dnnl::prop_kind::forward_inference, alg, e->x_md, e->y_md, dnnl_util::ToDims(g.strides),
         dnnl_util::ToDims(g.kernel), dnnl_util::ToDims(dil), dnnl_util::ToDims(g.pads_begin),
@@ -194,14 +204,19 @@ class PoolKernel final : public OpKernel {
         return ctx.Error("Indices must be int64 with Y's shape");
       return MaxPoolWithIndices(ctx, *x, *y, *ind);
     }
+    const bool channels_last = ctx.node().attr_int("channels_last", 0) != 0;
     std::vector<int64_t> key = ShapeKey(ctx);
     PoolEntry* e = cache_.Find(key);
     if (e == nullptr) {
-      MT_ASSIGN_OR_RETURN(auto built, BuildPool(ctx, *x, is_max_));
+      TensorView logical = *x;
+      if (channels_last) {
+        if (x->rank() < 3) return ctx.Error("channels_last X must be [N, spatial..., C]");
+        logical.dims = ChannelsFirst(x->dims);
+      }
+      MT_ASSIGN_OR_RETURN(auto built, BuildPool(ctx, logical, is_max_, channels_last));
       e = cache_.Insert(key, std::move(built));
     }
-    if (y->dims != std::vector<int64_t>(e->y_md.dims()))
-      return ctx.Error("output allocated with unexpected dims");
+    if (y->dims != e->y_dims) return ctx.Error("output allocated with unexpected dims");
     staging_.Begin();
     const void* xp = staging_.Input(*x);
     void* yp = staging_.Output(*y);
@@ -216,8 +231,11 @@ class PoolKernel final : public OpKernel {
       const DType ct = dnnl_util::ComputeType(y->dtype);
       const int64_t plane = static_cast<int64_t>(e->rescale.size());
       const int64_t total = y->numel();
+      // Consecutive elements of one spatial position: C of them channels-last, else 1.
+      const int64_t run = channels_last ? y->dims.back() : 1;
       for (int64_t i = 0; i < total; ++i)
-        if (float f = e->rescale[i % plane]; f != 1.0f) Store(ct, yp, i, Load(ct, yp, i) * f);
+        if (float f = e->rescale[(i / run) % plane]; f != 1.0f)
+          Store(ct, yp, i, Load(ct, yp, i) * f);
     }
     staging_.Finish();
     return absl::OkStatus();
@@ -229,6 +247,22 @@ class PoolKernel final : public OpKernel {
   Fp16Staging staging_;
 };
 
+// Channels-last GlobalAveragePool: per image, the mean of its [sp, C] rows, accumulated in fp32.
+absl::Status GlobalAveragePoolChannelsLast(KernelContext& ctx, const TensorView& x, TensorView& y) {
+  const int64_t n = x.dims[0], c = x.dims.back();
+  const int64_t rows = n == 0 || c == 0 ? 0 : x.numel() / (n * c);
+  if (rows == 0 && n * c > 0) return ctx.Error("global pooling over an empty spatial extent");
+#pragma omp parallel for schedule(static) if (x.numel() > (1 << 15))
+  for (int64_t b = 0; b < n; ++b) {
+    std::vector<float> acc(c, 0.0f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t ch = 0; ch < c; ++ch) acc[ch] += Load(x.dtype, x.data, (b * rows + r) * c + ch);
+    for (int64_t ch = 0; ch < c; ++ch)
+      Store(y.dtype, y.data, b * c + ch, acc[ch] / static_cast<float>(rows));
+  }
+  return absl::OkStatus();
+}
+
 // GlobalAveragePool / GlobalMaxPool: one reduction per (n, c) plane, accumulated in fp32.
 template <bool kMax>
 absl::Status GlobalPool(KernelContext& ctx) {
@@ -237,6 +271,8 @@ absl::Status GlobalPool(KernelContext& ctx) {
   if (x == nullptr || y == nullptr) return ctx.Error("needs X and Y");
   if (x->rank() < 3) return ctx.Error("X must be [N, C, spatial...]");
   if (y->dtype != x->dtype) return ctx.Error("X and Y dtypes differ");
+  if (!kMax && ctx.node().attr_int("channels_last", 0) != 0)
+    return GlobalAveragePoolChannelsLast(ctx, *x, *y);
   const int64_t planes = x->dims[0] * x->dims[1];
   const int64_t plane = planes == 0 ? 0 : x->numel() / planes;
   if (plane == 0 && planes > 0) return ctx.Error("global pooling over an empty spatial extent");
@@ -266,6 +302,11 @@ MT_REGISTER_KERNELS(dnnl_pool) {
   r.Register({"GlobalAveragePool", "", DeviceType::kCPU, kFloatTypes, 0,
               FnKernel(GlobalPool<false>)});
   r.Register({"GlobalMaxPool", "", DeviceType::kCPU, kFloatTypes, 0, FnKernel(GlobalPool<true>)});
+  // The channels_last variants (graph/ops/fused_conv_ops.cc).
+  r.Register({"MaxPool", "ai.mixtrain", DeviceType::kCPU, kFloatTypes, 0, PoolFactory(true)});
+  r.Register({"AveragePool", "ai.mixtrain", DeviceType::kCPU, kFloatTypes, 0, PoolFactory(false)});
+  r.Register({"GlobalAveragePool", "ai.mixtrain", DeviceType::kCPU, kFloatTypes, 0,
+              FnKernel(GlobalPool<false>)});
 }
 
 }  // namespace mixtrain
