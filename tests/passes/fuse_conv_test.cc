@@ -1,0 +1,276 @@
+// The inference conv passes (fuse_conv, conv_layout, conv_transposes, conv_flatten_weights):
+// what they rewrite and what they must leave alone (shared intermediates, graph outputs,
+// broadcasts, training-mode BatchNormalization), and that the rewritten graph computes what
+// the original did, on small graphs and on the shipped fashion_cnn and resnet_mini models in
+// fp32 (tight) and bf16 (loose); the optimized models pass onnx::checker.
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "gtest/gtest.h"
+#include "graph/onnx_export.h"
+#include "graph/onnx_import.h"
+#include "graph/shape_inference.h"
+#include "passes/inference.h"
+#include "passes/pass_registry.h"
+#include "runtime/low_precision.h"
+#include "runtime/session.h"
+#include "tests/passes/autodiff_test_util.h"
+
+namespace mixtrain {
+namespace {
+
+using gradcheck::G;
+using A = Attribute;
+
+int Count(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node->op_type() == op;
+  return n;
+}
+
+Node* Find(const Graph& g, const std::string& op) {
+  for (const auto& node : g.nodes())
+    if (node->op_type() == op) return node.get();
+  return nullptr;
+}
+
+std::map<std::string, Tensor> Feeds(const Graph& g, int64_t batch) {
+  std::map<std::string, Tensor> feeds;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (const Value* in : g.inputs()) {
+    std::vector<int64_t> dims;
+    for (const Dim& d : in->shape.dims) dims.push_back(d.known() ? d.value : batch);
+    Tensor f32(DType::kF32, dims);
+    for (int64_t i = 0; i < f32.numel(); ++i) f32.data_as<float>()[i] = u(rng);
+    feeds[in->name] = ConvertFloat(f32, in->dtype);
+  }
+  return feeds;
+}
+
+std::vector<Tensor> RunGraph(const Graph& g, const std::map<std::string, Tensor>& feeds) {
+  auto s = Session::Create(g);
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (!s.ok()) return {};
+  auto out = (*s)->Run(feeds);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? *out : std::vector<Tensor>{};
+}
+
+void ExpectClose(const std::vector<Tensor>& got, const std::vector<Tensor>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    ASSERT_EQ(got[o].dims(), want[o].dims());
+    for (int64_t i = 0; i < want[o].numel(); ++i) {
+      double w = want[o].GetDouble(i), v = got[o].GetDouble(i);
+      ASSERT_NEAR(v, w, tol * (1 + std::fabs(w))) << "output " << o << " element " << i;
+    }
+  }
+}
+
+// Runs the named passes (or the whole inference pipeline for "inference") on a copy of `g`
+// and checks the copy computes what g does; returns the copy.
+std::unique_ptr<Graph> RewriteAndCompare(Graph& g, const std::vector<std::string>& passes,
+                                         double tol = 1e-5) {
+  EXPECT_TRUE(InferShapes(g).ok());
+  std::unique_ptr<Graph> opt = g.Clone();
+  PassManager pm;
+  for (const std::string& p : passes) {
+    auto pass = CreatePassByName(p);
+    EXPECT_TRUE(pass.ok()) << p;
+    if (pass.ok()) pm.Add(std::move(*pass));
+  }
+  absl::Status st = pm.Run(*opt);
+  EXPECT_TRUE(st.ok()) << st;
+  auto feeds = Feeds(g, 3);
+  ExpectClose(RunGraph(*opt, feeds), RunGraph(g, feeds), tol);
+  return opt;
+}
+
+Value* Input(G& b, const std::string& name, std::vector<int64_t> dims) {
+  Value* x = b.graph().AddValue(name, DType::kF32, Shape::Of(dims));
+  b.graph().AddInput(x);
+  return x;
+}
+
+std::vector<A> Pad1() { return {A::Ints("pads", {1, 1, 1, 1})}; }
+
+// ---- fuse_conv ------------------------------------------------------------------------------
+
+TEST(FuseConv, ConvReluBecomesFusedConv) {
+  G b;
+  Value* x = Input(b, "x", {2, 3, 8, 8});
+  Value* y = b.Op1("Relu", {b.Op1("Conv", {x, b.Param("w", {4, 3, 3, 3}, 1), b.Param("bias", {4}, 2)},
+                                  Pad1())});
+  b.graph().AddOutput(y);
+  auto opt = RewriteAndCompare(b.graph(), {"fuse_conv"});
+  EXPECT_EQ(Count(*opt, "Conv"), 0);
+  EXPECT_EQ(Count(*opt, "Relu"), 0);
+  Node* f = Find(*opt, "FusedConv");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->attr_string("activation", ""), "Relu");
+  EXPECT_EQ(f->output(0)->name, y->name);  // the graph output keeps its name
+}
+
+TEST(FuseConv, ConvOutputUsedElsewhereStays) {
+  G b;
+  Value* x = Input(b, "x", {2, 3, 8, 8});
+  Value* c = b.Op1("Conv", {x, b.Param("w", {4, 3, 3, 3}, 1)}, Pad1());
+  b.graph().AddOutput(b.Op1("Relu", {c}));
+  b.graph().AddOutput(c);
+  auto opt = RewriteAndCompare(b.graph(), {"fuse_conv"});
+  EXPECT_EQ(Count(*opt, "FusedConv"), 0);
+  EXPECT_EQ(Count(*opt, "Relu"), 1);
+}
+
+TEST(FuseConv, ResidualAddAndActivation) {
+  G b;
+  Value* x = Input(b, "x", {2, 3, 6, 5});
+  Value* z = Input(b, "z", {2, 4, 6, 5});
+  Value* c = b.Op1("Conv", {x, b.Param("w", {4, 3, 3, 3}, 1), b.Param("bias", {4}, 2)}, Pad1());
+  b.graph().AddOutput(b.Op1("LeakyRelu", {b.Op1("Add", {z, c})}, {A::Float("alpha", 0.3f)}));
+  auto opt = RewriteAndCompare(b.graph(), {"fuse_conv"});
+  ASSERT_EQ(opt->num_nodes(), 1u);
+  Node* f = Find(*opt, "FusedConv");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->num_inputs(), 4u);
+  EXPECT_EQ(f->input(3)->name, "z");
+  EXPECT_EQ(f->attr_string("activation", ""), "LeakyRelu");
+}
+
+TEST(FuseConv, BroadcastAddIsNoResidual) {
+  G b;
+  Value* x = Input(b, "x", {2, 3, 6, 6});
+  Value* c = b.Op1("Conv", {x, b.Param("w", {4, 3, 3, 3}, 1)}, Pad1());
+  b.graph().AddOutput(b.Op1("Add", {c, b.Param("k", {1, 4, 1, 1}, 3)}));
+  auto opt = RewriteAndCompare(b.graph(), {"fuse_conv"});
+  EXPECT_EQ(Count(*opt, "FusedConv"), 0);
+  EXPECT_EQ(Count(*opt, "Add"), 1);
+}
+
+TEST(FuseConv, FoldsInferenceBatchNormOnly) {
+  for (int training : {0, 1}) {
+    G b;
+    Value* x = Input(b, "x", {2, 3, 6, 6});
+    Value* c = b.Op1("Conv", {x, b.Param("w", {4, 3, 3, 3}, 1), b.Param("bias", {4}, 2)}, Pad1());
+    std::vector<float> var = {0.5f, 1.5f, 2.0f, 0.25f};
+    Value* bn = b.Op1("BatchNormalization",
+                      {c, b.Param("s", {4}, 3), b.Param("o", {4}, 4), b.Param("m", {4}, 5),
+                       b.Param("v", {4}, var)},
+                      {A::Float("epsilon", 1e-3f), A::Int("training_mode", training)});
+    b.graph().AddOutput(b.Op1("Relu", {bn}));
+    auto opt = RewriteAndCompare(b.graph(), {"fuse_conv"}, 1e-5);
+    EXPECT_EQ(Count(*opt, "BatchNormalization"), training) << "training_mode " << training;
+    if (training == 0) {
+      ASSERT_EQ(opt->num_nodes(), 1u);
+      EXPECT_EQ(Find(*opt, "FusedConv")->attr_string("activation", ""), "Relu");
+    }
+  }
+}
+
+// ---- layout ---------------------------------------------------------------------------------
+
+// fashion_cnn's shape: conv-relu-pool twice, flatten, gemm (c_in input channels).
+void BuildCnn(G& b, int64_t c_in, bool pool_is_output) {
+  Value* x = Input(b, "x", {2, c_in, 12, 12});
+  Value* h = b.Op1("Relu", {b.Op1("Conv", {x, b.Param("w1", {8, c_in, 3, 3}, 1),
+                                           b.Param("b1", {8}, 2)}, Pad1())});
+  const std::vector<A> pool = {A::Ints("kernel_shape", {2, 2}), A::Ints("strides", {2, 2})};
+  h = b.Op1("MaxPool", {h}, pool);
+  h = b.Op1("Relu", {b.Op1("Conv", {h, b.Param("w2", {16, 8, 3, 3}, 3), b.Param("b2", {16}, 4)},
+                           Pad1())});
+  h = b.Op1("MaxPool", {h}, pool);
+  if (pool_is_output) b.graph().AddOutput(h);
+  h = b.Op1("Flatten", {h});
+  h = b.Op1("Gemm", {h, b.Param("fw", {10, 144}, 5), b.Param("fb", {10}, 6)},
+            {A::Int("transB", 1)});
+  b.graph().AddOutput(h);
+}
+
+TEST(ConvLayout, SingleChannelCnnHasNoTransposeLeft) {
+  G b;
+  BuildCnn(b, 1, false);
+  auto opt = RewriteAndCompare(b.graph(), {"inference"});
+  // The input's move of its size-1 channel dim is a view; the flatten's is in the weights.
+  EXPECT_EQ(Count(*opt, "Transpose"), 0);
+  EXPECT_EQ(Count(*opt, "Reshape"), 1);
+  EXPECT_EQ(Count(*opt, "FusedConv"), 2);
+  EXPECT_EQ(Count(*opt, "MaxPool"), 2);
+  for (const auto& n : opt->nodes())
+    if (n->op_type() == "FusedConv" || n->op_type() == "MaxPool") {
+      EXPECT_EQ(n->domain(), "ai.mixtrain");
+      EXPECT_EQ(n->attr_int("channels_last", 0), 1);
+    }
+}
+
+TEST(ConvLayout, TransposesOnlyAtRegionBoundaries) {
+  G b;
+  BuildCnn(b, 3, false);
+  auto opt = RewriteAndCompare(b.graph(), {"inference"});
+  EXPECT_EQ(Count(*opt, "Transpose"), 1);  // the input's
+}
+
+TEST(ConvLayout, FlattenOfSharedFeatureMapKeepsItsTranspose) {
+  G b;
+  BuildCnn(b, 3, true);
+  auto opt = RewriteAndCompare(b.graph(), {"inference"});
+  EXPECT_EQ(Count(*opt, "Transpose"), 2);  // the input's and the graph output's
+  EXPECT_EQ(opt->initializers().size(), b.graph().initializers().size());  // no new weights
+}
+
+TEST(ConvLayout, ResidualRegionStaysChannelsLast) {
+  G b;
+  Value* x = Input(b, "x", {2, 4, 7, 7});
+  Value* h = b.Op1("Relu", {b.Op1("Conv", {x, b.Param("w1", {4, 4, 3, 3}, 1)}, Pad1())});
+  Value* c = b.Op1("Conv", {h, b.Param("w2", {4, 4, 3, 3}, 2)}, Pad1());
+  Value* r = b.Op1("Sigmoid", {b.Op1("Mul", {b.Op1("Add", {c, h}), b.Param("k", {1}, std::vector<float>{0.5f})})});
+  b.graph().AddOutput(b.Op1("GlobalAveragePool", {r}));
+  auto opt = RewriteAndCompare(b.graph(), {"inference"});
+  EXPECT_EQ(Count(*opt, "Transpose"), 1);  // the input's; the pooled [N,1,1,C] is a view
+  EXPECT_EQ(Find(*opt, "GlobalAveragePool")->domain(), "ai.mixtrain");
+}
+
+TEST(ConvTransposes, InversePairsCancelOthersStay) {
+  G b;
+  Value* x = Input(b, "x", {2, 3, 4, 5});
+  const auto pair = [&] {
+    Value* t = b.Op1("Transpose", {x}, {A::Ints("perm", {0, 2, 3, 1})});
+    return b.Op1("Transpose", {t}, {A::Ints("perm", {0, 3, 1, 2})});
+  };
+  Value* relu = b.Op1("Relu", {pair()});
+  b.graph().AddOutput(relu);
+  b.graph().AddOutput(pair());  // a graph output: its name must survive
+  b.graph().AddOutput(b.Op1("Transpose", {b.Op1("Relu", {x})}, {A::Ints("perm", {0, 2, 1, 3})}));
+  auto opt = RewriteAndCompare(b.graph(), {"conv_transposes"});
+  EXPECT_EQ(Count(*opt, "Transpose"), 3);
+  EXPECT_EQ(opt->FindValue(relu->name)->producer->input(0)->name, "x");
+}
+
+// ---- shipped models -------------------------------------------------------------------------
+
+void CompareModel(const std::string& file, DType dt, double tol) {
+  SCOPED_TRACE(file + " " + DTypeName(dt));
+  auto g = ImportOnnxFile(std::string(MT_SOURCE_DIR) + "/models/" + file);
+  ASSERT_TRUE(g.ok()) << g.status();
+  if (dt != DType::kF32) ASSERT_TRUE(LowerFloatModel(**g, dt).ok());
+  std::unique_ptr<Graph> opt = (*g)->Clone();
+  ASSERT_TRUE(OptimizeForInference(*opt).ok());
+  EXPECT_GT(Count(*opt, "FusedConv"), 0);
+  auto feeds = Feeds(**g, 4);
+  ExpectClose(RunGraph(*opt, feeds), RunGraph(**g, feeds), tol);
+  if (dt == DType::kF32) {
+    absl::Status st = CheckOnnxModel(ExportOnnx(*opt));
+    EXPECT_TRUE(st.ok()) << st.message();
+  }
+}
+
+TEST(ConvModels, OptimizedEqualsUnoptimized) {
+  for (const char* m : {"fashion_cnn.onnx", "resnet_mini.onnx"}) {
+    CompareModel(m, DType::kF32, 1e-4);
+    CompareModel(m, DType::kBF16, 5e-2);
+  }
+}
+
+}  // namespace
+}  // namespace mixtrain
