@@ -112,6 +112,8 @@ MT_REGISTER_KERNELS(cpu_elementwise_unary) {
   r.Register({"Sigmoid", "", cpu, f, 0, FnKernel(FloatMath<ew::Sigmoid>)});
   r.Register({"Softplus", "", cpu, f, 0, FnKernel(FloatMath<ew::Softplus>)});
   r.Register({"Gelu", "", cpu, f, 0, FnKernel(GeluKernel)});
+  // fuse_gelu's Gelu for graphs older than opset 20 (graph/ops/fused_eltwise_ops.cc).
+  r.Register({"Gelu", "ai.mixtrain", cpu, f, 0, FnKernel(GeluKernel)});
   r.Register({"LeakyRelu", "", cpu, f, 0, FnKernel(LeakyReluKernel)});
   r.Register({"Relu", "", cpu, s, 0, FnKernel(Cheap<ew::Relu, SignedStorage>)});
   r.Register({"Neg", "", cpu, s, 0, FnKernel(Cheap<ew::Neg, SignedStorage>)});

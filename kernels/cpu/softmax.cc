@@ -114,9 +114,96 @@ absl::Status SoftmaxKernel(KernelContext& ctx) {
   });
 }
 
+// --- MaskedSoftmax (fuse_softmax): Softmax(Where(mask, scale * X, fill)) over the last axis ---
+
+struct MaskedRows {
+  int64_t n = 0;                   // row length (X's last dim)
+  float scale = 1, fill = 0;
+  std::vector<int64_t> row_dims;   // X's leading dims
+  std::vector<int64_t> mask_step;  // the mask's stride along each leading dim (0: broadcast)
+  int64_t mask_inner = 0;          // the mask's stride along the row: 0 or 1
+};
+
+// Rows [b, e): the masked, scaled row goes to float scratch v, then the shared row softmax.
+template <typename Io>
+[[gnu::always_inline]] inline void MaskedRowRange(const MaskedRows& p, const typename Io::T* x,
+                                                  const bool* mask, typename Io::T* y, int64_t b,
+                                                  int64_t e, float* v, float* scratch) {
+  const int64_t n = p.n;
+  const auto* mb = reinterpret_cast<const uint8_t*>(mask);  // a bool's byte is 0 or 1
+  for (int64_t r = b; r < e; ++r) {
+    int64_t moff = 0;
+    for (int64_t d = static_cast<int64_t>(p.row_dims.size()) - 1, q = r; d >= 0; --d) {
+      moff += (q % p.row_dims[d]) * p.mask_step[d];
+      q /= p.row_dims[d];
+    }
+    const typename Io::T* xr = x + r * n;
+    const uint8_t* mr = mb + moff;
+    if (p.mask_inner == 1) {
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) v[i] = fm::Select(mr[i] != 0, Io::Load(xr[i]) * p.scale, p.fill);
+    } else {
+      const bool keep = mr[0] != 0;
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i) v[i] = fm::Select(keep, Io::Load(xr[i]) * p.scale, p.fill);
+    }
+    red::SoftmaxRow<red::F32Io, Io, false>(v, y + r * n, n, scratch);
+  }
+}
+template <typename Io>
+MT_TARGET_AVX512 void MaskedRowRangeAvx512(const MaskedRows& p, const typename Io::T* x,
+                                           const bool* mask, typename Io::T* y, int64_t b,
+                                           int64_t e, float* v, float* scratch) {
+  MaskedRowRange<Io>(p, x, mask, y, b, e, v, scratch);
+}
+
+absl::Status MaskedSoftmaxKernel(KernelContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  const TensorView* mask = ctx.input(1);
+  if (x == nullptr || mask == nullptr) return ctx.Error("needs inputs X and mask");
+  if (mask->dtype != DType::kBool) return ctx.Error("mask must be bool");
+  if (x->rank() < 1 || mask->rank() > x->rank())
+    return ctx.Error("X must have rank >= 1 and at least the mask's rank");
+  MaskedRows p;
+  p.n = x->dims.back();
+  p.scale = ctx.node().attr_float("scale", 1.0f);
+  p.fill = ctx.node().attr_float("fill", 0.0f);
+  // The mask's strides aligned to X's dims (right-aligned numpy broadcast).
+  const int64_t r = x->rank(), lead = r - mask->rank();
+  std::vector<int64_t> step(r, 0);
+  for (int64_t d = r - 1, stride = 1; d >= lead; --d) {
+    const int64_t md = mask->dims[d - lead];
+    if (md != 1 && md != x->dims[d])
+      return ctx.Error(absl::StrCat("mask dim ", d - lead, " (", md, ") does not broadcast to X"));
+    step[d] = md == 1 ? 0 : stride;
+    stride *= md;
+  }
+  p.mask_inner = step[r - 1];
+  p.row_dims.assign(x->dims.begin(), x->dims.end() - 1);
+  p.mask_step.assign(step.begin(), step.end() - 1);
+  const int64_t rows = p.n > 0 ? x->numel() / p.n : 0;
+  return DispatchFloat(ctx, x->dtype, [&](auto io) {
+    using Io = decltype(io);
+    const auto* in = x->as<typename Io::T>();
+    auto* out = ctx.output(0)->as<typename Io::T>();
+    ParallelFor(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(p.n, 1)),
+                [&](int64_t b, int64_t e) {
+                  std::vector<float> v(p.n), scratch(p.n);
+                  if (Avx512Enabled())
+                    MaskedRowRangeAvx512<Io>(p, in, mask->as<bool>(), out, b, e, v.data(),
+                                             scratch.data());
+                  else
+                    MaskedRowRange<Io>(p, in, mask->as<bool>(), out, b, e, v.data(),
+                                       scratch.data());
+                });
+  });
+}
+
 }  // namespace
 
 MT_REGISTER_KERNELS(cpu_softmax) {
+  r.Register({"MaskedSoftmax", "ai.mixtrain", DeviceType::kCPU, kFloatTypes, 0,
+              FnKernel(MaskedSoftmaxKernel)});
   r.Register({"Softmax", "", DeviceType::kCPU, kFloatTypes, 0, FnKernel(SoftmaxKernel<false>)});
   r.Register({"LogSoftmax", "", DeviceType::kCPU, kFloatTypes, 0, FnKernel(SoftmaxKernel<true>)});
 }

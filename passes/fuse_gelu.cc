@@ -1,0 +1,149 @@
+// fuse_gelu (inference pass, position 10): the exact GELU as exporters spell it out,
+//   y = x * 0.5 * (1 + erf(x / sqrt(2))),
+// becomes one Gelu node (approximate="none"): ONNX's Gelu when the graph's default opset is 20
+// or newer, else ai.mixtrain Gelu (graph/ops/fused_eltwise_ops.cc), which has the same meaning.
+// One polynomial pass instead of five elementwise passes over the activation, and fuse_matmul
+// (position 20) then folds it into the MatMul that feeds it.
+//
+// The erf argument is Mul(x, 1/sqrt2) or Div(x, sqrt2); after Add(erf, 1) the halving and the
+// product with x come in any of the orders exporters emit:
+//   Mul(Mul(x, 0.5), a)   (torch.export / dynamo)      Mul(Mul(x, a), 0.5)   (torch.onnx.export)
+//   Mul(Mul(a, 0.5), x)
+// Constants are compared by value within the rounding of the graph's dtype; every swallowed
+// intermediate must be used only by the pattern and be no graph output.
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "graph/onnx_export.h"
+#include "graph/shape_inference.h"
+#include "passes/fusion_match.h"
+#include "passes/inference.h"
+
+namespace mixtrain {
+namespace {
+
+using fusion::ConstantScalar;
+using fusion::IsOnnx;
+using fusion::Near;
+using fusion::OtherInput;
+using fusion::SoleConsumer;
+
+constexpr double kSqrt2 = 1.41421356237309505;
+
+struct Match {
+  Value* x = nullptr;
+  Value* y = nullptr;
+  std::vector<Node*> nodes;  // every node the Gelu replaces
+};
+
+// x when `v` (the erf argument) is Mul(x, 1/sqrt2) or Div(x, sqrt2) whose result only the Erf
+// uses; the Mul/Div goes to m->nodes.
+Value* ErfArgument(const Graph& g, const Value* v, double tol, Match* m) {
+  Node* p = v->producer;
+  if (p == nullptr || SoleConsumer(g, v) == nullptr || p->num_inputs() != 2) return nullptr;
+  const int64_t rank = v->shape.rank_known ? v->shape.rank() : 0;
+  if (IsOnnx(*p, "Mul")) {
+    for (int i = 0; i < 2; ++i) {
+      if (Near(ConstantScalar(g, p->input(1 - i), rank), 1.0 / kSqrt2, tol)) {
+        m->nodes.push_back(p);
+        return p->input(i);
+      }
+    }
+  } else if (IsOnnx(*p, "Div") && Near(ConstantScalar(g, p->input(1), rank), kSqrt2, tol)) {
+    m->nodes.push_back(p);
+    return p->input(0);
+  }
+  return nullptr;
+}
+
+// The product of `a` (= 1 + erf(...)) with x and 0.5, in one of the orders above; its result
+// goes to m->y, its nodes to m->nodes.
+bool ProductWithHalfX(const Graph& g, Value* a, Value* x, double tol, Match* m) {
+  Node* mul = SoleConsumer(g, a);
+  if (mul == nullptr || !IsOnnx(*mul, "Mul")) return false;
+  Value* other = OtherInput(*mul, a);
+  if (other == nullptr) return false;
+  const int64_t rank = x->shape.rank();
+  if (other == x) {
+    // Mul(Mul(x, a), 0.5)
+    Node* half = SoleConsumer(g, mul->output(0));
+    if (half == nullptr || !IsOnnx(*half, "Mul")) return false;
+    if (!Near(ConstantScalar(g, OtherInput(*half, mul->output(0)), rank), 0.5, tol)) return false;
+    m->nodes.insert(m->nodes.end(), {mul, half});
+    m->y = half->output(0);
+    return true;
+  }
+  if (Near(ConstantScalar(g, other, rank), 0.5, tol)) {
+    // Mul(Mul(a, 0.5), x)
+    Node* last = SoleConsumer(g, mul->output(0));
+    if (last == nullptr || !IsOnnx(*last, "Mul") || OtherInput(*last, mul->output(0)) != x)
+      return false;
+    m->nodes.insert(m->nodes.end(), {mul, last});
+    m->y = last->output(0);
+    return true;
+  }
+  // Mul(Mul(x, 0.5), a)
+  Node* half = other->producer;
+  if (half == nullptr || !IsOnnx(*half, "Mul") || SoleConsumer(g, other) != mul) return false;
+  Value* hx = OtherInput(*half, x);
+  if (hx == nullptr || !Near(ConstantScalar(g, hx, rank), 0.5, tol)) return false;
+  m->nodes.insert(m->nodes.end(), {half, mul});
+  m->y = mul->output(0);
+  return true;
+}
+
+// The whole pattern around Erf node `erf`.
+bool MatchGelu(const Graph& g, Node* erf, Match* m) {
+  if (!IsOnnx(*erf, "Erf") || erf->num_inputs() != 1 || erf->output(0) == nullptr) return false;
+  Value* e = erf->output(0);
+  if (!fusion::IsFloatType(e->dtype) || !fusion::Determined(e->shape)) return false;
+  const double tol = fusion::ConstantTolerance(e->dtype);
+  Value* x = ErfArgument(g, erf->input(0), tol, m);
+  if (x == nullptr || x->dtype != e->dtype || !(x->shape == e->shape)) return false;
+  m->x = x;
+  m->nodes.push_back(erf);
+  // Add(erf, 1)
+  Node* add = SoleConsumer(g, e);
+  if (add == nullptr || !IsOnnx(*add, "Add") ||
+      !Near(ConstantScalar(g, OtherInput(*add, e), e->shape.rank()), 1.0, tol))
+    return false;
+  m->nodes.push_back(add);
+  if (!ProductWithHalfX(g, add->output(0), x, tol, m)) return false;
+  return m->y != nullptr && m->y->dtype == x->dtype && m->y->shape == x->shape;
+}
+
+class FuseGeluPass final : public Pass {
+ public:
+  absl::string_view name() const override { return "fuse_gelu"; }
+
+  absl::StatusOr<bool> Run(Graph& g) override {
+    // Value dtypes may be stale (a model lowered to bf16 updates only its tensors).
+    MT_RETURN_IF_ERROR(InferShapes(g));
+    std::vector<Match> matches;
+    for (const auto& n : g.nodes()) {
+      Match m;
+      if (MatchGelu(g, n.get(), &m)) matches.push_back(std::move(m));
+    }
+    // Matches are disjoint: each is anchored at its own Erf and swallows only values with one
+    // consumer inside the pattern.
+    const bool onnx_gelu = g.opset("") >= 20;
+    for (const Match& m : matches) {
+      const std::string name = absl::StrCat(m.nodes.back()->name(), "_gelu");
+      for (auto it = m.nodes.rbegin(); it != m.nodes.rend(); ++it) g.RemoveNode(*it);
+      Node* gelu = g.AddNode("Gelu", {m.x}, {m.y}, g.UniqueName(name),
+                             onnx_gelu ? "" : kMixtrainDomain);
+      gelu->SetAttr(Attribute::String("approximate", "none"));
+    }
+    if (matches.empty()) return false;
+    if (!onnx_gelu && !g.opset_imports.contains(kMixtrainDomain))
+      g.opset_imports[kMixtrainDomain] = 1;
+    MT_RETURN_IF_ERROR(g.TopoSort());
+    return true;
+  }
+};
+
+}  // namespace
+
+MT_REGISTER_INFERENCE_PASS(fuse_gelu, 10, [] { return std::make_unique<FuseGeluPass>(); });
+
+}  // namespace mixtrain

@@ -1,0 +1,331 @@
+// The fuse_gelu and fuse_softmax inference passes: which subgraphs they fold (the GELU forms
+// exporters emit; Where + Softmax with a constant or expanded fill and an optional scale) and
+// which they must leave alone (shared intermediates, graph outputs, wrong constants, a softmax
+// over another axis, a mask that does not broadcast), and that the rewritten graph computes what
+// the original did, on small graphs (fp32 tight, bf16-lowered loose) and on gpt_mini after the
+// whole inference pipeline.
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "gtest/gtest.h"
+#include "graph/onnx_import.h"
+#include "graph/shape_inference.h"
+#include "graph/verifier.h"
+#include "passes/inference.h"
+#include "passes/pass_registry.h"
+#include "runtime/low_precision.h"
+#include "runtime/session.h"
+#include "tests/passes/autodiff_test_util.h"
+
+namespace mixtrain {
+namespace {
+
+using gradcheck::G;
+using A = Attribute;
+
+int Count(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node->op_type() == op;
+  return n;
+}
+
+Node* Find(const Graph& g, const std::string& op) {
+  for (const auto& node : g.nodes())
+    if (node->op_type() == op) return node.get();
+  return nullptr;
+}
+
+// Random feeds: floats in [-3, 3] (GELU's curved part), bools half true, int64 tokens < 256.
+std::map<std::string, Tensor> Feeds(const Graph& g, int64_t batch) {
+  std::map<std::string, Tensor> feeds;
+  std::mt19937 rng(11);
+  for (const Value* in : g.inputs()) {
+    std::vector<int64_t> dims;
+    for (const Dim& d : in->shape.dims) dims.push_back(d.known() ? d.value : batch);
+    if (in->dtype == DType::kI64) {
+      Tensor t(DType::kI64, dims);
+      for (int64_t i = 0; i < t.numel(); ++i) t.data_as<int64_t>()[i] = rng() % 256;
+      feeds[in->name] = t;
+    } else if (in->dtype == DType::kBool) {
+      Tensor t(DType::kBool, dims);
+      for (int64_t i = 0; i < t.numel(); ++i) t.data_as<uint8_t>()[i] = rng() % 2;
+      feeds[in->name] = t;
+    } else {
+      Tensor f32(DType::kF32, dims);
+      std::uniform_real_distribution<float> u(-3, 3);
+      for (int64_t i = 0; i < f32.numel(); ++i) f32.data_as<float>()[i] = u(rng);
+      feeds[in->name] = ConvertFloat(f32, in->dtype);
+    }
+  }
+  return feeds;
+}
+
+std::vector<Tensor> RunGraph(const Graph& g, const std::map<std::string, Tensor>& feeds) {
+  auto s = Session::Create(g);
+  EXPECT_TRUE(s.ok()) << s.status();
+  if (!s.ok()) return {};
+  auto out = (*s)->Run(feeds);
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? *out : std::vector<Tensor>{};
+}
+
+// |got - want| <= tol * (1 + |want|) elementwise, outputs compared in fp32.
+void ExpectClose(const std::vector<Tensor>& got, const std::vector<Tensor>& want, double tol) {
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    ASSERT_EQ(got[o].dims(), want[o].dims());
+    for (int64_t i = 0; i < want[o].numel(); ++i) {
+      double w = want[o].GetDouble(i), v = got[o].GetDouble(i);
+      if (!std::isfinite(w)) {
+        EXPECT_TRUE(std::isnan(w) ? std::isnan(v) : v == w) << "output " << o << " element " << i;
+        continue;
+      }
+      ASSERT_NEAR(v, w, tol * (1 + std::fabs(w))) << "output " << o << " element " << i;
+    }
+  }
+}
+
+// Runs `pass` (then cleanup) on a copy of g (lowered to `dtype` first); checks it verifies and
+// computes the same outputs as the lowered original. Returns the rewritten graph.
+std::unique_ptr<Graph> PassAndCompare(Graph& g, const char* pass_name, DType dtype = DType::kF32,
+                                      double tol = 1e-5) {
+  EXPECT_TRUE(InferShapes(g).ok());
+  if (dtype != DType::kF32) EXPECT_TRUE(LowerFloatModel(g, dtype).ok());
+  std::unique_ptr<Graph> out = g.Clone();
+  auto pass = CreatePassByName(pass_name);
+  EXPECT_TRUE(pass.ok());
+  auto changed = (*pass)->Run(*out);
+  EXPECT_TRUE(changed.ok()) << changed.status();
+  auto cleanup = CreatePassByName("cleanup");
+  EXPECT_TRUE((*cleanup)->Run(*out).ok());
+  absl::Status v = Verify(*out);
+  EXPECT_TRUE(v.ok()) << v;
+  auto feeds = Feeds(g, 3);
+  ExpectClose(RunGraph(*out, feeds), RunGraph(g, feeds), tol);
+  return out;
+}
+
+Value* Input(G& b, const char* name, DType t, std::vector<Dim> dims) {
+  Value* v = b.graph().AddValue(name, t, Shape(std::move(dims)));
+  b.graph().AddInput(v);
+  return v;
+}
+
+// ---- fuse_gelu -------------------------------------------------------------------------------
+
+enum class GeluForm { kDynamo, kTorchOnnx, kHalfFirst };
+
+// x * 0.5 * (1 + erf(x / sqrt2)) on x[B, 7] in one of the exported orders; returns y.
+Value* BuildGelu(G& b, Value* x, GeluForm form, float inv_sqrt2 = 0.70710678f) {
+  Value* e;
+  if (form == GeluForm::kTorchOnnx)
+    e = b.Op1("Erf", {b.Op1("Div", {x, b.ConstF({}, {1.41421356f})})});
+  else
+    e = b.Op1("Erf", {b.Op1("Mul", {x, b.ConstF({}, {inv_sqrt2})})});
+  Value* a = b.Op1("Add", {b.ConstF({}, {1.0f}), e});
+  switch (form) {
+    case GeluForm::kDynamo: return b.Op1("Mul", {b.Op1("Mul", {x, b.ConstF({}, {0.5f})}), a});
+    case GeluForm::kTorchOnnx: return b.Op1("Mul", {b.Op1("Mul", {x, a}), b.ConstF({}, {0.5f})});
+    case GeluForm::kHalfFirst: return b.Op1("Mul", {b.Op1("Mul", {a, b.ConstF({}, {0.5f})}), x});
+  }
+  return nullptr;
+}
+
+TEST(FuseGelu, EveryExportedFormBecomesOneGelu) {
+  for (GeluForm form : {GeluForm::kDynamo, GeluForm::kTorchOnnx, GeluForm::kHalfFirst}) {
+    SCOPED_TRACE(static_cast<int>(form));
+    G b(18);
+    Value* x = Input(b, "x", DType::kF32, {Dim::Symbol("B"), Dim(7)});
+    b.graph().AddOutput(BuildGelu(b, x, form));
+    auto out = PassAndCompare(b.graph(), "fuse_gelu");
+    ASSERT_EQ(out->num_nodes(), 1u);
+    const Node* gelu = Find(*out, "Gelu");
+    ASSERT_NE(gelu, nullptr);
+    EXPECT_EQ(gelu->domain(), "ai.mixtrain");  // opset 18 has no ONNX Gelu
+    EXPECT_EQ(gelu->attr_string("approximate", ""), "none");
+    EXPECT_EQ(gelu->input(0), out->FindValue("x"));
+  }
+}
+
+TEST(FuseGelu, Opset20UsesOnnxGelu) {
+  G b(20);
+  Value* x = Input(b, "x", DType::kF32, {Dim::Symbol("B"), Dim(7)});
+  b.graph().AddOutput(BuildGelu(b, x, GeluForm::kDynamo));
+  ASSERT_TRUE(InferShapes(b.graph()).ok());
+  auto pass = CreatePassByName("fuse_gelu");
+  ASSERT_TRUE((*pass)->Run(b.graph()).ok());
+  const Node* gelu = Find(b.graph(), "Gelu");
+  ASSERT_NE(gelu, nullptr);
+  EXPECT_EQ(gelu->domain(), "");
+}
+
+TEST(FuseGelu, Bf16LoweredGraphWithRoundedConstantsFuses) {
+  G b(18);
+  Value* x = Input(b, "x", DType::kF32, {Dim::Symbol("B"), Dim(7)});
+  b.graph().AddOutput(BuildGelu(b, x, GeluForm::kDynamo));
+  auto out = PassAndCompare(b.graph(), "fuse_gelu", DType::kBF16, 2e-2);
+  EXPECT_EQ(Count(*out, "Gelu"), 1);
+  EXPECT_EQ(Count(*out, "Erf"), 0);
+}
+
+TEST(FuseGelu, WrongConstantDoesNotFuse) {
+  G b(18);
+  Value* x = Input(b, "x", DType::kF32, {Dim::Symbol("B"), Dim(7)});
+  b.graph().AddOutput(BuildGelu(b, x, GeluForm::kDynamo, 0.7f));
+  auto out = PassAndCompare(b.graph(), "fuse_gelu");
+  EXPECT_EQ(Count(*out, "Gelu"), 0);
+  EXPECT_EQ(Count(*out, "Erf"), 1);
+}
+
+TEST(FuseGelu, SharedOrOutputIntermediateDoesNotFuse) {
+  for (int variant = 0; variant < 2; ++variant) {
+    G b(18);
+    Graph& g = b.graph();
+    Value* x = Input(b, "x", DType::kF32, {Dim::Symbol("B"), Dim(7)});
+    g.AddOutput(BuildGelu(b, x, GeluForm::kDynamo));
+    Value* erf = Find(g, "Erf")->output(0);
+    if (variant == 0)
+      g.AddOutput(b.Op1("Neg", {erf}));  // another consumer
+    else
+      g.AddOutput(erf);  // a graph output
+    auto out = PassAndCompare(g, "fuse_gelu");
+    EXPECT_EQ(Count(*out, "Gelu"), 0) << variant;
+    EXPECT_EQ(Count(*out, "Erf"), 1) << variant;
+  }
+}
+
+TEST(FuseGelu, ProductWithAnotherTensorDoesNotFuse) {
+  G b(18);
+  Graph& g = b.graph();
+  Value* x = Input(b, "x", DType::kF32, {Dim::Symbol("B"), Dim(7)});
+  Value* z = Input(b, "z", DType::kF32, {Dim::Symbol("B"), Dim(7)});
+  Value* e = b.Op1("Erf", {b.Op1("Mul", {x, b.ConstF({}, {0.70710678f})})});
+  Value* a = b.Op1("Add", {e, b.ConstF({}, {1.0f})});
+  g.AddOutput(b.Op1("Mul", {b.Op1("Mul", {z, b.ConstF({}, {0.5f})}), a}));  // z, not x
+  auto out = PassAndCompare(g, "fuse_gelu");
+  EXPECT_EQ(Count(*out, "Gelu"), 0);
+}
+
+// ---- fuse_softmax ----------------------------------------------------------------------------
+
+struct Attention {
+  G b{18};
+  Value *x, *mask, *scores, *where, *y;
+};
+
+// Softmax(Where(mask[T, T], [x * 0.25], fill)) over x[B, 2, T, T], T = 5; fill a constant
+// scalar or Expand(scalar, Shape(x)) like torch's full_like.
+void BuildAttention(Attention& m, bool scale, bool expand_fill, float fill = -INFINITY,
+                    int64_t axis = -1) {
+  Graph& g = m.b.graph();
+  m.x = Input(m.b, "x", DType::kF32, {Dim::Symbol("B"), Dim(2), Dim(5), Dim(5)});
+  std::vector<uint8_t> tri(25);
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 5; ++j) tri[i * 5 + j] = j <= i;
+  m.mask = m.b.Bools({5, 5}, tri);
+  m.scores = scale ? m.b.Op1("Mul", {m.x, m.b.ConstF({}, {0.25f})}) : m.x;
+  Value* f = m.b.ConstF({}, {fill});
+  if (expand_fill) f = m.b.Op1("Expand", {f, m.b.Op1("Shape", {m.x})});
+  m.where = m.b.Op1("Where", {m.mask, m.scores, f});
+  m.y = m.b.Op1("Softmax", {m.where}, {A::Int("axis", axis)});
+  g.AddOutput(m.y);
+}
+
+TEST(FuseSoftmax, WhereSoftmaxBecomesMaskedSoftmax) {
+  for (bool scale : {false, true}) {
+    for (bool expand : {false, true}) {
+      SCOPED_TRACE(absl::StrCat("scale ", scale, " expand ", expand));
+      Attention m;
+      BuildAttention(m, scale, expand);
+      auto out = PassAndCompare(m.b.graph(), "fuse_softmax");
+      ASSERT_EQ(out->num_nodes(), 1u);
+      const Node* ms = Find(*out, "MaskedSoftmax");
+      ASSERT_NE(ms, nullptr);
+      EXPECT_EQ(ms->domain(), "ai.mixtrain");
+      EXPECT_EQ(ms->attr_float("scale", 1.0f), scale ? 0.25f : 1.0f);
+      EXPECT_EQ(ms->attr_float("fill", 0.0f), -INFINITY);
+    }
+  }
+}
+
+TEST(FuseSoftmax, FiniteFillAndBf16) {
+  Attention m;
+  BuildAttention(m, true, true, -1e4f);
+  auto out = PassAndCompare(m.b.graph(), "fuse_softmax", DType::kBF16, 1e-2);
+  EXPECT_EQ(Count(*out, "MaskedSoftmax"), 1);
+}
+
+TEST(FuseSoftmax, OtherAxisDoesNotFuse) {
+  Attention m;
+  BuildAttention(m, false, false, -1e4f, 2);
+  auto out = PassAndCompare(m.b.graph(), "fuse_softmax");
+  EXPECT_EQ(Count(*out, "MaskedSoftmax"), 0);
+}
+
+TEST(FuseSoftmax, SharedWhereKeepsTheChainButScaleStaysWhenShared) {
+  {
+    Attention m;
+    BuildAttention(m, false, false);
+    m.b.graph().AddOutput(m.where);  // the masked scores are also a graph output
+    auto out = PassAndCompare(m.b.graph(), "fuse_softmax");
+    EXPECT_EQ(Count(*out, "MaskedSoftmax"), 0);
+  }
+  {
+    Attention m;
+    BuildAttention(m, true, false);
+    m.b.graph().AddOutput(m.b.Op1("Neg", {m.scores}));  // the scaled scores have another use
+    auto out = PassAndCompare(m.b.graph(), "fuse_softmax");
+    ASSERT_EQ(Count(*out, "MaskedSoftmax"), 1);
+    EXPECT_EQ(Count(*out, "Mul"), 1);
+    EXPECT_EQ(Find(*out, "MaskedSoftmax")->attr_float("scale", 1.0f), 1.0f);
+  }
+}
+
+TEST(FuseSoftmax, VariableFillOrMaskOnTheOtherBranchDoesNotFuse) {
+  G b(18);
+  Graph& g = b.graph();
+  Value* x = Input(b, "x", DType::kF32, {Dim::Symbol("B"), Dim(5)});
+  Value* f = Input(b, "f", DType::kF32, {});
+  Value* mask = Input(b, "mask", DType::kBool, {Dim(5)});
+  g.AddOutput(b.Op1("Softmax", {b.Op1("Where", {mask, x, f})}));                      // fill fed
+  g.AddOutput(b.Op1("Softmax", {b.Op1("Where", {mask, b.ConstF({}, {-1e4f}), x})}));  // swapped
+  auto out = PassAndCompare(g, "fuse_softmax");
+  EXPECT_EQ(Count(*out, "MaskedSoftmax"), 0);
+}
+
+TEST(FuseSoftmax, FedMaskWithBroadcastRows) {
+  G b(18);
+  Graph& g = b.graph();
+  Value* x = Input(b, "x", DType::kF32, {Dim::Symbol("B"), Dim(3), Dim(33)});
+  Value* mask = Input(b, "mask", DType::kBool, {Dim(3), Dim(1)});  // one flag per row
+  g.AddOutput(b.Op1("Softmax", {b.Op1("Where", {mask, x, b.ConstF({}, {-2.5f})})}));
+  auto out = PassAndCompare(g, "fuse_softmax");
+  EXPECT_EQ(Count(*out, "MaskedSoftmax"), 1);
+}
+
+// ---- gpt_mini: the whole inference pipeline vs the graph as imported -------------------------
+
+void CheckGptMini(DType dtype, double tol) {
+  SCOPED_TRACE(DTypeName(dtype));
+  auto g = ImportOnnxFile(std::string(MT_SOURCE_DIR) + "/models/gpt_mini.onnx");
+  ASSERT_TRUE(g.ok()) << g.status();
+  if (dtype != DType::kF32) ASSERT_TRUE(LowerFloatModel(**g, dtype).ok());
+  std::unique_ptr<Graph> opt = (*g)->Clone();
+  absl::Status st = OptimizeForInference(*opt);
+  ASSERT_TRUE(st.ok()) << st;
+  EXPECT_EQ(Count(*opt, "Erf"), 0);  // both GELUs fused (and folded into their MatMuls)
+  EXPECT_EQ(Count(*opt, "MaskedSoftmax"), 2);
+  EXPECT_EQ(Count(*opt, "Softmax"), 0);
+  EXPECT_EQ(Count(*opt, "Where"), 0);
+  auto feeds = Feeds(**g, 4);
+  ExpectClose(RunGraph(*opt, feeds), RunGraph(**g, feeds), tol);
+}
+
+TEST(FuseEltwiseModels, GptMini) {
+  CheckGptMini(DType::kF32, 1e-5);
+  CheckGptMini(DType::kBF16, 3e-2);
+}
+
+}  // namespace
+}  // namespace mixtrain
