@@ -1,0 +1,268 @@
+// fuse_matmul (inference pass, position 20): a MatMul (or a Gemm without transA, the same op)
+// and the cheap ops around it become one ai.mixtrain FusedMatMul (graph/ops/fused_matmul_ops.cc),
+// which oneDNN runs as one primitive with the epilogue applied while the tile is in registers and
+// the transposes read or written in place:
+//   Transpose(X, p) feeding A or B                 => perm_a / perm_b = p (X read in place)
+//   Mul(Y, scalar constant)                        => alpha *= scalar   (only before the bias)
+//   Add(Y, bias [..1, N])                          => bias
+//   Relu / Sigmoid / Tanh / Gelu(approximate)      => activation
+//   Add(Y, Z) with Z shaped like Y                 => Z                 (after the activation)
+//   Transpose(Y, p)                                => perm_y = p        (last; not with Z)
+// Each step swallows an intermediate only when the fused chain is its sole user and it is no
+// graph output, so nothing else loses a value. Steps must come in the order above (the kernel
+// applies them in that order); the chain stops at the first op that does not fit.
+#include <algorithm>
+#include <numeric>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "graph/onnx_export.h"
+#include "graph/shape_inference.h"
+#include "passes/inference.h"
+
+namespace mixtrain {
+namespace {
+
+bool IsOnnx(const Node& n, const char* op) { return n.op_type() == op && n.domain().empty(); }
+
+bool IsFloatType(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
+
+// The node that alone uses `v`, when the fusion may swallow v: one use, not a graph output.
+Node* SoleConsumer(const Graph& g, const Value* v) {
+  if (v->consumers.size() != 1 || g.IsGraphOutput(v)) return nullptr;
+  return v->consumers[0];
+}
+
+// The input of binary node n that is not `v` (null when both are v or n is not binary).
+Value* OtherInput(const Node& n, const Value* v) {
+  if (n.num_inputs() != 2) return nullptr;
+  if (n.input(0) == v && n.input(1) != v) return n.input(1);
+  if (n.input(1) == v && n.input(0) != v) return n.input(0);
+  return nullptr;
+}
+
+// The contents of a value that never changes: an initializer that is no graph input (a graph
+// input may be fed) or a Constant node's tensor.
+const Tensor* ConstantTensor(const Graph& g, const Value* v) {
+  if (v->is_initializer()) {
+    const auto& in = g.inputs();
+    return std::find(in.begin(), in.end(), v) == in.end() ? &*v->initializer : nullptr;
+  }
+  if (v->producer != nullptr && IsOnnx(*v->producer, "Constant")) {
+    const Attribute* a = v->producer->attr("value");
+    if (a != nullptr && a->kind == Attribute::Kind::kTensor) return &a->t;
+  }
+  return nullptr;
+}
+
+// Every dim known or named: two such shapes that compare equal are equal at run time.
+bool Determined(const Shape& s) {
+  if (!s.rank_known) return false;
+  for (const Dim& d : s.dims)
+    if (!d.known() && d.symbol.empty()) return false;
+  return true;
+}
+
+// Transpose's permutation (absent attribute: reversed dims).
+std::vector<int64_t> TransposePerm(const Node& t, int64_t rank) {
+  std::vector<int64_t> perm = t.attr_ints("perm");
+  if (perm.empty()) {
+    perm.resize(rank);
+    std::iota(perm.rbegin(), perm.rend(), 0);
+  }
+  return perm;
+}
+
+// What a chain folds into, built up step by step.
+struct Fusion {
+  Value *a = nullptr, *b = nullptr, *bias = nullptr, *z = nullptr;
+  std::vector<int64_t> perm_a, perm_b, perm_y;
+  float alpha = 1.0f;
+  std::string activation;
+  std::vector<Node*> nodes;  // the MatMul/Gemm, then every swallowed epilogue node, in order
+  Value* out = nullptr;      // the chain's current result
+};
+
+// Epilogue steps in the order the kernel applies them.
+enum Stage { kProduct, kAlpha, kBias, kActivation, kResidual, kPermY };
+
+// X when `v` is Transpose(X) of rank >= 2 with v's dtype (the permutation goes to *perm), and
+// the Transpose is no part of an earlier chain (whose intermediate X would then vanish).
+Value* TransposedSource(const absl::flat_hash_set<const Node*>& claimed, const Value* v,
+                        std::vector<int64_t>* perm) {
+  const Node* t = v->producer;
+  if (t == nullptr || !IsOnnx(*t, "Transpose") || t->input(0) == nullptr || claimed.contains(t))
+    return nullptr;
+  Value* x = t->input(0);
+  if (!x->shape.rank_known || x->shape.rank() < 2 || x->dtype != v->dtype) return nullptr;
+  *perm = TransposePerm(*t, x->shape.rank());
+  return x;
+}
+
+// A bias for a result of shape `y`: rank 1..rank(y), all dims 1 but the last, which is N.
+bool BiasShaped(const Value* bias, const Shape& y) {
+  const Shape& s = bias->shape;
+  if (!s.rank_known || s.rank() < 1 || s.rank() > y.rank()) return false;
+  for (int64_t i = 0; i + 1 < s.rank(); ++i)
+    if (!(s.dims[i] == Dim(1))) return false;
+  const Dim& n = y.dims.back();
+  return n.known() && s.dims.back() == n;
+}
+
+std::string ActivationOf(const Node& n) {
+  if (IsOnnx(n, "Relu") || IsOnnx(n, "Sigmoid") || IsOnnx(n, "Tanh")) return n.op_type();
+  if (n.op_type() == "Gelu" && (n.domain().empty() || n.domain() == kMixtrainDomain)) {
+    const std::string approx = n.attr_string("approximate", "none");
+    if (approx == "none") return "Gelu";
+    if (approx == "tanh") return "GeluTanh";
+  }
+  return "";
+}
+
+// Swallows the ops after the product while they fit, in stage order. Nodes in `claimed`
+// belong to an earlier chain.
+void GrowEpilogue(const Graph& g, const absl::flat_hash_set<const Node*>& claimed, Fusion& f,
+                  Stage stage) {
+  for (;;) {
+    Node* c = SoleConsumer(g, f.out);
+    if (c == nullptr || claimed.contains(c) || c->num_outputs() != 1 || c->output(0) == nullptr)
+      return;
+    Value* next = c->output(0);
+    if (next->dtype != f.out->dtype) return;
+    const Shape& y = f.out->shape;
+    if (stage < kResidual && IsOnnx(*c, "Transpose") && c->input(0) == f.out) {
+      // Transpose(Y, p) => perm_y = p (the result's shape changes: nothing folds after it)
+      f.perm_y = TransposePerm(*c, y.rank());
+      f.nodes.push_back(c);
+      f.out = next;
+      return;
+    }
+    if (!(next->shape == y)) return;  // the remaining steps keep Y's shape
+    Value* other = OtherInput(*c, f.out);
+    if (other != nullptr && other->dtype != f.out->dtype) return;
+    const Tensor* k = other ? ConstantTensor(g, other) : nullptr;
+    if (stage <= kAlpha && IsOnnx(*c, "Mul") && k != nullptr && k->numel() == 1 &&
+        k->rank() <= y.rank()) {
+      // Mul(Y, s) => alpha *= s
+      f.alpha *= static_cast<float>(k->GetDouble(0));
+      stage = kAlpha;
+    } else if (stage < kBias && IsOnnx(*c, "Add") && other != nullptr && BiasShaped(other, y)) {
+      // Add(Y, bias[..1, N]) => bias
+      f.bias = other;
+      stage = kBias;
+    } else if (stage < kActivation && c->num_inputs() == 1 && !ActivationOf(*c).empty()) {
+      // act(Y) => activation
+      f.activation = ActivationOf(*c);
+      stage = kActivation;
+    } else if (stage < kResidual && IsOnnx(*c, "Add") && other != nullptr &&
+               Determined(other->shape) && other->shape == y) {
+      // Add(Y, Z) with Z shaped like Y => Z
+      f.z = other;
+      stage = kResidual;
+    } else {
+      return;
+    }
+    f.nodes.push_back(c);
+    f.out = next;
+  }
+}
+
+// Starts a fusion at MatMul/Gemm `n`; false when n cannot be the product of a FusedMatMul.
+bool StartFusion(const absl::flat_hash_set<const Node*>& claimed, Node* n, Fusion& f,
+                 Stage* stage) {
+  const bool gemm = IsOnnx(*n, "Gemm");
+  if (!IsOnnx(*n, "MatMul") && !gemm) return false;
+  if (n->num_outputs() != 1 || n->output(0) == nullptr) return false;
+  f.a = n->input(0);
+  f.b = n->input(1);
+  f.out = n->output(0);
+  if (f.a == nullptr || f.b == nullptr || !IsFloatType(f.out->dtype) || f.a->dtype != f.out->dtype ||
+      f.b->dtype != f.out->dtype)
+    return false;
+  if (!f.a->shape.rank_known || !f.b->shape.rank_known || f.a->shape.rank() < 2 ||
+      f.b->shape.rank() < 2 || !f.out->shape.rank_known)
+    return false;
+  f.nodes = {n};
+  *stage = kProduct;
+  if (gemm) {
+    // Gemm(A, B, C) without transA is alpha * A @ B' + beta * C; C folds as a bias when it is
+    // one and beta is 1.
+    if (n->attr_int("transA", 0) != 0) return false;
+    if (n->attr_int("transB", 0) != 0) f.perm_b = {1, 0};
+    f.alpha = n->attr_float("alpha", 1.0f);
+    *stage = kAlpha;
+    if (Value* c = n->input(2); c != nullptr) {
+      if (n->attr_float("beta", 1.0f) != 1.0f || c->dtype != f.out->dtype ||
+          !BiasShaped(c, f.out->shape))
+        return false;
+      f.bias = c;
+      *stage = kBias;
+    }
+  }
+  std::vector<int64_t> perm;
+  if (Value* x = TransposedSource(claimed, f.a, &perm); x != nullptr && f.perm_a.empty()) {
+    f.a = x;
+    f.perm_a = perm;
+  }
+  if (Value* x = TransposedSource(claimed, f.b, &perm); x != nullptr && f.perm_b.empty()) {
+    f.b = x;
+    f.perm_b = perm;
+  }
+  return true;
+}
+
+// Replaces the chain by one FusedMatMul writing the chain's last value (whose name survives).
+void Rewrite(Graph& g, const Fusion& f) {
+  Value* out = f.out;
+  const std::string name = f.nodes.front()->name();
+  for (auto it = f.nodes.rbegin(); it != f.nodes.rend(); ++it) g.RemoveNode(*it);
+  std::vector<Value*> inputs = {f.a, f.b};
+  if (f.bias != nullptr || f.z != nullptr) inputs.push_back(f.bias);
+  if (f.z != nullptr) inputs.push_back(f.z);
+  Node* fused = g.AddNode("FusedMatMul", inputs, {out}, name, kMixtrainDomain);
+  if (!f.perm_a.empty()) fused->SetAttr(Attribute::Ints("perm_a", f.perm_a));
+  if (!f.perm_b.empty()) fused->SetAttr(Attribute::Ints("perm_b", f.perm_b));
+  if (!f.perm_y.empty()) fused->SetAttr(Attribute::Ints("perm_y", f.perm_y));
+  if (f.alpha != 1.0f) fused->SetAttr(Attribute::Float("alpha", f.alpha));
+  if (!f.activation.empty()) fused->SetAttr(Attribute::String("activation", f.activation));
+  if (!g.opset_imports.contains(kMixtrainDomain)) g.opset_imports[kMixtrainDomain] = 1;
+}
+
+class FuseMatMulPass final : public Pass {
+ public:
+  absl::string_view name() const override { return "fuse_matmul"; }
+
+  absl::StatusOr<bool> Run(Graph& g) override {
+    // The checks below read value dtypes and shapes; a graph lowered to bf16/fp16
+    // (runtime/low_precision.h) has retyped only its inputs and constants, so infer them afresh.
+    MT_RETURN_IF_ERROR(InferShapes(g));
+    std::vector<Fusion> fusions;
+    absl::flat_hash_set<const Node*> claimed;
+    for (const auto& up : g.nodes()) {  // in topological order: producers' chains come first
+      Fusion f;
+      Stage stage;
+      if (!StartFusion(claimed, up.get(), f, &stage)) continue;
+      GrowEpilogue(g, claimed, f, stage);
+      // A MatMul or Gemm with nothing around it to fold stays as it is (same kernels); a chain
+      // whose value nothing reads is left to dead-code elimination.
+      const Node* product = f.nodes.front();
+      const bool folded =
+          f.nodes.size() > 1 || f.a != product->input(0) || f.b != product->input(1);
+      if (!folded || (f.out->consumers.empty() && !g.IsGraphOutput(f.out))) continue;
+      claimed.insert(f.nodes.begin(), f.nodes.end());
+      fusions.push_back(std::move(f));
+    }
+    // Chains are disjoint and read no other chain's intermediates, so they are rewritten
+    // independently; each fused node is appended, then sorted into place.
+    for (const Fusion& f : fusions) Rewrite(g, f);
+    if (fusions.empty()) return false;
+    MT_RETURN_IF_ERROR(g.TopoSort());
+    return true;
+  }
+};
+
+}  // namespace
+
+MT_REGISTER_INFERENCE_PASS(fuse_matmul, 20, [] { return std::make_unique<FuseMatMulPass>(); });
+
+}  // namespace mixtrain
