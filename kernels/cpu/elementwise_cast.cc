@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "kernels/cpu/elementwise_loops.h"
+#include "kernels/cpu/rows_avx512.h"
 
 namespace mixtrain::cpu_ew {
 
@@ -19,6 +20,14 @@ absl::Status CastBuffer(const KernelContext& ctx, DType from, const void* in, DT
         if (src != dst) ParallelFor(n, 1 << 18, [&](int64_t b, int64_t e) {
           std::memcpy(dst + b, src + b, (e - b) * sizeof(S));
         });
+      } else if constexpr (std::is_same_v<S, float> && std::is_same_v<D, ew::bf16>) {
+        if (cpu::Avx512Enabled()) {
+          ParallelFor(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+            cpu::avx512::FloatToBFloat16Row(src + b, reinterpret_cast<uint16_t*>(dst + b), e - b);
+          });
+        } else {
+          UnaryMap(src, dst, n, ew::CastOp<S, D>{});
+        }
       } else {
         UnaryMap(src, dst, n, ew::CastOp<S, D>{});
       }

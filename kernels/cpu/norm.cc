@@ -5,12 +5,14 @@
 // Parameters (scale, bias, running stats) may have a different float dtype from X (opset 15).
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "graph/ops/movement_params.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/reduce_util.h"
+#include "kernels/cpu/rows_avx512.h"
 #include "kernels/cpu/simd_target.h"
 
 namespace mixtrain::cpu {
@@ -88,10 +90,17 @@ void LayerNormImpl(const typename Io::T* x, typename Io::T* y, int64_t rows, int
   ParallelFor(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(n, 1)),
               [&](int64_t b, int64_t e) {
                 std::vector<float> mean(e - b), inv(e - b);
-                if (Avx512Enabled())
+                bool short_rows = false;
+                if constexpr (std::is_same_v<Io, red::F32Io> || std::is_same_v<Io, red::BF16Io>) {
+                  short_rows = Avx512Enabled() && n <= avx512::kMaxNormRow;
+                  if (short_rows)
+                    avx512::LayerNormRows(x + b * n, y + b * n, e - b, n, scale, bias, eps,
+                                          mean.data(), inv.data());
+                }
+                if (!short_rows && Avx512Enabled())
                   LayerNormRowsAvx512<Io>(x, y, b, e, n, scale, bias, eps, mean.data(),
                                           inv.data());
-                else
+                else if (!short_rows)
                   LayerNormRows<Io>(x, y, b, e, n, scale, bias, eps, mean.data(), inv.data());
                 for (int64_t r = b; r < e; ++r) {
                   if (mean_out != nullptr) StoreFloatAt(*mean_out, r, mean[r - b]);

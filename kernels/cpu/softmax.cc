@@ -8,11 +8,13 @@
 // at a time with float buffers for max and sum, so the inner loops stay vectorizable.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "graph/ops/movement_params.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/reduce_util.h"
+#include "kernels/cpu/rows_avx512.h"
 #include "kernels/cpu/simd_target.h"
 
 namespace mixtrain::cpu {
@@ -34,10 +36,21 @@ MT_TARGET_AVX512 void SoftmaxRowRangeAvx512(const typename Io::T* x, typename Io
   SoftmaxRowRange<Io, kLog>(x, y, b, e, n, scratch);
 }
 
+// fp32 and bf16 rows short enough for rows_avx512.h.
+template <typename Io>
+bool ShortRowsAvx512(int64_t n) {
+  return Avx512Enabled() && n <= avx512::kMaxSoftmaxRow &&
+         (std::is_same_v<Io, red::F32Io> || std::is_same_v<Io, red::BF16Io>);
+}
+
 template <typename Io, bool kLog>
 void SoftmaxRows(const typename Io::T* x, typename Io::T* y, int64_t rows, int64_t n) {
   ParallelFor(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(n, 1)),
               [&](int64_t b, int64_t e) {
+                if constexpr (!std::is_same_v<Io, red::F16Io>) {
+                  if (ShortRowsAvx512<Io>(n))
+                    return avx512::SoftmaxRows(x + b * n, y + b * n, e - b, n, kLog);
+                }
                 std::vector<float> scratch(n);
                 if (Avx512Enabled())
                   SoftmaxRowRangeAvx512<Io, kLog>(x, y, b, e, n, scratch.data());
@@ -124,6 +137,28 @@ struct MaskedRows {
   int64_t mask_inner = 0;          // the mask's stride along the row: 0 or 1
 };
 
+// Calls fn(r, mask_offset) for rows [b, e), walking the leading-dim index like an odometer.
+template <typename Fn>
+[[gnu::always_inline]] inline void ForEachMaskedRow(const MaskedRows& p, int64_t b, int64_t e,
+                                                    const Fn& fn) {
+  const int64_t rank = static_cast<int64_t>(p.row_dims.size());
+  int64_t idx[8] = {}, off = 0;
+  for (int64_t d = rank - 1, q = b; d >= 0; --d) {
+    idx[d] = q % p.row_dims[d];
+    q /= p.row_dims[d];
+    off += idx[d] * p.mask_step[d];
+  }
+  for (int64_t r = b; r < e; ++r) {
+    fn(r, off);
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      off += p.mask_step[d];
+      if (++idx[d] < p.row_dims[d]) break;
+      off -= idx[d] * p.mask_step[d];
+      idx[d] = 0;
+    }
+  }
+}
+
 // Rows [b, e): the masked, scaled row goes to float scratch v, then the shared row softmax.
 template <typename Io>
 [[gnu::always_inline]] inline void MaskedRowRange(const MaskedRows& p, const typename Io::T* x,
@@ -131,24 +166,20 @@ template <typename Io>
                                                   int64_t e, float* v, float* scratch) {
   const int64_t n = p.n;
   const auto* mb = reinterpret_cast<const uint8_t*>(mask);  // a bool's byte is 0 or 1
-  for (int64_t r = b; r < e; ++r) {
-    int64_t moff = 0;
-    for (int64_t d = static_cast<int64_t>(p.row_dims.size()) - 1, q = r; d >= 0; --d) {
-      moff += (q % p.row_dims[d]) * p.mask_step[d];
-      q /= p.row_dims[d];
-    }
+  ForEachMaskedRow(p, b, e, [&](int64_t r, int64_t moff) {
     const typename Io::T* xr = x + r * n;
     const uint8_t* mr = mb + moff;
     if (p.mask_inner == 1) {
 #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) v[i] = fm::Select(mr[i] != 0, Io::Load(xr[i]) * p.scale, p.fill);
+      for (int64_t i = 0; i < n; ++i)
+        v[i] = fm::Select(mr[i] != 0, Io::Load(xr[i]) * p.scale, p.fill);
     } else {
       const bool keep = mr[0] != 0;
 #pragma omp simd
       for (int64_t i = 0; i < n; ++i) v[i] = fm::Select(keep, Io::Load(xr[i]) * p.scale, p.fill);
     }
     red::SoftmaxRow<red::F32Io, Io, false>(v, y + r * n, n, scratch);
-  }
+  });
 }
 template <typename Io>
 MT_TARGET_AVX512 void MaskedRowRangeAvx512(const MaskedRows& p, const typename Io::T* x,
@@ -188,6 +219,15 @@ absl::Status MaskedSoftmaxKernel(KernelContext& ctx) {
     auto* out = ctx.output(0)->as<typename Io::T>();
     ParallelFor(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(p.n, 1)),
                 [&](int64_t b, int64_t e) {
+                  if constexpr (!std::is_same_v<Io, red::F16Io>) {
+                    if (ShortRowsAvx512<Io>(p.n)) {
+                      const auto* mb = reinterpret_cast<const uint8_t*>(mask->as<bool>());
+                      return ForEachMaskedRow(p, b, e, [&](int64_t r, int64_t moff) {
+                        avx512::MaskedSoftmaxRow(in + r * p.n, mb + moff, p.mask_inner, p.scale,
+                                                 p.fill, out + r * p.n, p.n);
+                      });
+                    }
+                  }
                   std::vector<float> v(p.n), scratch(p.n);
                   if (Avx512Enabled())
                     MaskedRowRangeAvx512<Io>(p, in, mask->as<bool>(), out, b, e, v.data(),

@@ -12,6 +12,7 @@
 #include "graph/onnx_import.h"
 #include "graph/shape_inference.h"
 #include "graph/verifier.h"
+#include "kernels/cpu/simd_target.h"
 #include "passes/inference.h"
 #include "passes/pass_registry.h"
 #include "runtime/low_precision.h"
@@ -325,6 +326,16 @@ void CheckGptMini(DType dtype, double tol) {
 TEST(FuseEltwiseModels, GptMini) {
   CheckGptMini(DType::kF32, 1e-5);
   CheckGptMini(DType::kBF16, 3e-2);
+}
+
+// The same on the AVX2 code paths (the kernels' generic rows, on an AVX-512 machine too).
+TEST(FuseEltwiseModels, GptMiniBaselineIsa) {
+  bool& avx512 = cpu::Avx512Enabled();
+  const bool saved = avx512;
+  avx512 = false;
+  CheckGptMini(DType::kF32, 1e-5);
+  CheckGptMini(DType::kBF16, 3e-2);
+  avx512 = saved;
 }
 
 }  // namespace

@@ -1,0 +1,193 @@
+// AVX-512 short-row kernels (see rows_avx512.h). The whole file is compiled for AVX-512 (the
+// pragma below); callers check Avx512Enabled() first.
+#include "kernels/cpu/rows_avx512.h"
+
+#include <immintrin.h>
+
+#include <cmath>
+
+#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
+
+namespace mixtrain::cpu::avx512 {
+namespace {
+
+// --- loads and stores: fp32, or bf16 with exact round-to-nearest-even ------------------------
+
+__mmask16 TailMask(int64_t n, int64_t k) {
+  const int64_t left = n - 16 * k;
+  return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
+}
+
+// Lanes past the row read as `pad`.
+__m512 Load(const float* p, __mmask16 m, __m512 pad) { return _mm512_mask_loadu_ps(pad, m, p); }
+__m512 Load(const uint16_t* p, __mmask16 m, __m512 pad) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+  return _mm512_mask_blend_ps(m, pad, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
+}
+
+void Store(float* p, __mmask16 m, __m512 v) { _mm512_mask_storeu_ps(p, m, v); }
+// FloatToBFloat16 of half.h, 16 lanes: NaN keeps its top bits and is made quiet; everything else
+// (subnormals too) rounds to nearest even by adding 0x7fff plus the kept lowest bit.
+void Store(uint16_t* p, __mmask16 m, __m512 v) {
+  const __m512i u = _mm512_castps_si512(v);
+  const __m512i hi = _mm512_srli_epi32(u, 16);
+  const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
+  __m512i r = _mm512_srli_epi32(
+      _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+  const __mmask16 nan = _mm512_cmpgt_epu32_mask(
+      _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
+  r = _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
+  _mm256_mask_storeu_epi16(p, m, _mm512_cvtepi32_epi16(r));
+}
+
+// --- math --------------------------------------------------------------------------------------
+
+// fm::Exp (kernels/common/fastmath.h) on 16 lanes, same reduction and polynomial: below the
+// smallest normal result 0, above 88.72 inf, NaN kept.
+__m512 Exp(__m512 x) {
+  const __m512 hi = _mm512_set1_ps(88.72283935546875f), lo = _mm512_set1_ps(-87.33654022216797f);
+  const __m512 xc = _mm512_min_ps(_mm512_max_ps(x, lo), hi);
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(xc, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), xc);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  __m512 y = _mm512_scalef_ps(p, n);
+  y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, lo, _CMP_LT_OQ), _mm512_setzero_ps());
+  y = _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, hi, _CMP_GT_OQ), _mm512_set1_ps(INFINITY));
+  return _mm512_mask_mov_ps(y, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+constexpr int kMaxVec = kMaxNormRow / 16;
+
+// Softmax of the row held in v[0..k) (lanes past n are -inf), stored to y.
+template <typename T>
+inline void SoftmaxInRegisters(__m512* v, int k, int64_t n, bool log, T* y) {
+  __m512 mx = v[0];
+  for (int i = 1; i < k; ++i) mx = _mm512_max_ps(mx, v[i]);
+  float m = _mm512_reduce_max_ps(mx);
+  // A NaN anywhere makes the row NaN (max ignores it; the sum then carries it).
+  const __m512 mv = _mm512_set1_ps(m);
+  __m512 sum = _mm512_setzero_ps();
+  for (int i = 0; i < k; ++i) {
+    const __m512 e = _mm512_maskz_mov_ps(TailMask(n, i), Exp(_mm512_sub_ps(v[i], mv)));
+    sum = _mm512_add_ps(sum, e);
+    if (!log) v[i] = e;
+  }
+  const float s = _mm512_reduce_add_ps(sum);
+  if (log) {
+    const __m512 ls = _mm512_set1_ps(std::log(s));
+    for (int i = 0; i < k; ++i)
+      Store(y + 16 * i, TailMask(n, i), _mm512_sub_ps(_mm512_sub_ps(v[i], mv), ls));
+  } else {
+    const __m512 inv = _mm512_set1_ps(1.0f / s);
+    for (int i = 0; i < k; ++i) Store(y + 16 * i, TailMask(n, i), _mm512_mul_ps(v[i], inv));
+  }
+}
+
+template <typename T>
+void SoftmaxRowsT(const T* x, T* y, int64_t rows, int64_t n, bool log) {
+  const int k = static_cast<int>((n + 15) / 16);
+  const __m512 pad = _mm512_set1_ps(-INFINITY);
+  __m512 v[kMaxSoftmaxRow / 16];
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int i = 0; i < k; ++i) v[i] = Load(x + r * n + 16 * i, TailMask(n, i), pad);
+    SoftmaxInRegisters(v, k, n, log, y + r * n);
+  }
+}
+
+template <typename T>
+void MaskedSoftmaxRowT(const T* x, const uint8_t* mask, int64_t mask_inner, float scale,
+                       float fill, T* y, int64_t n) {
+  const int k = static_cast<int>((n + 15) / 16);
+  const __m512 pad = _mm512_set1_ps(-INFINITY), sv = _mm512_set1_ps(scale);
+  const __m512 fv = _mm512_set1_ps(fill);
+  const __mmask16 all = mask_inner == 0 && mask[0] == 0 ? 0 : 0xffff;
+  __m512 v[kMaxSoftmaxRow / 16];
+  for (int i = 0; i < k; ++i) {
+    const __mmask16 t = TailMask(n, i);
+    __mmask16 keep = all;
+    if (mask_inner != 0) {
+      const __m512i b = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(t, mask + 16 * i));
+      keep = _mm512_test_epi32_mask(b, b);
+    }
+    const __m512 xs = _mm512_mul_ps(Load(x + 16 * i, t, pad), sv);
+    v[i] = _mm512_mask_blend_ps(keep & t, _mm512_mask_mov_ps(pad, t, fv), xs);
+  }
+  SoftmaxInRegisters(v, k, n, false, y);
+}
+
+template <typename T>
+void LayerNormRowsT(const T* x, T* y, int64_t rows, int64_t n, const float* scale,
+                    const float* bias, float eps, float* mean, float* inv) {
+  const int k = static_cast<int>((n + 15) / 16);
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 sc[kMaxVec], bi[kMaxVec], v[kMaxVec];
+  for (int i = 0; i < k; ++i) {
+    sc[i] = _mm512_maskz_loadu_ps(TailMask(n, i), scale + 16 * i);
+    bi[i] = bias ? _mm512_maskz_loadu_ps(TailMask(n, i), bias + 16 * i) : zero;
+  }
+  const float rn = 1.0f / static_cast<float>(n);
+  for (int64_t r = 0; r < rows; ++r) {
+    __m512 s = zero;
+    for (int i = 0; i < k; ++i) {
+      v[i] = Load(x + r * n + 16 * i, TailMask(n, i), zero);
+      s = _mm512_add_ps(s, v[i]);
+    }
+    const float m = _mm512_reduce_add_ps(s) * rn;
+    const __m512 mv = _mm512_set1_ps(m);
+    __m512 q = zero;
+    for (int i = 0; i < k; ++i) {
+      v[i] = _mm512_maskz_sub_ps(TailMask(n, i), v[i], mv);  // two-pass: no cancellation
+      q = _mm512_fmadd_ps(v[i], v[i], q);
+    }
+    const float var = _mm512_reduce_add_ps(q) * rn;
+    const float iv = 1.0f / std::sqrt(var + eps);
+    const __m512 ivv = _mm512_set1_ps(iv);
+    for (int i = 0; i < k; ++i)
+      Store(y + r * n + 16 * i, TailMask(n, i),
+            _mm512_fmadd_ps(_mm512_mul_ps(v[i], ivv), sc[i], bi[i]));
+    mean[r] = m;
+    inv[r] = iv;
+  }
+}
+
+}  // namespace
+
+void FloatToBFloat16Row(const float* x, uint16_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = TailMask(n - i, 0);
+    Store(y + i, m, _mm512_maskz_loadu_ps(m, x + i));
+  }
+}
+
+void SoftmaxRows(const float* x, float* y, int64_t rows, int64_t n, bool log) {
+  SoftmaxRowsT(x, y, rows, n, log);
+}
+void SoftmaxRows(const uint16_t* x, uint16_t* y, int64_t rows, int64_t n, bool log) {
+  SoftmaxRowsT(x, y, rows, n, log);
+}
+void MaskedSoftmaxRow(const float* x, const uint8_t* mask, int64_t mask_inner, float scale,
+                      float fill, float* y, int64_t n) {
+  MaskedSoftmaxRowT(x, mask, mask_inner, scale, fill, y, n);
+}
+void MaskedSoftmaxRow(const uint16_t* x, const uint8_t* mask, int64_t mask_inner, float scale,
+                      float fill, uint16_t* y, int64_t n) {
+  MaskedSoftmaxRowT(x, mask, mask_inner, scale, fill, y, n);
+}
+void LayerNormRows(const float* x, float* y, int64_t rows, int64_t n, const float* scale,
+                   const float* bias, float eps, float* mean, float* inv) {
+  LayerNormRowsT(x, y, rows, n, scale, bias, eps, mean, inv);
+}
+void LayerNormRows(const uint16_t* x, uint16_t* y, int64_t rows, int64_t n, const float* scale,
+                   const float* bias, float eps, float* mean, float* inv) {
+  LayerNormRowsT(x, y, rows, n, scale, bias, eps, mean, inv);
+}
+
+}  // namespace mixtrain::cpu::avx512
