@@ -3,7 +3,6 @@
 // which oneDNN runs as one primitive with the epilogue applied while the tile is in registers and
 // the transposes read or written in place:
 //   Transpose(X, p) feeding A or B                 => perm_a / perm_b = p (X read in place)
-//   Split(X)[i] -> Reshape (heads) feeding A or B  => split_a / split_b (the piece read in place)
 //   Mul(Y, scalar constant)                        => alpha *= scalar   (only before the bias)
 //   Add(Y, bias [..1, N])                          => bias
 //   Relu / Sigmoid / Tanh / Gelu(approximate)      => activation
@@ -78,7 +77,6 @@ std::vector<int64_t> TransposePerm(const Node& t, int64_t rank) {
 struct Fusion {
   Value *a = nullptr, *b = nullptr, *bias = nullptr, *z = nullptr;
   std::vector<int64_t> perm_a, perm_b, perm_y;
-  std::vector<int64_t> split_a, split_b;
   float alpha = 1.0f;
   std::string activation;
   std::vector<Node*> nodes;  // the MatMul/Gemm, then every swallowed epilogue node, in order
@@ -98,48 +96,6 @@ Value* TransposedSource(const absl::flat_hash_set<const Node*>& claimed, const V
   Value* x = t->input(0);
   if (!x->shape.rank_known || x->shape.rank() < 2 || x->dtype != v->dtype) return nullptr;
   *perm = TransposePerm(*t, x->shape.rank());
-  return x;
-}
-
-// X when `v` is Split(X, P equal pieces along the last axis)[i], optionally followed by a Reshape
-// that only cuts the piece's last dim in two ([..., c] -> [..., c / d, d], heads of an attention
-// projection); *split becomes FusedMatMul's [P, i, d] (d = 0 without the Reshape). The shapes
-// decide (inferred afresh by this pass), not the Split's attributes.
-Value* SplitSource(const Value* v, std::vector<int64_t>* split) {
-  int64_t inner = 0;
-  if (v->producer != nullptr && IsOnnx(*v->producer, "Reshape")) {
-    const Value* piece = v->producer->input(0);
-    if (piece == nullptr || !Determined(piece->shape) || !Determined(v->shape) ||
-        v->shape.rank() != piece->shape.rank() + 1 || piece->shape.rank() < 2)
-      return nullptr;
-    const int64_t r = piece->shape.rank();
-    for (int64_t i = 0; i + 1 < r; ++i)
-      if (!(v->shape.dims[i] == piece->shape.dims[i])) return nullptr;
-    const Dim &c = piece->shape.dims[r - 1], &h = v->shape.dims[r - 1], &d = v->shape.dims[r];
-    if (!c.known() || !h.known() || !d.known() || h.value * d.value != c.value) return nullptr;
-    inner = d.value;
-    v = piece;
-  }
-  const Node* sp = v->producer;
-  if (sp == nullptr || !IsOnnx(*sp, "Split") || sp->input(0) == nullptr) return nullptr;
-  Value* x = sp->input(0);
-  const Shape& xs = x->shape;
-  const int64_t parts = static_cast<int64_t>(sp->num_outputs());
-  if (!Determined(xs) || xs.rank() < 2 || !xs.dims.back().known() || x->dtype != v->dtype)
-    return nullptr;
-  const int64_t last = xs.dims.back().value;
-  if (parts < 1 || last % parts != 0) return nullptr;
-  int64_t index = -1;
-  for (int64_t i = 0; i < parts; ++i) {
-    const Value* out = sp->output(i);
-    if (out == nullptr || !out->shape.rank_known || out->shape.rank() != xs.rank()) return nullptr;
-    for (int64_t k = 0; k + 1 < xs.rank(); ++k)
-      if (!(out->shape.dims[k] == xs.dims[k])) return nullptr;
-    if (!(out->shape.dims.back() == Dim(last / parts))) return nullptr;
-    if (out == v) index = i;
-  }
-  if (index < 0) return nullptr;
-  *split = {parts, index, inner};
   return x;
 }
 
@@ -252,12 +208,6 @@ bool StartFusion(const absl::flat_hash_set<const Node*>& claimed, Node* n, Fusio
     f.b = x;
     f.perm_b = perm;
   }
-  // Split -> Reshape feeding an operand (directly or through the Transpose just peeled): read the
-  // piece in place. A Gemm's operands are 2-D; its pieces stay copies.
-  if (!gemm) {
-    if (Value* x = SplitSource(f.a, &f.split_a)) f.a = x;
-    if (Value* x = SplitSource(f.b, &f.split_b)) f.b = x;
-  }
   return true;
 }
 
@@ -270,8 +220,6 @@ void Rewrite(Graph& g, const Fusion& f) {
   if (f.bias != nullptr || f.z != nullptr) inputs.push_back(f.bias);
   if (f.z != nullptr) inputs.push_back(f.z);
   Node* fused = g.AddNode("FusedMatMul", inputs, {out}, name, kMixtrainDomain);
-  if (!f.split_a.empty()) fused->SetAttr(Attribute::Ints("split_a", f.split_a));
-  if (!f.split_b.empty()) fused->SetAttr(Attribute::Ints("split_b", f.split_b));
   if (!f.perm_a.empty()) fused->SetAttr(Attribute::Ints("perm_a", f.perm_a));
   if (!f.perm_b.empty()) fused->SetAttr(Attribute::Ints("perm_b", f.perm_b));
   if (!f.perm_y.empty()) fused->SetAttr(Attribute::Ints("perm_y", f.perm_y));

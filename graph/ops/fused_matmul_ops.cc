@@ -2,14 +2,10 @@
 // from a MatMul and what surrounds it; kernel: kernels/cpu/dnnl_matmul.cc.
 //
 //   FusedMatMul(A, B, bias?, Z?) -> Y
-//   A' = Transpose(View(A, split_a), perm_a), B' likewise      (attributes absent: no view/transpose)
+//   A' = Transpose(A, perm_a), B' = Transpose(B, perm_b)      (attributes absent: no transpose)
 //   R  = act(alpha * (A' @ B') + bias) + Z                      (MatMul's numpy batch broadcast)
 //   Y  = Transpose(R, perm_y)
-// View(X, [parts, index, inner]) = Split(X, parts equal pieces along the last axis)[index], its
-// last dim then reshaped to [size / inner, inner] when inner > 0: how an attention head's Q, K or
-// V is cut from the fused qkv projection (Split -> Reshape to heads) without copying it.
-// Attributes: split_a, split_b (ints [parts, index, inner]), perm_a, perm_b, perm_y (ints, full
-// permutations; 1-D operands take none), alpha
+// Attributes: perm_a, perm_b, perm_y (ints, full permutations; 1-D operands take none), alpha
 // (float, default 1), activation ("" | "Relu" | "Gelu" (erf) | "GeluTanh" | "Sigmoid" | "Tanh").
 // bias holds R's last dim N (shape [N], or [1, ..., 1, N]); Z has R's shape and excludes perm_y.
 // The residual Z comes after the activation because that is where transformers add it
@@ -20,24 +16,6 @@
 
 namespace mixtrain {
 namespace {
-
-// View(shape, split) for the node's attribute `attr` (absent: unchanged).
-absl::StatusOr<Shape> SplitView(InferContext& ctx, const char* attr, const Shape& shape) {
-  if (!ctx.node().has_attr(attr)) return shape;
-  std::vector<int64_t> split = ctx.node().attr_ints(attr);
-  if (split.size() != 3 || shape.rank() < 2 || !shape.dims.back().known())
-    return ctx.Error(absl::StrCat(attr, " needs [parts, index, inner] and a known last dim"));
-  const int64_t parts = split[0], index = split[1], inner = split[2];
-  const int64_t last = shape.dims.back().value;
-  const int64_t c = parts > 0 ? last / parts : 0;
-  if (c <= 0 || c * parts != last || index < 0 || index >= parts || inner < 0 ||
-      (inner > 0 && c % inner != 0))
-    return ctx.Error(absl::StrCat(attr, " does not divide ", shape.ToString()));
-  std::vector<Dim> dims = shape.dims;
-  dims.back() = Dim(inner > 0 ? c / inner : c);
-  if (inner > 0) dims.push_back(Dim(inner));
-  return Shape(std::move(dims));
-}
 
 // `shape` permuted by the node's attribute `attr` (absent: unchanged).
 absl::StatusOr<Shape> Permuted(InferContext& ctx, const char* attr, const Shape& shape) {
@@ -66,10 +44,8 @@ absl::Status InferFusedMatMul(InferContext& ctx) {
   if (vec && (ctx.node().has_attr("perm_a") || ctx.node().has_attr("perm_b") ||
               ctx.node().has_attr("perm_y")))
     return ctx.Error("1-D operands take no permutations");
-  MT_ASSIGN_OR_RETURN(Shape av, SplitView(ctx, "split_a", a.shape));
-  MT_ASSIGN_OR_RETURN(Shape bv, SplitView(ctx, "split_b", b.shape));
-  MT_ASSIGN_OR_RETURN(Shape ap, Permuted(ctx, "perm_a", av));
-  MT_ASSIGN_OR_RETURN(Shape bp, Permuted(ctx, "perm_b", bv));
+  MT_ASSIGN_OR_RETURN(Shape ap, Permuted(ctx, "perm_a", a.shape));
+  MT_ASSIGN_OR_RETURN(Shape bp, Permuted(ctx, "perm_b", b.shape));
   std::vector<Dim> ad = ap.dims, bd = bp.dims;
   const bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
   if (a_vec) ad.insert(ad.begin(), Dim(1));

@@ -26,7 +26,6 @@ using Strides = std::vector<int64_t>;
 struct MatMulSpec {
   std::vector<int64_t> a_dims, b_dims, c_dims;
   Strides a_strides, b_strides, c_strides;
-  int64_t a_offset = 0, b_offset = 0;  // elements from the start of A's / B's buffer
   float alpha = 1.0f;           // output scale
   bool bias = false;            // [1, ..., 1, N] added after alpha
   float sum_beta = 0.0f;        // Gemm: dst = alpha * A'B' + sum_beta * (dst as pre-filled)
@@ -38,7 +37,6 @@ struct MatMulSpec {
 struct MatMulEntry {
   dnnl::matmul prim;
   dnnl::memory::desc a_md, b_md, c_md, bias_md, z_md;
-  size_t a_offset = 0, b_offset = 0;  // bytes
   bool native_bias = false;  // bias is the primitive's own input, else binary post-op 0
   int z_post_op = -1;        // index of Z's binary post-op
   // Set when the primitive wants B in another layout: B reordered once (constant B only).
@@ -51,9 +49,6 @@ absl::StatusOr<std::unique_ptr<MatMulEntry>> Build(const KernelContext& ctx, con
   auto dt = dnnl_util::ToDnnl(dnnl_util::ComputeType(dtype));
   if (!dt.ok()) return ctx.Error(std::string(dt.status().message()));
   auto e = std::make_unique<MatMulEntry>();
-  const size_t elem = DTypeSize(dnnl_util::ComputeType(dtype));
-  e->a_offset = s.a_offset * elem;
-  e->b_offset = s.b_offset * elem;
   MT_RETURN_IF_ERROR(Guard(ctx, "building matmul", [&] {
     e->a_md = dnnl_util::StridedDesc(s.a_dims, s.a_strides, *dt);
     e->b_md = dnnl_util::StridedDesc(s.b_dims, s.b_strides, *dt);
@@ -100,13 +95,13 @@ absl::Status Execute(const KernelContext& ctx, MatMulEntry& e, const void* a, co
   return Guard(ctx, "running matmul", [&] {
     dnnl::engine& eng = dnnl_util::Engine();
     dnnl::stream& stream = dnnl_util::Stream();
-    dnnl::memory bm(e.b_md, eng, const_cast<char*>(static_cast<const char*>(b)) + e.b_offset);
+    dnnl::memory bm(e.b_md, eng, const_cast<void*>(b));
     if (e.packed_md && !e.packed_b) {
       e.packed_b = dnnl::memory(*e.packed_md, eng);
       dnnl::reorder(bm, *e.packed_b).execute(stream, bm, *e.packed_b);
     }
     std::unordered_map<int, dnnl::memory> args = {
-        {DNNL_ARG_SRC, dnnl::memory(e.a_md, eng, const_cast<char*>(static_cast<const char*>(a)) + e.a_offset)},
+        {DNNL_ARG_SRC, dnnl::memory(e.a_md, eng, const_cast<void*>(a))},
         {DNNL_ARG_WEIGHTS, e.packed_b ? *e.packed_b : bm},
         {DNNL_ARG_DST, dnnl::memory(e.c_md, eng, c)}};
     if (bias != nullptr) {
@@ -137,65 +132,37 @@ absl::Status CheckPerm(const KernelContext& ctx, const char* name, const std::ve
   return absl::OkStatus();
 }
 
-// How FusedMatMul reads an operand in place (graph/ops/fused_matmul_ops.cc): optionally one of
-// `parts` equal pieces of its last axis, that piece's last dim optionally viewed as
-// [size / inner, inner], then permuted.
-struct OperandLayout {
-  std::vector<int64_t> split;  // [parts, index, inner] or empty
-  std::vector<int64_t> perm;   // empty: identity
-};
-
-// The dims, strides and element offset of operand t read through `layout`.
-absl::Status OperandView(const KernelContext& ctx, const char* name, const TensorView& t,
-                         const OperandLayout& layout, std::vector<int64_t>* dims,
-                         Strides* strides, int64_t* offset) {
+// The dims and strides of Transpose(t, perm) read in place from t's dense buffer.
+void PermutedView(const TensorView& t, const std::vector<int64_t>& perm, std::vector<int64_t>* dims,
+                  Strides* strides) {
+  Strides dense = dnnl_util::DenseStrides(t.dims);
   *dims = t.dims;
-  *strides = dnnl_util::DenseStrides(t.dims);
-  *offset = 0;
-  if (!layout.split.empty()) {
-    const int64_t parts = layout.split[0], index = layout.split[1], inner = layout.split[2];
-    const int64_t c = t.rank() >= 2 && parts > 0 ? t.dims.back() / parts : 0;
-    if (layout.split.size() != 3 || c <= 0 || c * parts != t.dims.back() || index < 0 ||
-        index >= parts || inner < 0 || (inner > 0 && c % inner != 0))
-      return ctx.Error(absl::StrCat("split_", name, " does not divide the operand's last dim"));
-    dims->back() = c;
-    *offset = index * c;
-    if (inner > 0) {
-      dims->back() = c / inner;
-      dims->push_back(inner);
-      strides->back() = inner;
-      strides->push_back(1);
-    }
+  *strides = dense;
+  for (size_t i = 0; i < perm.size(); ++i) {
+    (*dims)[i] = t.dims[perm[i]];
+    (*strides)[i] = dense[perm[i]];
   }
-  if ((dims->size() == 1 && !layout.perm.empty()))
-    return ctx.Error("1-D operands take no permutations");
-  MT_RETURN_IF_ERROR(CheckPerm(ctx, name, layout.perm, dims->size()));
-  const std::vector<int64_t> d = *dims;
-  const Strides st = *strides;
-  for (size_t i = 0; i < layout.perm.size(); ++i) {
-    (*dims)[i] = d[layout.perm[i]];
-    (*strides)[i] = st[layout.perm[i]];
-  }
-  return absl::OkStatus();
 }
 
-// The spec of A' x B' -> Y where A' is A read through its layout, B' likewise and Y =
-// Transpose(A'B', perm_y); empty perms are identities. 1-D operands get the unit dim ONNX gives
-// them (removed again from Y, which has the same bytes); they take no perms.
+// The spec of A' x B' -> Y where A' = Transpose(A, perm_a), B' likewise and Y = Transpose(A'B',
+// perm_y); empty perms are identities. 1-D operands get the unit dim ONNX gives them (removed
+// again from Y, which has the same bytes); they take no perms.
 absl::StatusOr<MatMulSpec> PlanMatMul(const KernelContext& ctx, const TensorView& a,
                                       const TensorView& b, const TensorView& y,
-                                      const OperandLayout& layout_a,
-                                      const OperandLayout& layout_b,
+                                      const std::vector<int64_t>& perm_a,
+                                      const std::vector<int64_t>& perm_b,
                                       const std::vector<int64_t>& perm_y) {
   if (a.rank() == 0 || b.rank() == 0) return ctx.Error("operands must not be scalars");
+  if ((a.rank() == 1 && !perm_a.empty()) || (b.rank() == 1 && !perm_b.empty()) ||
+      ((a.rank() == 1 || b.rank() == 1) && !perm_y.empty()))
+    return ctx.Error("1-D operands take no permutations");
+  MT_RETURN_IF_ERROR(CheckPerm(ctx, "perm_a", perm_a, a.rank()));
+  MT_RETURN_IF_ERROR(CheckPerm(ctx, "perm_b", perm_b, b.rank()));
   MatMulSpec s;
   std::vector<int64_t>&ad = s.a_dims, &bd = s.b_dims, &cd = s.c_dims;
   Strides &as = s.a_strides, &bs = s.b_strides;
-  MT_RETURN_IF_ERROR(OperandView(ctx, "a", a, layout_a, &ad, &as, &s.a_offset));
-  MT_RETURN_IF_ERROR(OperandView(ctx, "b", b, layout_b, &bd, &bs, &s.b_offset));
-  if ((ad.size() == 1 || bd.size() == 1) && !perm_y.empty())
-    return ctx.Error("1-D operands take no permutations");
-  const bool a_dense = layout_a.split.empty() && layout_a.perm.empty();
+  PermutedView(a, perm_a, &ad, &as);
+  PermutedView(b, perm_b, &bd, &bs);
   if (ad.size() == 1) {
     ad.insert(ad.begin(), 1);
     as.insert(as.begin(), ad[1]);
@@ -235,7 +202,7 @@ absl::StatusOr<MatMulSpec> PlanMatMul(const KernelContext& ctx, const TensorView
   if (NumElements(yd) != y.numel())
     return ctx.Error(absl::StrCat("output has ", y.numel(), " elements, the product ",
                                   NumElements(yd)));
-  if (!b_batched && a_dense && perm_y.empty()) {
+  if (!b_batched && perm_a.empty() && perm_y.empty()) {
     // One weight matrix for every batch: a single [batch*M, K] x [K, N] GEMM is faster than a
     // batched one, and A and C are dense so the bytes are the same.
     const int64_t rows = NumElements(cd) / n;
@@ -266,8 +233,8 @@ class MatMulKernel final : public OpKernel {
  public:
   explicit MatMulKernel(const Node& node) {
     if (node.op_type() != "FusedMatMul") return;
-    layout_a_ = {node.attr_ints("split_a"), node.attr_ints("perm_a")};
-    layout_b_ = {node.attr_ints("split_b"), node.attr_ints("perm_b")};
+    perm_a_ = node.attr_ints("perm_a");
+    perm_b_ = node.attr_ints("perm_b");
     perm_y_ = node.attr_ints("perm_y");
     alpha_ = node.attr_float("alpha", 1.0f);
     activation_ = node.attr_string("activation", "");
@@ -296,7 +263,7 @@ class MatMulKernel final : public OpKernel {
     std::vector<int64_t> key = ShapeKey(ctx);
     MatMulEntry* e = cache_.Find(key);
     if (e == nullptr) {
-      MT_ASSIGN_OR_RETURN(MatMulSpec s, PlanMatMul(ctx, *a, *b, *y, layout_a_, layout_b_, perm_y_));
+      MT_ASSIGN_OR_RETURN(MatMulSpec s, PlanMatMul(ctx, *a, *b, *y, perm_a_, perm_b_, perm_y_));
       if (bias != nullptr) {
         if (bias->numel() != s.c_dims.back() || (bias->rank() > 0 && bias->dims.back() != bias->numel()))
           return ctx.Error(absl::StrCat("bias must hold N = ", s.c_dims.back(),
@@ -326,8 +293,7 @@ class MatMulKernel final : public OpKernel {
   }
 
  private:
-  OperandLayout layout_a_, layout_b_;
-  std::vector<int64_t> perm_y_;
+  std::vector<int64_t> perm_a_, perm_b_, perm_y_;
   float alpha_ = 1.0f;
   std::string activation_;
   ShapeCache<MatMulEntry> cache_;

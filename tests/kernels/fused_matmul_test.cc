@@ -22,7 +22,6 @@ using testing_util::RunCpuKernel;
 struct Case {
   std::vector<int64_t> a, b;                 // A and B as stored
   std::vector<int64_t> perm_a, perm_b, perm_y;
-  std::vector<int64_t> split_a, split_b;     // [parts, index, inner]
   float alpha = 1.0f;
   std::vector<int64_t> bias;                 // empty: no bias
   bool z = false;
@@ -37,32 +36,10 @@ Tensor Op(const std::string& op, std::vector<Tensor> in, std::vector<Attribute> 
   return out.ok() ? (*out)[0] : Tensor();
 }
 
-// Split(t, parts along the last axis)[index], reshaped to [..., size / inner, inner] when inner > 0
-// (what Split -> Reshape compute), as an fp32 copy.
-Tensor SplitView(const Tensor& t, const std::vector<int64_t>& split) {
-  Tensor f = ToF32(t);
-  if (split.empty()) return f;
-  const int64_t parts = split[0], index = split[1], inner = split[2];
-  const int64_t last = t.dims().back(), c = last / parts, rows = t.numel() / last;
-  std::vector<int64_t> dims = t.dims();
-  dims.back() = c;
-  Tensor out(DType::kF32, dims);
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < c; ++j)
-      out.data_as<float>()[r * c + j] = f.data_as<float>()[r * last + index * c + j];
-  if (inner > 0) {
-    dims.back() = c / inner;
-    dims.push_back(inner);
-    out = out.Reshaped(dims);
-  }
-  return out;
-}
-
 // The unfused subgraph on fp32 copies of the inputs.
 Tensor Reference(const Case& c, const Tensor& a, const Tensor& b, const Tensor& bias, const Tensor& z) {
-  Tensor x = SplitView(a, c.split_a), w = SplitView(b, c.split_b);
-  if (!c.perm_a.empty()) x = Op("Transpose", {x}, {Attribute::Ints("perm", c.perm_a)});
-  if (!c.perm_b.empty()) w = Op("Transpose", {w}, {Attribute::Ints("perm", c.perm_b)});
+  Tensor x = c.perm_a.empty() ? ToF32(a) : Op("Transpose", {ToF32(a)}, {Attribute::Ints("perm", c.perm_a)});
+  Tensor w = c.perm_b.empty() ? ToF32(b) : Op("Transpose", {ToF32(b)}, {Attribute::Ints("perm", c.perm_b)});
   Tensor y = Op("MatMul", {x, w});
   if (c.alpha != 1.0f) y = Op("Mul", {y, Tensor::Scalar(c.alpha)});
   if (bias.defined()) y = Op("Add", {y, ToF32(bias)});
@@ -78,8 +55,6 @@ Tensor Reference(const Case& c, const Tensor& a, const Tensor& b, const Tensor& 
 
 std::vector<Attribute> FusedAttrs(const Case& c) {
   std::vector<Attribute> attrs;
-  if (!c.split_a.empty()) attrs.push_back(Attribute::Ints("split_a", c.split_a));
-  if (!c.split_b.empty()) attrs.push_back(Attribute::Ints("split_b", c.split_b));
   if (!c.perm_a.empty()) attrs.push_back(Attribute::Ints("perm_a", c.perm_a));
   if (!c.perm_b.empty()) attrs.push_back(Attribute::Ints("perm_b", c.perm_b));
   if (!c.perm_y.empty()) attrs.push_back(Attribute::Ints("perm_y", c.perm_y));
@@ -128,7 +103,7 @@ void CheckCase(const Case& c, uint32_t seed) {
     Tensor bias = c.bias.empty() ? Tensor() : ToType(Random(c.bias, seed + 2), dt);
     Tensor z;
     if (c.z) {
-      Tensor shape_probe = Reference({c.a, c.b, c.perm_a, c.perm_b, {}, c.split_a, c.split_b}, a, b,
+      Tensor shape_probe = Reference({c.a, c.b, c.perm_a, c.perm_b, {}, 1.0f, {}, false, ""}, a, b,
                                      Tensor(), Tensor());
       z = ToType(Random(shape_probe.dims(), seed + 3), dt);
     }
@@ -172,17 +147,6 @@ TEST(FusedMatMulKernel, AttentionValuesPermutedResult) {
   CheckCase({.a = {2, 3, 5, 5}, .b = {2, 5, 3, 4}, .perm_b = {0, 2, 1, 3}, .perm_y = {0, 2, 1, 3}}, 6);
 }
 
-// Q, K and V cut from a fused [batch, T, 3 * heads * d] projection in place.
-TEST(FusedMatMulKernel, AttentionOperandsSplitFromFusedProjection) {
-  CheckCase({.a = {2, 5, 24}, .b = {2, 5, 24}, .perm_a = {0, 2, 1, 3}, .perm_b = {0, 2, 3, 1},
-             .split_a = {3, 0, 4}, .split_b = {3, 1, 4}, .alpha = 0.5f},
-            12);
-  CheckCase({.a = {2, 2, 5, 5}, .b = {2, 5, 24}, .perm_b = {0, 2, 1, 3}, .perm_y = {0, 2, 1, 3},
-             .split_b = {3, 2, 4}},
-            13);
-  CheckCase({.a = {3, 12}, .b = {6, 10}, .split_a = {2, 1, 0}, .split_b = {2, 1, 0}}, 14);
-}
-
 TEST(FusedMatMulKernel, TransposedTwoDimOperandsWithAlphaAndBias) {
   CheckCase({.a = {7, 5}, .b = {3, 7}, .perm_a = {1, 0}, .perm_b = {1, 0}, .alpha = -1.5f, .bias = {3}}, 7);
 }
@@ -209,8 +173,6 @@ TEST(FusedMatMulKernel, RejectsBadAttributes) {
   auto z_perm = MakeNode("FusedMatMul", {a, b, Tensor(), z}, 1, {Attribute::Ints("perm_y", {1, 0})},
                          "ai.mixtrain");
   EXPECT_FALSE(RunCpuKernel(*z_perm.node, {a, b, Tensor(), z}).ok());
-  auto bad_split = MakeNode("FusedMatMul", {a, b}, 1, {Attribute::Ints("split_a", {2, 0, 0})}, "ai.mixtrain");
-  EXPECT_FALSE(RunCpuKernel(*bad_split.node, {a, b}).ok());  // 3 columns do not split in 2
   Tensor bias5 = Random({5}, 4);
   auto bad_bias = MakeNode("FusedMatMul", {a, b, bias5}, 1, {}, "ai.mixtrain");
   EXPECT_FALSE(RunCpuKernel(*bad_bias.node, {a, b, bias5}).ok());
