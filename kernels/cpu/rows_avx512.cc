@@ -66,61 +66,110 @@ __m512 Exp(__m512 x) {
 
 constexpr int kMaxVec = kMaxNormRow / 16;
 
-// Softmax of the row held in v[0..k) (lanes past n are -inf), stored to y.
-template <typename T>
-inline void SoftmaxInRegisters(__m512* v, int k, int64_t n, bool log, T* y) {
-  __m512 mx = v[0];
-  for (int i = 1; i < k; ++i) mx = _mm512_max_ps(mx, v[i]);
-  float m = _mm512_reduce_max_ps(mx);
-  // A NaN anywhere makes the row NaN (max ignores it; the sum then carries it).
-  const __m512 mv = _mm512_set1_ps(m);
-  __m512 sum = _mm512_setzero_ps();
-  for (int i = 0; i < k; ++i) {
-    const __m512 e = _mm512_maskz_mov_ps(TailMask(n, i), Exp(_mm512_sub_ps(v[i], mv)));
-    sum = _mm512_add_ps(sum, e);
-    if (!log) v[i] = e;
+// Softmax of G rows held in v[g][0..K) (lanes past n are -inf), stored to y + g * n. A row is a
+// chain of dependent steps (max, horizontal max, exp, horizontal sum, divide): G independent
+// rows interleaved keep the FMA pipes busy where one row would wait on each step's latency.
+template <typename T, int K, int G>
+inline void SoftmaxGroup(__m512 (&v)[G][K], int64_t n, bool log, T* y) {
+  __m512 mv[G], sum[G];
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) {
+    __m512 mx = v[g][0];
+#pragma GCC unroll 4
+    for (int i = 1; i < K; ++i) mx = _mm512_max_ps(mx, v[g][i]);
+    // A NaN anywhere makes the row NaN (max ignores it; the sum then carries it).
+    mv[g] = _mm512_set1_ps(_mm512_reduce_max_ps(mx));
+    sum[g] = _mm512_setzero_ps();
   }
-  const float s = _mm512_reduce_add_ps(sum);
-  if (log) {
-    const __m512 ls = _mm512_set1_ps(std::log(s));
-    for (int i = 0; i < k; ++i)
-      Store(y + 16 * i, TailMask(n, i), _mm512_sub_ps(_mm512_sub_ps(v[i], mv), ls));
-  } else {
-    const __m512 inv = _mm512_set1_ps(1.0f / s);
-    for (int i = 0; i < k; ++i) Store(y + 16 * i, TailMask(n, i), _mm512_mul_ps(v[i], inv));
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) {
+#pragma GCC unroll 4
+    for (int i = 0; i < K; ++i) {
+      const __m512 e = _mm512_maskz_mov_ps(TailMask(n, i), Exp(_mm512_sub_ps(v[g][i], mv[g])));
+      sum[g] = _mm512_add_ps(sum[g], e);
+      v[g][i] = log ? _mm512_sub_ps(v[g][i], mv[g]) : e;
+    }
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) {
+    const float s = _mm512_reduce_add_ps(sum[g]);
+    if (log) {
+      const __m512 ls = _mm512_set1_ps(std::log(s));
+#pragma GCC unroll 4
+      for (int i = 0; i < K; ++i)
+        Store(y + g * n + 16 * i, TailMask(n, i), _mm512_sub_ps(v[g][i], ls));
+    } else {
+      const __m512 inv = _mm512_set1_ps(1.0f / s);
+#pragma GCC unroll 4
+      for (int i = 0; i < K; ++i)
+        Store(y + g * n + 16 * i, TailMask(n, i), _mm512_mul_ps(v[g][i], inv));
+    }
+  }
+}
+
+constexpr int kGroup = 4;
+
+// Rows [0, rows): groups of kGroup, then single rows. load(v, r) fills row r's K vectors.
+template <typename T, int K, typename LoadRow>
+inline void SoftmaxRowsK(int64_t rows, int64_t n, bool log, T* y, const LoadRow& load) {
+  int64_t r = 0;
+  for (; r + kGroup <= rows; r += kGroup) {
+    __m512 v[kGroup][K];
+#pragma GCC unroll 4
+    for (int g = 0; g < kGroup; ++g) load(v[g], r + g);
+    SoftmaxGroup<T, K, kGroup>(v, n, log, y + r * n);
+  }
+  for (; r < rows; ++r) {
+    __m512 v[1][K];
+    load(v[0], r);
+    SoftmaxGroup<T, K, 1>(v, n, log, y + r * n);
+  }
+}
+
+// Picks K = ceil(n / 16) at compile time; make_load<K>() returns the row loader.
+template <typename T, typename MakeLoad>
+inline void SoftmaxRowsDispatch(int64_t rows, int64_t n, bool log, T* y, const MakeLoad& make) {
+  switch ((n + 15) / 16) {
+    case 1: return SoftmaxRowsK<T, 1>(rows, n, log, y, make.template operator()<1>());
+    case 2: return SoftmaxRowsK<T, 2>(rows, n, log, y, make.template operator()<2>());
+    case 3: return SoftmaxRowsK<T, 3>(rows, n, log, y, make.template operator()<3>());
+    default: return SoftmaxRowsK<T, 4>(rows, n, log, y, make.template operator()<4>());
   }
 }
 
 template <typename T>
 void SoftmaxRowsT(const T* x, T* y, int64_t rows, int64_t n, bool log) {
-  const int k = static_cast<int>((n + 15) / 16);
   const __m512 pad = _mm512_set1_ps(-INFINITY);
-  __m512 v[kMaxSoftmaxRow / 16];
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int i = 0; i < k; ++i) v[i] = Load(x + r * n + 16 * i, TailMask(n, i), pad);
-    SoftmaxInRegisters(v, k, n, log, y + r * n);
-  }
+  SoftmaxRowsDispatch(rows, n, log, y, [&]<int K>() {
+    return [=](__m512(&v)[K], int64_t r) {
+#pragma GCC unroll 4
+      for (int i = 0; i < K; ++i) v[i] = Load(x + r * n + 16 * i, TailMask(n, i), pad);
+    };
+  });
 }
 
 template <typename T>
-void MaskedSoftmaxRowT(const T* x, const uint8_t* mask, int64_t mask_inner, float scale,
-                       float fill, T* y, int64_t n) {
-  const int k = static_cast<int>((n + 15) / 16);
+void MaskedSoftmaxRowsT(const T* x, T* y, int64_t rows, int64_t n, const uint8_t* const* mask,
+                        int64_t mask_inner, float scale, float fill) {
   const __m512 pad = _mm512_set1_ps(-INFINITY), sv = _mm512_set1_ps(scale);
   const __m512 fv = _mm512_set1_ps(fill);
-  const __mmask16 all = mask_inner == 0 && mask[0] == 0 ? 0 : 0xffff;
-  __m512 v[kMaxSoftmaxRow / 16];
-  for (int i = 0; i < k; ++i) {
-    const __mmask16 t = TailMask(n, i);
-    __mmask16 keep = all;
-    if (mask_inner != 0) {
-      const __m512i b = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(t, mask + 16 * i));
-      keep = _mm512_test_epi32_mask(b, b);
-    }
-    const __m512 xs = _mm512_mul_ps(Load(x + 16 * i, t, pad), sv);
-    v[i] = _mm512_mask_blend_ps(keep & t, _mm512_mask_mov_ps(pad, t, fv), xs);
-  }
-  SoftmaxInRegisters(v, k, n, false, y);
+  SoftmaxRowsDispatch(rows, n, false, y, [&]<int K>() {
+    return [=](__m512(&v)[K], int64_t r) {
+      const uint8_t* mr = mask[r];
+      const __mmask16 all = mask_inner == 0 && mr[0] == 0 ? 0 : 0xffff;
+#pragma GCC unroll 4
+      for (int i = 0; i < K; ++i) {
+        const __mmask16 t = TailMask(n, i);
+        __mmask16 keep = all;
+        if (mask_inner != 0) {
+          const __m512i b = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(t, mr + 16 * i));
+          keep = _mm512_test_epi32_mask(b, b);
+        }
+        const __m512 xs = _mm512_mul_ps(Load(x + r * n + 16 * i, t, pad), sv);
+        v[i] = _mm512_mask_blend_ps(keep & t, _mm512_mask_mov_ps(pad, t, fv), xs);
+      }
+    };
+  });
 }
 
 template <typename T>
@@ -173,13 +222,13 @@ void SoftmaxRows(const float* x, float* y, int64_t rows, int64_t n, bool log) {
 void SoftmaxRows(const uint16_t* x, uint16_t* y, int64_t rows, int64_t n, bool log) {
   SoftmaxRowsT(x, y, rows, n, log);
 }
-void MaskedSoftmaxRow(const float* x, const uint8_t* mask, int64_t mask_inner, float scale,
-                      float fill, float* y, int64_t n) {
-  MaskedSoftmaxRowT(x, mask, mask_inner, scale, fill, y, n);
+void MaskedSoftmaxRows(const float* x, float* y, int64_t rows, int64_t n,
+                       const uint8_t* const* mask, int64_t mask_inner, float scale, float fill) {
+  MaskedSoftmaxRowsT(x, y, rows, n, mask, mask_inner, scale, fill);
 }
-void MaskedSoftmaxRow(const uint16_t* x, const uint8_t* mask, int64_t mask_inner, float scale,
-                      float fill, uint16_t* y, int64_t n) {
-  MaskedSoftmaxRowT(x, mask, mask_inner, scale, fill, y, n);
+void MaskedSoftmaxRows(const uint16_t* x, uint16_t* y, int64_t rows, int64_t n,
+                       const uint8_t* const* mask, int64_t mask_inner, float scale, float fill) {
+  MaskedSoftmaxRowsT(x, y, rows, n, mask, mask_inner, scale, fill);
 }
 void LayerNormRows(const float* x, float* y, int64_t rows, int64_t n, const float* scale,
                    const float* bias, float eps, float* mean, float* inv) {

@@ -21,12 +21,12 @@ inline constexpr int64_t kMaxNormRow = 128;
 void SoftmaxRows(const float* x, float* y, int64_t rows, int64_t n, bool log);
 void SoftmaxRows(const uint16_t* x, uint16_t* y, int64_t rows, int64_t n, bool log);
 
-// One row of softmax(mask ? x * scale : fill); mask holds n bytes (0/1), or one byte read for
-// the whole row when mask_inner is 0. n <= kMaxSoftmaxRow.
-void MaskedSoftmaxRow(const float* x, const uint8_t* mask, int64_t mask_inner, float scale,
-                      float fill, float* y, int64_t n);
-void MaskedSoftmaxRow(const uint16_t* x, const uint8_t* mask, int64_t mask_inner, float scale,
-                      float fill, uint16_t* y, int64_t n);
+// Rows [0, rows) of length n <= kMaxSoftmaxRow of softmax(mask ? x * scale : fill): mask[r]
+// points at row r's n mask bytes (0/1), or at one byte for the whole row when mask_inner is 0.
+void MaskedSoftmaxRows(const float* x, float* y, int64_t rows, int64_t n,
+                       const uint8_t* const* mask, int64_t mask_inner, float scale, float fill);
+void MaskedSoftmaxRows(const uint16_t* x, uint16_t* y, int64_t rows, int64_t n,
+                       const uint8_t* const* mask, int64_t mask_inner, float scale, float fill);
 
 // LayerNormalization of rows [0, rows) of length n <= kMaxNormRow: y = (x - mean) * inv * scale
 // (+ bias when not null) with inv = 1 / sqrt(var + eps); mean[r] and inv[r] are written.

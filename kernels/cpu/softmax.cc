@@ -222,10 +222,13 @@ absl::Status MaskedSoftmaxKernel(KernelContext& ctx) {
                   if constexpr (!std::is_same_v<Io, red::F16Io>) {
                     if (ShortRowsAvx512<Io>(p.n)) {
                       const auto* mb = reinterpret_cast<const uint8_t*>(mask->as<bool>());
-                      return ForEachMaskedRow(p, b, e, [&](int64_t r, int64_t moff) {
-                        avx512::MaskedSoftmaxRow(in + r * p.n, mb + moff, p.mask_inner, p.scale,
-                                                 p.fill, out + r * p.n, p.n);
+                      std::vector<const uint8_t*> rows_mask(e - b);
+                      ForEachMaskedRow(p, b, e, [&](int64_t r, int64_t moff) {
+                        rows_mask[r - b] = mb + moff;
                       });
+                      return avx512::MaskedSoftmaxRows(in + b * p.n, out + b * p.n, e - b, p.n,
+                                                       rows_mask.data(), p.mask_inner, p.scale,
+                                                       p.fill);
                     }
                   }
                   std::vector<float> v(p.n), scratch(p.n);

@@ -80,12 +80,12 @@ TEST(RowsAvx512, SoftmaxAndLogSoftmaxMatchTheReference) {
   std::mt19937 rng(3);
   for (bool log : {false, true}) {
     for (int64_t n : {1, 5, 16, 17, 31, 32, 33, 64}) {
-      const int64_t rows = 3;
+      const int64_t rows = 7;  // a group of four, then three single rows
       std::vector<float> x;
       for (int64_t r = 0; r < rows; ++r) {
         std::vector<float> row = RandomRow(n, rng, 20);
-        if (r == 1) row[n / 2] = -INFINITY;  // a masked score
-        if (r == 2 && n > 1) row[n - 1] = NAN;
+        if (r == 1 || r == 5) row[n / 2] = -INFINITY;  // a masked score
+        if ((r == 2 || r == 6) && n > 1) row[n - 1] = NAN;
         x.insert(x.end(), row.begin(), row.end());
       }
       std::vector<float> y(x.size());
@@ -121,14 +121,18 @@ TEST(RowsAvx512, MaskedSoftmaxMatchesWhereThenSoftmax) {
         std::vector<float> v(n);
         for (int64_t i = 0; i < n; ++i) v[i] = mask[inner ? i : 0] ? x[i] * scale : fill;
         std::vector<double> want = RefSoftmax(v, false);
-        std::vector<float> y(n);
-        avx512::MaskedSoftmaxRow(x.data(), mask.data(), inner, scale, fill, y.data(), n);
-        std::vector<uint16_t> xb(n), yb(n);
-        for (int64_t i = 0; i < n; ++i) xb[i] = FloatToBFloat16(x[i]);
-        avx512::MaskedSoftmaxRow(xb.data(), mask.data(), inner, scale, fill, yb.data(), n);
-        for (int64_t i = 0; i < n; ++i) {
-          ExpectNear(y[i], want[i], 2e-6, "f32", n, i);
-          ExpectNear(BFloat16ToFloat(yb[i]), want[i], 2.0 / 128, "bf16", n, i);
+        // Five copies of the row: one group of four, then a single row.
+        const int64_t rows = 5;
+        std::vector<float> xs, y(rows * n);
+        for (int64_t r = 0; r < rows; ++r) xs.insert(xs.end(), x.begin(), x.end());
+        std::vector<const uint8_t*> masks(rows, mask.data());
+        avx512::MaskedSoftmaxRows(xs.data(), y.data(), rows, n, masks.data(), inner, scale, fill);
+        std::vector<uint16_t> xb(rows * n), yb(rows * n);
+        for (int64_t i = 0; i < rows * n; ++i) xb[i] = FloatToBFloat16(xs[i]);
+        avx512::MaskedSoftmaxRows(xb.data(), yb.data(), rows, n, masks.data(), inner, scale, fill);
+        for (int64_t i = 0; i < rows * n; ++i) {
+          ExpectNear(y[i], want[i % n], 2e-6, "f32", n, i);
+          ExpectNear(BFloat16ToFloat(yb[i]), want[i % n], 2.0 / 128, "bf16", n, i);
         }
       }
     }
@@ -136,7 +140,8 @@ TEST(RowsAvx512, MaskedSoftmaxMatchesWhereThenSoftmax) {
   // A row whose mask is all false and whose fill is -inf is NaN, as Where + Softmax give.
   std::vector<float> x(32, 1.0f), y(32);
   const uint8_t off = 0;
-  avx512::MaskedSoftmaxRow(x.data(), &off, 0, 1.0f, -INFINITY, y.data(), 32);
+  const uint8_t* row_mask = &off;
+  avx512::MaskedSoftmaxRows(x.data(), y.data(), 1, 32, &row_mask, 0, 1.0f, -INFINITY);
   for (float v : y) EXPECT_TRUE(std::isnan(v));
 }
 
