@@ -34,15 +34,31 @@ struct MatMulSpec {
   bool pack_b = false;          // B is constant: let the primitive choose its layout
 };
 
+// A permuted operand or result copied to or from a dense scratch buffer around the matmul (see
+// Build), by a oneDNN reorder.
+struct DenseCopy {
+  dnnl::memory dense;
+  dnnl::reorder copy;  // strided -> dense for operands, dense -> strided for the result
+};
+
 struct MatMulEntry {
   dnnl::matmul prim;
-  dnnl::memory::desc a_md, b_md, c_md, bias_md, z_md;
+  dnnl::memory::desc a_md, b_md, c_md, bias_md, z_md;  // our buffers (strided views)
+  std::optional<DenseCopy> a_copy, b_copy, c_copy;
   bool native_bias = false;  // bias is the primitive's own input, else binary post-op 0
   int z_post_op = -1;        // index of Z's binary post-op
   // Set when the primitive wants B in another layout: B reordered once (constant B only).
   std::optional<dnnl::memory::desc> packed_md;
   std::optional<dnnl::memory> packed_b;
 };
+
+// Whether a view is dense row-major (size-1 dims may have any stride).
+bool Dense(const std::vector<int64_t>& dims, const Strides& strides) {
+  Strides dense = dnnl_util::DenseStrides(dims);
+  for (size_t i = 0; i < dims.size(); ++i)
+    if (dims[i] != 1 && strides[i] != dense[i]) return false;
+  return true;
+}
 
 absl::StatusOr<std::unique_ptr<MatMulEntry>> Build(const KernelContext& ctx, const MatMulSpec& s,
                                                    DType dtype) {
@@ -74,15 +90,46 @@ absl::StatusOr<std::unique_ptr<MatMulEntry>> Build(const KernelContext& ctx, con
       ops.append_binary(dnnl::algorithm::binary_add, e->z_md);
     }
     attr.set_post_ops(ops);
-    dnnl::matmul::desc d = e->native_bias ? dnnl::matmul::desc(e->a_md, w_md, e->bias_md, e->c_md)
-                                          : dnnl::matmul::desc(e->a_md, w_md, e->c_md);
-    dnnl::matmul::primitive_desc pd(d, attr, dnnl_util::Engine());
-    if (s.pack_b && pd.weights_desc() != e->b_md) e->packed_md = pd.weights_desc();
-    if (s.pack_b && !e->packed_md) {  // `any` chose the plain layout: build as for a variable B
-      d = e->native_bias ? dnnl::matmul::desc(e->a_md, e->b_md, e->bias_md, e->c_md)
-                         : dnnl::matmul::desc(e->a_md, e->b_md, e->c_md);
-      pd = dnnl::matmul::primitive_desc(d, attr, dnnl_util::Engine());
+    dnnl::engine& eng = dnnl_util::Engine();
+    auto make_pd = [&](const dnnl::memory::desc& a, const dnnl::memory::desc& w,
+                       const dnnl::memory::desc& c) {
+      dnnl::matmul::desc d = e->native_bias ? dnnl::matmul::desc(a, w, e->bias_md, c)
+                                            : dnnl::matmul::desc(a, w, c);
+      return dnnl::matmul::primitive_desc(d, attr, eng);
+    };
+    dnnl::memory::desc a_md = e->a_md, c_md = e->c_md;
+    dnnl::matmul::primitive_desc pd = make_pd(a_md, w_md, c_md);
+    // oneDNN 2.6 strides through permuted batched operands only in its brgemm kernels; for
+    // layouts those refuse it falls back to gemm:jit or ref, which are several times slower than
+    // copying the operand dense first. Permutations then become copies (as the Transposes were).
+    const std::string impl = pd.impl_info_str();
+    const bool strided = !Dense(s.a_dims, s.a_strides) || !Dense(s.c_dims, s.c_strides) ||
+                         (!s.pack_b && !Dense(s.b_dims, s.b_strides));
+    if (strided && (impl.rfind("ref", 0) == 0 || (s.c_dims.size() > 2 && impl.rfind("brg", 0) != 0))) {
+      MT_CHECK(s.sum_beta == 0.0f) << "Gemm's C is never permuted";
+      auto dense_copy = [&](const std::vector<int64_t>& dims, const dnnl::memory::desc& user,
+                            bool to_dense) {
+        dnnl::memory dense(dnnl_util::PlainDesc(dims, *dt), eng);
+        dnnl::memory::desc dense_md = dense.get_desc();
+        return DenseCopy{dense, to_dense ? dnnl::reorder(dnnl::reorder::primitive_desc(eng, user, eng, dense_md))
+                                         : dnnl::reorder(dnnl::reorder::primitive_desc(eng, dense_md, eng, user))};
+      };
+      if (!Dense(s.a_dims, s.a_strides)) {
+        e->a_copy = dense_copy(s.a_dims, e->a_md, true);
+        a_md = e->a_copy->dense.get_desc();
+      }
+      if (!s.pack_b && !Dense(s.b_dims, s.b_strides)) {
+        e->b_copy = dense_copy(s.b_dims, e->b_md, true);
+        w_md = e->b_copy->dense.get_desc();
+      }
+      if (!Dense(s.c_dims, s.c_strides)) {
+        e->c_copy = dense_copy(s.c_dims, e->c_md, false);
+        c_md = e->c_copy->dense.get_desc();
+      }
+      pd = make_pd(a_md, w_md, c_md);
     }
+    if (s.pack_b && pd.weights_desc() != e->b_md) e->packed_md = pd.weights_desc();
+    if (s.pack_b && !e->packed_md) pd = make_pd(a_md, e->b_md, c_md);  // `any` chose B's layout
     e->prim = dnnl::matmul(pd);
   }));
   return e;
@@ -100,10 +147,19 @@ absl::Status Execute(const KernelContext& ctx, MatMulEntry& e, const void* a, co
       e.packed_b = dnnl::memory(*e.packed_md, eng);
       dnnl::reorder(bm, *e.packed_b).execute(stream, bm, *e.packed_b);
     }
+    dnnl::memory am(e.a_md, eng, const_cast<void*>(a)), cm(e.c_md, eng, c);
+    if (e.a_copy) {
+      e.a_copy->copy.execute(stream, am, e.a_copy->dense);
+      am = e.a_copy->dense;
+    }
+    if (e.b_copy) {
+      e.b_copy->copy.execute(stream, bm, e.b_copy->dense);
+      bm = e.b_copy->dense;
+    }
     std::unordered_map<int, dnnl::memory> args = {
-        {DNNL_ARG_SRC, dnnl::memory(e.a_md, eng, const_cast<void*>(a))},
+        {DNNL_ARG_SRC, am},
         {DNNL_ARG_WEIGHTS, e.packed_b ? *e.packed_b : bm},
-        {DNNL_ARG_DST, dnnl::memory(e.c_md, eng, c)}};
+        {DNNL_ARG_DST, e.c_copy ? e.c_copy->dense : cm}};
     if (bias != nullptr) {
       dnnl::memory bias_m(e.bias_md, eng, const_cast<void*>(bias));
       args[e.native_bias ? DNNL_ARG_BIAS : (DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1)] = bias_m;
@@ -112,6 +168,7 @@ absl::Status Execute(const KernelContext& ctx, MatMulEntry& e, const void* a, co
       args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(e.z_post_op) | DNNL_ARG_SRC_1] =
           dnnl::memory(e.z_md, eng, const_cast<void*>(z));
     e.prim.execute(stream, args);
+    if (e.c_copy) e.c_copy->copy.execute(stream, e.c_copy->dense, cm);
     stream.wait();
   });
 }

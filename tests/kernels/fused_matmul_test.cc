@@ -147,6 +147,14 @@ TEST(FusedMatMulKernel, AttentionValuesPermutedResult) {
   CheckCase({.a = {2, 3, 5, 5}, .b = {2, 5, 3, 4}, .perm_b = {0, 2, 1, 3}, .perm_y = {0, 2, 1, 3}}, 6);
 }
 
+// Layouts oneDNN's brgemm matmul does not stride through: the kernel copies them dense around
+// the matmul instead (batch dims swapped with matrix dims, a permuted result with a bias).
+TEST(FusedMatMulKernel, PermutationsBrgemmRefusesAreCopiedDense) {
+  CheckCase({.a = {5, 2, 3, 4}, .b = {3, 6, 2, 4}, .perm_a = {1, 2, 0, 3}, .perm_b = {2, 0, 3, 1},
+             .perm_y = {3, 1, 0, 2}, .bias = {6}, .activation = "Relu"},
+            15);
+}
+
 TEST(FusedMatMulKernel, TransposedTwoDimOperandsWithAlphaAndBias) {
   CheckCase({.a = {7, 5}, .b = {3, 7}, .perm_a = {1, 0}, .perm_b = {1, 0}, .alpha = -1.5f, .bias = {3}}, 7);
 }
