@@ -75,7 +75,8 @@ class ConvLayoutPass final : public Pass {
       const char* op = ChannelsLastOp(*n);
       // A node whose result nothing reads is left to dead-code elimination.
       Value* y = n->output(0);
-      if (*op != '\0' && (!y->consumers.empty() || g.IsGraphOutput(y))) moves.push_back({n.get(), op});
+      if (*op != '\0' && (!y->consumers.empty() || g.IsGraphOutput(y)))
+        moves.push_back({n.get(), op});
     }
     for (auto& [n, op] : moves) MoveChannelsLast(g, n, op);
     if (moves.empty()) return false;

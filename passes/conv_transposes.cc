@@ -109,7 +109,8 @@ bool SinkThrough(Graph& g, Node* n) {
   }
   Value* y = n->output(0);
   const std::vector<int64_t> to_last = ToChannelsLastPerm(rank);
-  Value* mid = g.AddValue(g.UniqueName(y->name + "_nhwc"), y->dtype, PermuteShape(y->shape, to_last));
+  Value* mid =
+      g.AddValue(g.UniqueName(y->name + "_nhwc"), y->dtype, PermuteShape(y->shape, to_last));
   g.SetNodeOutput(n, 0, mid);
   Node* t = g.AddNode("Transpose", {mid}, {y}, g.UniqueName(y->name + "_transpose"));
   t->SetAttr(Attribute::Ints("perm", ToChannelsFirstPerm(rank)));

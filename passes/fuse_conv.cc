@@ -85,7 +85,8 @@ bool FoldBatchNorm(Graph& g, Node* conv) {
     for (int64_t i = 0; i < per_m; ++i)
       nw.data_as<float>()[o * per_m + i] = static_cast<float>(w->GetDouble(o * per_m + i) * s);
     const double bias = b ? b->GetDouble(o) : 0.0;
-    nb.data_as<float>()[o] = static_cast<float>((bias - p[2]->GetDouble(o)) * s + p[1]->GetDouble(o));
+    nb.data_as<float>()[o] =
+        static_cast<float>((bias - p[2]->GetDouble(o)) * s + p[1]->GetDouble(o));
   }
   const DType t = out->dtype;
   Value* wv = g.AddInitializer(g.UniqueName(conv->input(1)->name + "_bn_folded"),

@@ -167,8 +167,8 @@ void CheckPool(const std::string& op, std::vector<int64_t> xd, std::vector<A> at
 
 TEST(ChannelsLastPool, MatchesOnnxPools) {
   for (DType dt : {DType::kF32, DType::kBF16}) {
-    CheckPool("MaxPool", {3, 5, 8, 7}, {A::Ints("kernel_shape", {2, 2}), A::Ints("strides", {2, 2})},
-              dt);
+    CheckPool("MaxPool", {3, 5, 8, 7},
+              {A::Ints("kernel_shape", {2, 2}), A::Ints("strides", {2, 2})}, dt);
     CheckPool("MaxPool", {2, 3, 7, 7},
               {A::Ints("kernel_shape", {3, 3}), A::Ints("pads", {1, 1, 1, 1}),
                A::Ints("strides", {2, 2}), A::Int("ceil_mode", 1)},

@@ -101,8 +101,8 @@ std::vector<A> Pad1() { return {A::Ints("pads", {1, 1, 1, 1})}; }
 TEST(FuseConv, ConvReluBecomesFusedConv) {
   G b;
   Value* x = Input(b, "x", {2, 3, 8, 8});
-  Value* y = b.Op1("Relu", {b.Op1("Conv", {x, b.Param("w", {4, 3, 3, 3}, 1), b.Param("bias", {4}, 2)},
-                                  Pad1())});
+  Value* c = b.Op1("Conv", {x, b.Param("w", {4, 3, 3, 3}, 1), b.Param("bias", {4}, 2)}, Pad1());
+  Value* y = b.Op1("Relu", {c});
   b.graph().AddOutput(y);
   auto opt = RewriteAndCompare(b.graph(), {"fuse_conv"});
   EXPECT_EQ(Count(*opt, "Conv"), 0);
@@ -224,7 +224,8 @@ TEST(ConvLayout, ResidualRegionStaysChannelsLast) {
   Value* x = Input(b, "x", {2, 4, 7, 7});
   Value* h = b.Op1("Relu", {b.Op1("Conv", {x, b.Param("w1", {4, 4, 3, 3}, 1)}, Pad1())});
   Value* c = b.Op1("Conv", {h, b.Param("w2", {4, 4, 3, 3}, 2)}, Pad1());
-  Value* r = b.Op1("Sigmoid", {b.Op1("Mul", {b.Op1("Add", {c, h}), b.Param("k", {1}, std::vector<float>{0.5f})})});
+  Value* half = b.Param("k", {1}, std::vector<float>{0.5f});
+  Value* r = b.Op1("Sigmoid", {b.Op1("Mul", {b.Op1("Add", {c, h}), half})});
   b.graph().AddOutput(b.Op1("GlobalAveragePool", {r}));
   auto opt = RewriteAndCompare(b.graph(), {"inference"});
   EXPECT_EQ(Count(*opt, "Transpose"), 1);  // the input's; the pooled [N,1,1,C] is a view
