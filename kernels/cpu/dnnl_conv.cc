@@ -74,9 +74,9 @@ struct ConvEntry {
   std::vector<float> tmp;           // fp32-sized scratch, reinterpreted for bf16
   // Forward Conv lets oneDNN pick its layouts (format `any`): on plain NCHW it falls back to
   // im2col + GEMM, which is slower than its blocked direct kernels (and gains nothing from
-  // bf16's dot-product instructions). Operands whose chosen layout differs from ONNX's go through a reorder into a
-  // buffer of the primitive's layout (and Y back out); the weights are reordered on every call
-  // because a training step changes them.
+  // bf16's dot-product instructions). Operands whose chosen layout differs from ONNX's go
+  // through a reorder into a buffer of the primitive's layout (and Y back out). The weights are
+  // reordered on every call (a training step changes them) unless they are constant.
   struct Blocked {
     dnnl::memory::desc md;  // the primitive's layout
     dnnl::reorder to_prim;  // plain -> md (inputs) or md -> plain (Y)
