@@ -25,6 +25,13 @@ __m512 Load(const uint16_t* p, __mmask16 m, __m512 pad) {
   return _mm512_mask_blend_ps(m, pad, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
 }
 
+// Lanes past the row read as 0 (bf16: the zero-masked load is already +0.0f, no blend).
+__m512 LoadZero(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+__m512 LoadZero(const uint16_t* p, __mmask16 m) {
+  const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+}
+
 void Store(float* p, __mmask16 m, __m512 v) { _mm512_mask_storeu_ps(p, m, v); }
 // FloatToBFloat16 of half.h, 16 lanes: NaN keeps its top bits and is made quiet; everything else
 // (subnormals too) rounds to nearest even by adding 0x7fff plus the kept lowest bit.
@@ -186,7 +193,7 @@ void LayerNormRowsT(const T* x, T* y, int64_t rows, int64_t n, const float* scal
   for (int64_t r = 0; r < rows; ++r) {
     __m512 s = zero;
     for (int i = 0; i < k; ++i) {
-      v[i] = Load(x + r * n + 16 * i, TailMask(n, i), zero);
+      v[i] = LoadZero(x + r * n + 16 * i, TailMask(n, i));
       s = _mm512_add_ps(s, v[i]);
     }
     const float m = _mm512_reduce_add_ps(s) * rn;
