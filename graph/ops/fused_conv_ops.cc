@@ -2,10 +2,16 @@
 // (passes/fuse_conv.cc, passes/conv_layout.cc):
 //   FusedConv(X, W, B?, Z?) -> Y = act(Conv(X, W) + B + Z); Conv's attributes plus `activation`
 //     ("" | Relu | LeakyRelu | Sigmoid | Tanh | Clip), `activation_params` (LeakyRelu: [alpha],
-//     Clip: [min, max]) and `channels_last`.
-//   MaxPool, AveragePool, GlobalAveragePool: the ONNX ops' attributes plus `channels_last`.
-// channels_last = 1: X, Z and Y are [N, spatial..., C] instead of [N, C, spatial...]; W stays
-// ONNX's [M, C/group, kernel...].
+//     Clip: [min, max]) and the layout attributes below.
+//   MaxPool, AveragePool, GlobalAveragePool: the ONNX ops' attributes plus `channels_last`;
+//     MaxPool and AveragePool also `channel_block`.
+// Layouts (W always stays ONNX's [M, C/group, kernel...]):
+//   channels_last = 1: X, Z and Y are [N, spatial..., C] instead of [N, C, spatial...].
+//   channel_block = 16: Y and Z (and a pool's X) are channel-blocked, [N, C/16, spatial..., 16]
+//     with element [n, c/16, s..., c%16] = the NC<spatial> tensor's [n, c, s...] (oneDNN's
+//     nC<spatial>16c). C must be a multiple of 16.
+//   input_channel_block = 16 (FusedConv, with channel_block = 16): X is channel-blocked too;
+//     0 (the default): X is [N, C, spatial...], e.g. an image's few channels into blocked Y.
 #include "absl/strings/str_cat.h"
 #include "graph/check.h"
 #include "graph/mixtrain_schemas.h"
@@ -27,6 +33,18 @@ std::vector<Dim> ToChannelsLast(const std::vector<Dim>& d) {
   r.push_back(d[1]);
   return r;
 }
+// [N, C/b, sp..., b] -> [N, C, sp...] and back.
+std::vector<Dim> Unblock(const std::vector<Dim>& d) {
+  std::vector<Dim> r = {d[0], d[1].known() ? Dim(d[1].value * d.back().value) : Dim()};
+  r.insert(r.end(), d.begin() + 2, d.end() - 1);
+  return r;
+}
+std::vector<Dim> Block(const std::vector<Dim>& d, int64_t b) {
+  std::vector<Dim> r = {d[0], d[1].known() ? Dim(d[1].value / b) : Dim()};
+  r.insert(r.end(), d.begin() + 2, d.end());
+  r.emplace_back(b);
+  return r;
+}
 
 absl::Status InferLayoutWindowed(InferContext& ctx) {
   const Node& node = ctx.node();
@@ -38,7 +56,19 @@ absl::Status InferLayoutWindowed(InferContext& ctx) {
     return ctx.Error(absl::StrCat("X must have a batch, a channel and spatial dims, got ",
                                   x.shape.ToString()));
   const bool channels_last = node.attr_int("channels_last", 0) != 0;
-  const std::vector<Dim> xd = channels_last ? ToChannelsFirst(x.shape.dims) : x.shape.dims;
+  const int64_t block = node.attr_int("channel_block", 0);
+  const int64_t x_block =
+      node.op_type() == "FusedConv" ? node.attr_int("input_channel_block", 0) : block;
+  if (block != 0 && (block != 16 || channels_last || node.op_type() == "GlobalAveragePool"))
+    return ctx.Error(absl::StrCat("unsupported channel_block ", block));
+  if (x_block != 0 && x_block != block)
+    return ctx.Error("input_channel_block must be 0 or channel_block");
+  if (x_block != 0 && (x.shape.rank() < 4 || x.shape.dims.back() != Dim(x_block)))
+    return ctx.Error(absl::StrCat("channel-blocked X must end in a dim of ", x_block, ", got ",
+                                  x.shape.ToString()));
+  const std::vector<Dim> xd = channels_last ? ToChannelsFirst(x.shape.dims)
+                              : x_block != 0 ? Unblock(x.shape.dims)
+                                             : x.shape.dims;
   const size_t nsp = xd.size() - 2;
   std::vector<Dim> out = {xd[0], xd[1]};
   if (node.op_type() == "GlobalAveragePool") {
@@ -75,7 +105,11 @@ absl::Status InferLayoutWindowed(InferContext& ctx) {
       out.resize(xd.size());  // unknown spatial sizes
     }
   }
-  ctx.output(0).shape = Shape(channels_last ? ToChannelsLast(out) : out);
+  if (block != 0 && out[1].known() && out[1].value % block != 0)
+    return ctx.Error(absl::StrCat(out[1].value, " output channels do not fill blocks of ", block));
+  ctx.output(0).shape = Shape(channels_last ? ToChannelsLast(out)
+                              : block != 0  ? Block(out, block)
+                                            : out);
   return absl::OkStatus();
 }
 
