@@ -5,11 +5,15 @@
 //   U(Transpose(x, to_first)) for elementwise unary U    => Transpose(U(x), to_first)
 //   B(Transpose(a, to_first), Transpose(b, to_first) or a one-element value)
 //     for elementwise binary B                           => Transpose(B(a, b), to_first)
+//   Reshape(Reshape(x, s1), s2)                          => Reshape(x, s2)
+//   Reshape(x, s) giving x's own shape                   => x
 //   Transpose(x, p) moving only size-1 dims              => Reshape(x, shape) (a free view)
 // to_first = [N, sp..., C] -> [N, C, sp...]. Sinking moves a Transpose towards the next
 // channels-last op, whose own input Transpose then cancels it; it only fires when the
 // Transpose feeds nothing else (no work is duplicated) and only for to_first, the layout
-// pass's permutation (other Transposes, e.g. attention's, are left where they are).
+// pass's permutation (other Transposes, e.g. attention's, are left where they are). The Reshape
+// rules bring the blocked layout's conversions, Transpose(Reshape(Reshape(Transpose(y)))),
+// together so that their Transposes cancel too.
 #include "absl/container/flat_hash_set.h"
 #include "graph/check.h"
 #include "passes/conv_pass_util.h"
@@ -18,6 +22,8 @@
 namespace mixtrain {
 namespace {
 
+using conv_pass::ConstantTensor;
+using conv_pass::Determined;
 using conv_pass::IsOnnx;
 using conv_pass::PermuteShape;
 using conv_pass::SoleConsumer;
@@ -155,6 +161,42 @@ bool TransposeToReshape(Graph& g, Node* t) {
   return true;
 }
 
+bool IsReshape(const Graph& g, const Node* n) {
+  return n != nullptr && IsOnnx(*n, "Reshape") && n->attr_int("allowzero", 0) == 0 &&
+         n->input(0) != nullptr && n->output(0) != nullptr &&
+         ConstantTensor(g, n->input(1)) != nullptr;
+}
+
+// Reshape(Reshape(x, s1), s2) => Reshape(x, s2) when the inner one feeds only the outer and
+// every 0 in s2 (copy this dim) copies the same dim from x as from the intermediate.
+bool MergeReshapes(Graph& g, Node* outer) {
+  if (!IsReshape(g, outer)) return false;
+  Node* inner = outer->input(0)->producer;
+  if (!IsReshape(g, inner) || SoleConsumer(g, outer->input(0)) != outer) return false;
+  const Shape& xs = inner->input(0)->shape;
+  const Shape& mid = outer->input(0)->shape;
+  const Tensor* s2 = ConstantTensor(g, outer->input(1));
+  if (!Determined(xs) || !Determined(mid)) return false;
+  for (int64_t i = 0; i < s2->numel(); ++i)
+    if (s2->data_as<int64_t>()[i] == 0 &&
+        (i >= xs.rank() || i >= mid.rank() || !(xs.dims[i] == mid.dims[i])))
+      return false;
+  g.SetInput(outer, 0, inner->input(0));
+  g.RemoveNode(inner);
+  return true;
+}
+
+// Reshape(x, s) => x when the result has x's (determined) shape.
+bool DropIdentityReshape(Graph& g, Node* r) {
+  if (!IsReshape(g, r) || g.IsGraphOutput(r->output(0))) return false;
+  const Shape& in = r->input(0)->shape;
+  if (!Determined(in) || !Determined(r->output(0)->shape) || !(in == r->output(0)->shape))
+    return false;
+  g.ReplaceAllUsesWith(r->output(0), r->input(0));
+  g.RemoveNode(r);
+  return true;
+}
+
 // Applies `rule` to some node until it fires nowhere; true when it fired.
 template <typename Rule>
 bool ToFixedPoint(Graph& g, Rule rule) {
@@ -179,7 +221,8 @@ class ConvTransposesPass final : public Pass {
 
   absl::StatusOr<bool> Run(Graph& g) override {
     bool changed = ToFixedPoint(g, [](Graph& g, Node* n) {
-      return CancelPair(g, n) || SinkThrough(g, n);
+      return CancelPair(g, n) || SinkThrough(g, n) || MergeReshapes(g, n) ||
+             DropIdentityReshape(g, n);
     });
     // Last, so that no Transpose that could still cancel becomes a Reshape first.
     changed |= ToFixedPoint(g, TransposeToReshape);
