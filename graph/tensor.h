@@ -48,6 +48,9 @@ class Tensor {
   template <typename T>
   const T* data_as() const { return static_cast<const T*>(data()); }
 
+  // True when no other Tensor shares this one's buffer (so its owner may overwrite it).
+  bool sole_owner() const { return buffer_.use_count() == 1; }
+
   // Same bytes, new dims (numel must match).
   Tensor Reshaped(std::vector<int64_t> dims) const;
   Tensor Clone() const;

@@ -2,6 +2,7 @@
 #include "runtime/low_precision.h"
 
 #include "absl/strings/str_cat.h"
+#include "graph/shape_inference.h"
 #include "kernels/common/half.h"
 
 namespace mixtrain {
@@ -50,7 +51,9 @@ absl::Status LowerFloatModel(Graph& g, DType low) {
       n.SetAttr(Attribute::TensorAttr("value", ConvertFloat(t, low)));
     }
   }
-  return absl::OkStatus();
+  // Every value computed from the lowered ones now has the low type too; passes that run next
+  // (the inference fusions) read those dtypes.
+  return InferShapes(g);
 }
 
 }  // namespace mixtrain
