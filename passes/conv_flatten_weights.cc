@@ -121,9 +121,11 @@ bool Rewrite(Graph& g, Node* flatten) {
   if (!ok || b == nullptr || b->rank() != 2 || b->dims()[transposed ? 1 : 0] != k) return false;
   Value* nb = g.AddInitializer(g.UniqueName(p->input(1)->name + "_permuted"),
                                PermuteK(*b, xd, perm, transposed));
+  Value* old_b = p->input(1);
   g.SetInput(p, 1, nb);
+  conv_pass::DropIfDeadInitializer(g, old_b);
   g.SetInput(flatten, 0, x);
-  if (reshape != nullptr) g.RemoveNode(reshape);
+  if (reshape != nullptr) conv_pass::RemoveNodeAndDeadInitializers(g, reshape);
   g.RemoveNode(t);
   return true;
 }

@@ -51,6 +51,23 @@ inline bool Determined(const Shape& s) {
   return true;
 }
 
+// Drops `v` when it is an initializer nothing reads any more (no graph input or output).
+inline void DropIfDeadInitializer(Graph& g, Value* v) {
+  if (v == nullptr || !v->is_initializer() || !v->consumers.empty() || g.IsGraphOutput(v))
+    return;
+  const auto& in = g.inputs();
+  if (std::find(in.begin(), in.end(), v) != in.end()) return;
+  g.RemoveInitializer(v);
+  g.RemoveValue(v);
+}
+
+// Removes `n` and the initializers only it read (a Reshape's shape, a replaced weight).
+inline void RemoveNodeAndDeadInitializers(Graph& g, Node* n) {
+  const std::vector<Value*> inputs = n->inputs();
+  g.RemoveNode(n);
+  for (Value* v : inputs) DropIfDeadInitializer(g, v);
+}
+
 // Transpose's permutation (absent attribute: reversed dims).
 inline std::vector<int64_t> TransposePerm(const Node& t, int64_t rank) {
   std::vector<int64_t> perm = t.attr_ints("perm");

@@ -26,6 +26,7 @@ using conv_pass::ConstantTensor;
 using conv_pass::Determined;
 using conv_pass::IsOnnx;
 using conv_pass::PermuteShape;
+using conv_pass::RemoveNodeAndDeadInitializers;
 using conv_pass::SoleConsumer;
 using conv_pass::ToChannelsFirstPerm;
 using conv_pass::ToChannelsLastPerm;
@@ -182,7 +183,7 @@ bool MergeReshapes(Graph& g, Node* outer) {
         (i >= xs.rank() || i >= mid.rank() || !(xs.dims[i] == mid.dims[i])))
       return false;
   g.SetInput(outer, 0, inner->input(0));
-  g.RemoveNode(inner);
+  RemoveNodeAndDeadInitializers(g, inner);
   return true;
 }
 
@@ -193,7 +194,7 @@ bool DropIdentityReshape(Graph& g, Node* r) {
   if (!Determined(in) || !Determined(r->output(0)->shape) || !(in == r->output(0)->shape))
     return false;
   g.ReplaceAllUsesWith(r->output(0), r->input(0));
-  g.RemoveNode(r);
+  RemoveNodeAndDeadInitializers(g, r);
   return true;
 }
 
