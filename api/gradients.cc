@@ -17,6 +17,7 @@ absl::StatusOr<Gradients> ComputeGradients(const std::string& model_path, const 
     opt.loss.kind = options.loss;
     opt.loss.output = options.output;
     opt.loss.labels = options.labels;
+    opt.loss.class_axis = options.class_axis;
     opt.autodiff.freeze = options.freeze;
     opt.autodiff.trainable = options.trainable;
     const bool uses_labels = options.loss.rfind("output:", 0) != 0;

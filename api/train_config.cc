@@ -59,6 +59,7 @@ pb::TrainConfig ToProto(const TrainConfig& c) {
   MT_SET(p, model, c.model);
   MT_SET(p, loss, c.loss);
   MT_SET(p, output, c.output);
+  MT_SET(p, class_axis, c.class_axis);
   MT_SET(p, freeze, c.freeze);
   MT_SET(p, trainable, c.trainable);
   MT_SET(p, epochs, c.epochs);
@@ -123,6 +124,7 @@ TrainConfig FromProto(const pb::TrainConfig& p) {
   c.model = p.model();
   c.loss = p.loss();
   c.output = p.output();
+  c.class_axis = p.class_axis();
   c.freeze = p.freeze();
   c.trainable = p.trainable();
   c.epochs = p.epochs();

@@ -37,6 +37,7 @@ absl::Status BuildPipeline(const TransformOptions& options, PassManager& pm) {
     } else if (name == "loss") {
       LossOptions lo;
       lo.kind = options.loss;
+      lo.class_axis = options.class_axis;
       p = MakeLossPass(lo);
     } else if (name == "autodiff") {
       AutodiffOptions ad;

@@ -82,11 +82,27 @@ absl::StatusOr<bool> LossPass::Run(Graph& g) {
           y->shape.ToString()));
     if (g.opset() < 12)
       return absl::InvalidArgumentError("cross_entropy needs opset >= 12 (SoftmaxCrossEntropyLoss)");
+    const int64_t rank = y->shape.rank();
+    const int64_t axis = opt_.class_axis < 0 ? opt_.class_axis + rank : opt_.class_axis;
+    if (axis < 1 || axis >= rank)
+      return absl::InvalidArgumentError(absl::StrCat(
+          "cross_entropy class axis ", opt_.class_axis, " is not a non-batch axis of '", y->name,
+          "' ", y->shape.ToString()));
     std::vector<Dim> ld = y->shape.dims;
-    ld.erase(ld.begin() + 1);
+    ld.erase(ld.begin() + axis);
+    Value* scores = y;
+    if (axis != 1) {  // SoftmaxCrossEntropyLoss reads classes on axis 1
+      std::vector<int64_t> perm = {0, axis};
+      for (int64_t d = 1; d < rank; ++d)
+        if (d != axis) perm.push_back(d);
+      std::vector<Dim> sd = {y->shape.dims[0], y->shape.dims[axis]};
+      sd.insert(sd.end(), ld.begin() + 1, ld.end());
+      scores = g.AddValue(g.UniqueName("loss/classes_on_axis_1"), y->dtype, Shape(sd));
+      g.AddNode("Transpose", {y}, {scores}, "loss/Transpose")->SetAttr(Attribute::Ints("perm", perm));
+    }
     Value* labels = g.AddValue(opt_.labels, DType::kI64, Shape(ld));
     g.AddInput(labels);
-    Node* n = g.AddNode("SoftmaxCrossEntropyLoss", {y, labels}, {loss}, "loss/SoftmaxCrossEntropyLoss");
+    Node* n = g.AddNode("SoftmaxCrossEntropyLoss", {scores, labels}, {loss}, "loss/SoftmaxCrossEntropyLoss");
     n->SetAttr(Attribute::String("reduction", "mean"));
   } else if (opt_.kind == "mse" || opt_.kind == "l1" || opt_.kind == "bce_with_logits") {
     Value* labels = g.AddValue(opt_.labels, y->dtype, y->shape);

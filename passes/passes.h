@@ -37,6 +37,9 @@ struct LossOptions {
   std::string kind = "cross_entropy";
   std::string output;            // model output the loss applies to; "" = the first output
   std::string labels = "labels"; // name of the new labels graph input
+  // cross_entropy: the logits axis holding the classes (1 = ONNX's N x C [x d...]; -1 = last, for
+  // N x T x V language-model logits). Other axes are moved to 1 by a Transpose.
+  int class_axis = 1;
 };
 // Appends the loss: a scalar graph output named "loss" and a labels graph input.
 std::unique_ptr<Pass> MakeLossPass(LossOptions options);

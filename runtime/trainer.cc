@@ -133,6 +133,7 @@ absl::Status Trainer::Build(std::unique_ptr<Graph> model) {
   loss.kind = c.loss();
   loss.output = output_name_;
   loss.labels = labels_name_;
+  loss.class_axis = c.class_axis();
   MT_ASSIGN_OR_RETURN(PrecisionPolicy policy, MakePolicy(pp, preset, low == DType::kF16 ? DType::kF16 : DType::kBF16));
 
   // --- the training step ---

@@ -39,6 +39,8 @@ absl::Status RunDump(const cli::Args& args) {
   options.deny = args.list("deny");
   if (args.has("fp32-nodes")) options.fp32_nodes = args.str("fp32-nodes");
   options.loss = args.str("loss");
+  MIXTRAIN_ASSIGN_OR_RETURN(int64_t axis, args.integer("class-axis"));
+  options.class_axis = static_cast<int32_t>(axis);
   options.optimizer = args.str("optimizer");
   const GraphFormat graph_format = format == "onnx" ? GraphFormat::kOnnx
                                    : format == "dot" ? GraphFormat::kDot
@@ -77,6 +79,7 @@ MT_REGISTER_COMMAND(
                 {.name = "deny", .default_value = "", .help = "ops moved to the deny list (precision pass)"},
                 {.name = "fp32-nodes", .default_value = "", .help = "regex of node names pinned to fp32"},
                 {.name = "loss", .default_value = "cross_entropy", .help = "the loss pass's loss: cross_entropy, mse, l1, bce_with_logits, output:NAME"},
+                {.name = "class-axis", .default_value = "1", .help = "the loss pass's cross_entropy class axis (-1 for N x T x V logits)"},
                 {.name = "optimizer", .default_value = "adam", .help = "the optimizer pass's optimizer: adam, adamw, sgd, adagrad"},
                 {.name = "out",
                  .default_value = "",

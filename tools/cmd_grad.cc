@@ -27,6 +27,8 @@ absl::Status Grad(const cli::Args& args) {
   GradientOptions opt;
   opt.loss = args.str("loss");
   opt.output = args.str("output");
+  MIXTRAIN_ASSIGN_OR_RETURN(int64_t axis, args.integer("class-axis"));
+  opt.class_axis = static_cast<int32_t>(axis);
   opt.labels = args.str("labels");
   opt.freeze = args.str("freeze");
   opt.trainable = args.str("trainable");
@@ -57,6 +59,8 @@ MT_REGISTER_COMMAND(
                       {.name = "loss", .default_value = "cross_entropy",
                        .help = "cross_entropy (int64 labels), mse, l1, bce_with_logits, or "
                                "output:NAME to use a loss the model computes"},
+                      {.name = "class-axis", .default_value = "1",
+                       .help = "cross_entropy: the logits axis of the classes (-1 for N x T x V)"},
                       {.name = "labels", .default_value = "labels",
                        .help = "the key of the labels array in --data"},
                       {.name = "output", .default_value = "",

@@ -60,6 +60,10 @@ absl::Status ApplyFlags(const cli::Args& a, TrainConfig& c) {
     return absl::InvalidArgumentError("expects at most one MODEL.onnx (see --help)");
   if (a.has("loss")) c.loss = a.str("loss");
   if (a.has("output")) c.output = a.str("output");
+  if (a.has("class-axis")) {
+    MIXTRAIN_ASSIGN_OR_RETURN(int64_t axis, a.integer("class-axis"));
+    c.class_axis = static_cast<int32_t>(axis);
+  }
   if (a.has("labels")) c.data.labels_key = a.str("labels");
   if (a.has("freeze")) c.freeze = a.str("freeze");
   if (a.has("trainable")) c.trainable = a.str("trainable");
@@ -376,6 +380,7 @@ MT_REGISTER_COMMAND(
                 {"dataset", "fashion-mnist", "built-in dataset when --data is not given"},
                 {"loss", "cross_entropy", "cross_entropy, mse, l1, bce_with_logits or output:NAME"},
                 {"output", "", "model output the loss reads (default: the first)"},
+                {"class-axis", "1", "cross_entropy: the logits axis of the classes (-1 for N x T x V language-model logits)"},
                 {"labels", "labels", "npz key of the labels"},
                 {"optimizer", "adam", "adam, adamw, sgd or adagrad"},
                 {"lr", "0.001", "learning rate"},

@@ -21,6 +21,7 @@ struct GradientOptions {
   std::string loss = "cross_entropy";
   std::string labels = "labels";  // the batch key of the labels
   std::string output;             // the model output the loss applies to; "" = the first
+  int32_t class_axis = 1;         // cross_entropy's class axis in the logits (-1: N x T x V)
   // Trainable parameters: float initializers reaching the loss whose whole name matches
   // `trainable` (when set) and does not match `freeze` (when set); ECMAScript regexes.
   std::string freeze;

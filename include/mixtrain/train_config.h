@@ -69,6 +69,9 @@ struct TrainConfig {
   std::string model = "models/fashion_cnn.onnx";  // used by the CLI; Trainer::Create takes a path
   std::string loss = "cross_entropy";  // mse, l1, bce_with_logits, or output:NAME (model's own)
   std::string output;                  // model output the loss reads; empty = the first
+  // cross_entropy: the logits axis holding the classes, 1 as in ONNX/PyTorch (N x C [x d...]);
+  // -1 for a language model's N x T x V logits (labels N x T). Negative counts from the end.
+  int32_t class_axis = 1;
   std::string freeze;                  // regex of initializers kept frozen
   std::string trainable;               // regex of initializers trained (overrides freeze)
   Optimizer optimizer;

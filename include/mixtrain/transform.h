@@ -28,6 +28,7 @@ struct TransformOptions {
   std::optional<std::string> fp32_nodes;
   // "loss": cross_entropy, mse, l1, bce_with_logits, or output:NAME.
   std::string loss = "cross_entropy";
+  int32_t class_axis = 1;  // cross_entropy's class axis in the logits (-1: N x T x V)
   // "optimizer": adam, adamw, sgd or adagrad. With "loss_scale" among the passes, autodiff
   // differentiates the scaled loss and the optimizer unscales (dynamic scaling).
   std::string optimizer = "adam";

@@ -163,6 +163,8 @@ def bench_mixtrain(name, path, x, y, precision, args):
                               ("tokens" if name == "gpt_mini" else "input"):
                               np.concatenate([x.numpy()] * reps)})
             cmd += [f"--data={data}", "--labels=labels"]
+            if name == "gpt_mini":  # N x T x V logits, labels N x T
+                cmd += ["--class-axis=-1"]
         cmd += args.mixtrain_arg
         env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
         try:
