@@ -12,6 +12,9 @@
 //     nC<spatial>16c). C must be a multiple of 16.
 //   input_channel_block = 16 (FusedConv, with channel_block = 16): X is channel-blocked too;
 //     0 (the default): X is [N, C, spatial...], e.g. an image's few channels into blocked Y.
+// FusedConv's `pool_kernel_shape` (and `pool_strides`, default the kernel): Y is
+// MaxPool(act(Conv(X, W) + B)) with that window, no pads (passes/conv_pool.cc folds the
+// MaxPool after a blocked first conv; kernels/cpu/conv_pool.cc computes it).
 #include "absl/strings/str_cat.h"
 #include "graph/check.h"
 #include "graph/mixtrain_schemas.h"
@@ -100,6 +103,16 @@ absl::Status InferLayoutWindowed(InferContext& ctx) {
     for (size_t i = 2; i < xd.size() && xd[i].known(); ++i) in_sp.push_back(xd[i].value);
     if (in_sp.size() == nsp && kernel.size() == nsp) {
       MT_ASSIGN_OR_RETURN(WindowGeometry g, ForwardWindowGeometry(node, in_sp, kernel));
+      const std::vector<int64_t> pk = node.attr_ints("pool_kernel_shape");
+      std::vector<int64_t> ps = node.attr_ints("pool_strides");
+      if (ps.empty()) ps = pk;
+      if (!pk.empty() && (pk.size() != nsp || ps.size() != nsp))
+        return ctx.Error("pool_kernel_shape and pool_strides need one entry per spatial dim");
+      for (size_t i = 0; i < pk.size(); ++i) {
+        if (pk[i] < 1 || ps[i] < 1 || g.out[i] < pk[i])
+          return ctx.Error("pool window does not fit the conv output");
+        g.out[i] = (g.out[i] - pk[i]) / ps[i] + 1;
+      }
       for (int64_t o : g.out) out.emplace_back(o);
     } else {
       out.resize(xd.size());  // unknown spatial sizes

@@ -15,6 +15,7 @@
 
 #include "graph/check.h"
 #include "graph/ops/nn_geometry.h"
+#include "kernels/cpu/conv_pool.h"
 #include "kernels/cpu/dnnl_common.h"
 #include "kernels/cpu/dnnl_layout.h"
 
@@ -333,6 +334,7 @@ class ConvKernel final : public OpKernel {
         (z && z->dtype != x->dtype))
       return ctx.Error("X, W, B, Z and Y dtypes differ");
     if (y->numel() == 0) return absl::OkStatus();
+    if (ctx.node().has_attr("pool_kernel_shape")) return ConvMaxPool(ctx, pooled_);
     std::vector<int64_t> key = ShapeKey(ctx);
     ConvEntry* e = cache_.Find(key);
     if (e == nullptr) {
@@ -391,6 +393,7 @@ class ConvKernel final : public OpKernel {
   bool transposed_;
   ShapeCache<ConvEntry> cache_;
   Fp16Staging staging_;
+  ConvPoolWeights pooled_;  // a FusedConv with a folded max pool (conv_pool.h)
 };
 
 KernelFactory ConvFactory(bool transposed) {

@@ -189,6 +189,75 @@ TEST(BlockedConvKernel, WinogradErrorIsBounded) {
   EXPECT_LT(wino_err, 4e-6);
 }
 
+// ---- FusedConv with a folded max pool (kernels/cpu/conv_pool.cc) ----------------------------
+
+struct PoolCase {
+  std::vector<int64_t> x, w;
+  std::vector<A> conv_attrs;
+  std::vector<int64_t> pool_kernel, pool_strides;
+  std::string act;
+  std::vector<float> params;
+};
+
+// The folded kernel vs the ONNX Conv, the activation on the host, then the ONNX MaxPool.
+void CheckConvPool(const PoolCase& c, DType dt, bool constant_weights) {
+  SCOPED_TRACE(::testing::Message() << DTypeName(dt) << " act '" << c.act << "' constant "
+                                    << constant_weights);
+  std::vector<Tensor> in = {ToF32(ToType(Random(c.x, 1), dt)), ToF32(ToType(Random(c.w, 2), dt)),
+                            ToF32(ToType(Random({c.w[0]}, 3), dt))};
+  auto conv = MakeNode("Conv", in, 1, c.conv_attrs);
+  auto ref = RunCpuKernel(*conv.node, in);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  Tensor act = (*ref)[0];
+  for (int64_t i = 0; i < act.numel(); ++i) {
+    float& v = act.data_as<float>()[i];
+    if (c.act == "Relu") v = std::max(v, 0.0f);
+    if (c.act == "LeakyRelu") v = v < 0 ? c.params[0] * v : v;
+    if (c.act == "Sigmoid") v = 1.0f / (1.0f + std::exp(-v));
+  }
+  auto pool = MakeNode("MaxPool", {act}, 1,
+                       {A::Ints("kernel_shape", c.pool_kernel), A::Ints("strides", c.pool_strides)});
+  auto want = RunCpuKernel(*pool.node, {act});
+  ASSERT_TRUE(want.ok()) << want.status();
+  std::vector<Tensor> fin = {ToType(in[0], dt), ToType(in[1], dt), ToType(in[2], dt)};
+  std::vector<A> attrs = c.conv_attrs;
+  if (!c.act.empty()) attrs.push_back(A::String("activation", c.act));
+  if (!c.params.empty()) attrs.push_back(A::Floats("activation_params", c.params));
+  attrs.push_back(A::Int("channel_block", kB));
+  attrs.push_back(A::Ints("pool_kernel_shape", c.pool_kernel));
+  attrs.push_back(A::Ints("pool_strides", c.pool_strides));
+  auto fused = MakeNode("FusedConv", fin, 1, attrs, "ai.mixtrain");
+  const std::vector<int64_t> y_dims = Reblock((*want)[0], true).dims();
+  Tensor y;
+  if (constant_weights) {
+    y = RunWithConstantWeights(*fused.node, fin, y_dims);
+  } else {
+    auto got = RunCpuKernel(*fused.node, fin);
+    ASSERT_TRUE(got.ok()) << got.status();
+    y = (*got)[0];
+  }
+  ASSERT_EQ(y.dims(), y_dims);
+  ExpectNear(Reblock(y, false), (*want)[0], Tol(dt));
+}
+
+TEST(ConvPoolKernel, MatchesConvActivationMaxPool) {
+  const auto pads = [](std::vector<int64_t> p) { return A::Ints("pads", std::move(p)); };
+  const std::vector<PoolCase> cases = {
+      // fashion_cnn's conv1 + pool1, smaller and with an odd batch.
+      {{3, 1, 12, 12}, {32, 1, 3, 3}, {pads({1, 1, 1, 1})}, {2, 2}, {2, 2}, "Relu", {}},
+      // RGB, strided asymmetric pads, an overlapping 3x3/2 pool that leaves a remainder,
+      // widths that are no multiple of the kernel's run of 14.
+      {{2, 3, 17, 11}, {16, 3, 3, 2}, {A::Ints("strides", {1, 2}), pads({0, 1, 2, 0})},
+       {3, 3}, {2, 2}, "LeakyRelu", {0.1f}},
+      // No activation (the max starts at -inf) and a non-trivial one applied after the max.
+      {{1, 2, 9, 31}, {16, 2, 5, 5}, {pads({2, 2, 2, 2})}, {2, 2}, {2, 2}, "", {}},
+      {{1, 1, 8, 8}, {16, 1, 3, 3}, {}, {2, 3}, {2, 1}, "Sigmoid", {}},
+  };
+  for (const PoolCase& c : cases)
+    for (DType dt : {DType::kF32, DType::kBF16})
+      for (bool constant : {false, true}) CheckConvPool(c, dt, constant);
+}
+
 // ---- blocked pools ----------------------------------------------------------------------------
 
 void CheckPool(const std::string& op, std::vector<int64_t> xd, std::vector<A> attrs, DType dt) {

@@ -257,12 +257,17 @@ TEST(ConvLayout, BlockedRegionHasNoConversionLeft) {
   EXPECT_EQ(Count(*opt, "Reshape"), 0);  // the flatten's order is in the permuted weights
   EXPECT_EQ(Count(*opt, "FusedConv"), 2);
   ExpectBlocked(*opt);
-  // The first conv reads the image's single NC<sp> channel, the second the blocked pool.
+  // The first conv reads the image's single NC<sp> channel and swallows the first pool
+  // (conv_pool); the second reads its blocked output.
+  EXPECT_EQ(Count(*opt, "MaxPool"), 1);
   const Node* conv1 = Find(*opt, "FusedConv");
   EXPECT_EQ(conv1->attr_int("input_channel_block", -1), 0);
-  const Node* conv2 = SoleConsumer(*opt, SoleConsumer(*opt, conv1->output(0))->output(0));
+  EXPECT_EQ(conv1->attr_ints("pool_kernel_shape"), (std::vector<int64_t>{2, 2}));
+  const Node* conv2 = SoleConsumer(*opt, conv1->output(0));
   ASSERT_NE(conv2, nullptr);
+  EXPECT_EQ(conv2->op_type(), "FusedConv");
   EXPECT_EQ(conv2->attr_int("input_channel_block", -1), 16);
+  EXPECT_FALSE(conv2->has_attr("pool_kernel_shape"));  // its input is blocked
 }
 
 TEST(ConvLayout, BlockedRegionInBf16) {
@@ -272,6 +277,25 @@ TEST(ConvLayout, BlockedRegionInBf16) {
   auto opt = RewriteAndCompare(b.graph(), {"inference"}, 2e-2);
   EXPECT_EQ(Count(*opt, "Transpose"), 0);
   ExpectBlocked(*opt);
+  EXPECT_EQ(Count(*opt, "MaxPool"), 2);  // conv_pool folds fp32 only
+}
+
+TEST(ConvPool, PoolWithPadsOrSharedConvOutputStays) {
+  for (bool shared : {false, true}) {
+    G b;
+    Value* x = Input(b, "x", {2, 1, 10, 10});
+    Value* c = b.Op1("Relu", {b.Op1("Conv", {x, b.Param("w", {16, 1, 3, 3}, 1)}, Pad1())});
+    std::vector<A> pool = {A::Ints("kernel_shape", {2, 2}), A::Ints("strides", {2, 2})};
+    if (!shared) pool.push_back(A::Ints("pads", {0, 0, 1, 1}));
+    Value* p = b.Op1("MaxPool", {c}, pool);
+    Value* h = b.Op1("Relu", {b.Op1("Conv", {p, b.Param("w2", {16, 16, 3, 3}, 2)})});
+    b.graph().AddOutput(h);
+    if (shared) b.graph().AddOutput(b.Op1("Conv", {c, b.Param("w3", {16, 16, 1, 1}, 3)}));
+    auto opt = RewriteAndCompare(b.graph(), {"inference"}, kWinogradTol);
+    EXPECT_EQ(Count(*opt, "MaxPool"), 1) << "shared " << shared;
+    ExpectBlocked(*opt);
+    for (const auto& n : opt->nodes()) EXPECT_FALSE(n->has_attr("pool_kernel_shape"));
+  }
 }
 
 TEST(ConvLayout, BlockedGraphOutputKeepsItsConversion) {
