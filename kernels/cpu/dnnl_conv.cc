@@ -8,7 +8,8 @@
 // layout pass's choices, which oneDNN's fastest direct kernels read and write without reorders.
 // The blocked layout also admits oneDNN's Winograd kernel for fp32 3x3 stride-1 convs, which
 // this uses when the weights are constant. FusedConv's epilogue act(conv + B + Z) runs as
-// oneDNN post-ops (sum, eltwise).
+// oneDNN post-ops (sum, eltwise). A FusedConv with a folded max pool (pool_kernel_shape) runs
+// kernels/cpu/conv_pool.cc instead.
 #include <algorithm>
 #include <cstring>
 #include <optional>
