@@ -9,8 +9,8 @@
 
 namespace mixtrain {
 
-// The weights regrouped per output block, [M/16, C, kh, kw, 16] in fp32; kept across calls
-// while the weights are constant.
+// The weights regrouped per output block (cpu::PackStemWeights) and the bias, in fp32; kept
+// across calls while they are constant.
 struct ConvPoolWeights {
   std::vector<float> w, bias;
   bool packed = false;
