@@ -7,7 +7,7 @@
 // fp32 batch 64: 0.15 + 0.065 ms standalone, more inside the model; the whole model ran
 // 0.3 ms faster folded, interleaved A/B runs). fp32 only: the folded kernel computes in fp32,
 // and bf16's oneDNN conv writes half the bytes at twice the arithmetic rate (the bf16 model
-// ran 0.1 ms slower folded). Fires only when the conv (2-D, group 1, no Z, undilated, a
+// ran as fast folded as not, 0.76-0.79 ms, with kernels/cpu/conv_pool_stem.cc). Fires only when the conv (2-D, group 1, no Z, undilated, a
 // non-decreasing activation) feeds nothing but the pool and the pool has no pads, dilations,
 // ceil_mode or Indices.
 #include <algorithm>
