@@ -18,60 +18,19 @@
 #include "absl/strings/str_cat.h"
 #include "graph/onnx_export.h"
 #include "graph/shape_inference.h"
+#include "passes/fusion_match.h"
 #include "passes/inference.h"
 
 namespace mixtrain {
 namespace {
 
-bool IsOnnx(const Node& n, const char* op) { return n.op_type() == op && n.domain().empty(); }
-
-bool IsFloatType(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
-
-// The node that alone uses `v`, when the fusion may swallow v: one use, not a graph output.
-Node* SoleConsumer(const Graph& g, const Value* v) {
-  if (v->consumers.size() != 1 || g.IsGraphOutput(v)) return nullptr;
-  return v->consumers[0];
-}
-
-// The input of binary node n that is not `v` (null when both are v or n is not binary).
-Value* OtherInput(const Node& n, const Value* v) {
-  if (n.num_inputs() != 2) return nullptr;
-  if (n.input(0) == v && n.input(1) != v) return n.input(1);
-  if (n.input(1) == v && n.input(0) != v) return n.input(0);
-  return nullptr;
-}
-
-// The contents of a value that never changes: an initializer that is no graph input (a graph
-// input may be fed) or a Constant node's tensor.
-const Tensor* ConstantTensor(const Graph& g, const Value* v) {
-  if (v->is_initializer()) {
-    const auto& in = g.inputs();
-    return std::find(in.begin(), in.end(), v) == in.end() ? &*v->initializer : nullptr;
-  }
-  if (v->producer != nullptr && IsOnnx(*v->producer, "Constant")) {
-    const Attribute* a = v->producer->attr("value");
-    if (a != nullptr && a->kind == Attribute::Kind::kTensor) return &a->t;
-  }
-  return nullptr;
-}
-
-// Every dim known or named: two such shapes that compare equal are equal at run time.
-bool Determined(const Shape& s) {
-  if (!s.rank_known) return false;
-  for (const Dim& d : s.dims)
-    if (!d.known() && d.symbol.empty()) return false;
-  return true;
-}
-
-// Transpose's permutation (absent attribute: reversed dims).
-std::vector<int64_t> TransposePerm(const Node& t, int64_t rank) {
-  std::vector<int64_t> perm = t.attr_ints("perm");
-  if (perm.empty()) {
-    perm.resize(rank);
-    std::iota(perm.rbegin(), perm.rend(), 0);
-  }
-  return perm;
-}
+using fusion::ConstantTensor;
+using fusion::Determined;
+using fusion::IsFloatType;
+using fusion::IsOnnx;
+using fusion::OtherInput;
+using fusion::SoleConsumer;
+using fusion::TransposePerm;
 
 // What a chain folds into, built up step by step.
 struct Fusion {

@@ -1,11 +1,13 @@
-// Small pattern-matching helpers shared by the elementwise inference fusions (fuse_gelu,
-// fuse_softmax): who alone uses a value, constant scalars compared by value, shapes that are
-// equal at run time.
+// Small pattern-matching helpers shared by the inference fusions (fuse_gelu, fuse_matmul,
+// fuse_softmax, and the conv passes through conv_pass_util.h): who alone uses a value, constants
+// and constant scalars compared by value, shapes that are equal at run time.
 #pragma once
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <optional>
+#include <vector>
 
 #include "graph/graph.h"
 
@@ -13,6 +15,10 @@ namespace mixtrain::fusion {
 
 inline bool IsOnnx(const Node& n, const char* op) {
   return n.op_type() == op && n.domain().empty();
+}
+
+inline bool IsMixtrain(const Node& n, const char* op) {
+  return n.op_type() == op && n.domain() == "ai.mixtrain";
 }
 
 inline bool IsFloatType(DType t) {
@@ -77,6 +83,16 @@ inline bool Determined(const Shape& s) {
   for (const Dim& d : s.dims)
     if (!d.known() && d.symbol.empty()) return false;
   return true;
+}
+
+// Transpose's permutation (absent attribute: reversed dims).
+inline std::vector<int64_t> TransposePerm(const Node& t, int64_t rank) {
+  std::vector<int64_t> perm = t.attr_ints("perm");
+  if (perm.empty()) {
+    perm.resize(rank);
+    std::iota(perm.rbegin(), perm.rend(), 0);
+  }
+  return perm;
 }
 
 }  // namespace mixtrain::fusion
