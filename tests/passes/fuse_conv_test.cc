@@ -17,59 +17,19 @@
 #include "runtime/low_precision.h"
 #include "runtime/session.h"
 #include "tests/passes/autodiff_test_util.h"
+#include "tests/passes/inference_test_util.h"
 
 namespace mixtrain {
 namespace {
 
 using conv_pass::SoleConsumer;
 using gradcheck::G;
+using inference_test::Count;
+using inference_test::ExpectClose;
+using inference_test::Find;
+using inference_test::Feeds;
+using inference_test::RunGraph;
 using A = Attribute;
-
-int Count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes()) n += node->op_type() == op;
-  return n;
-}
-
-Node* Find(const Graph& g, const std::string& op) {
-  for (const auto& node : g.nodes())
-    if (node->op_type() == op) return node.get();
-  return nullptr;
-}
-
-std::map<std::string, Tensor> Feeds(const Graph& g, int64_t batch) {
-  std::map<std::string, Tensor> feeds;
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-1, 1);
-  for (const Value* in : g.inputs()) {
-    std::vector<int64_t> dims;
-    for (const Dim& d : in->shape.dims) dims.push_back(d.known() ? d.value : batch);
-    Tensor f32(DType::kF32, dims);
-    for (int64_t i = 0; i < f32.numel(); ++i) f32.data_as<float>()[i] = u(rng);
-    feeds[in->name] = ConvertFloat(f32, in->dtype);
-  }
-  return feeds;
-}
-
-std::vector<Tensor> RunGraph(const Graph& g, const std::map<std::string, Tensor>& feeds) {
-  auto s = Session::Create(g);
-  EXPECT_TRUE(s.ok()) << s.status();
-  if (!s.ok()) return {};
-  auto out = (*s)->Run(feeds);
-  EXPECT_TRUE(out.ok()) << out.status();
-  return out.ok() ? *out : std::vector<Tensor>{};
-}
-
-void ExpectClose(const std::vector<Tensor>& got, const std::vector<Tensor>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t o = 0; o < want.size(); ++o) {
-    ASSERT_EQ(got[o].dims(), want[o].dims());
-    for (int64_t i = 0; i < want[o].numel(); ++i) {
-      double w = want[o].GetDouble(i), v = got[o].GetDouble(i);
-      ASSERT_NEAR(v, w, tol * (1 + std::fabs(w))) << "output " << o << " element " << i;
-    }
-  }
-}
 
 // Runs the named passes (or the whole inference pipeline for "inference") on a copy of `g`
 // and checks the copy computes what g does; returns the copy.

@@ -18,93 +18,27 @@
 #include "runtime/low_precision.h"
 #include "runtime/session.h"
 #include "tests/passes/autodiff_test_util.h"
+#include "tests/passes/inference_test_util.h"
 
 namespace mixtrain {
 namespace {
 
 using gradcheck::G;
+using inference_test::Count;
+using inference_test::ExpectClose;
+using inference_test::Find;
+using inference_test::RunGraph;
+
+// Floats in [-3, 3] (GELU's curved part).
+std::map<std::string, Tensor> Feeds(const Graph& g, int64_t batch) {
+  return inference_test::Feeds(g, batch, -3, 3, 11);
+}
 using A = Attribute;
 
-int Count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes()) n += node->op_type() == op;
-  return n;
-}
-
-Node* Find(const Graph& g, const std::string& op) {
-  for (const auto& node : g.nodes())
-    if (node->op_type() == op) return node.get();
-  return nullptr;
-}
-
-// Random feeds: floats in [-3, 3] (GELU's curved part), bools half true, int64 tokens < 256.
-std::map<std::string, Tensor> Feeds(const Graph& g, int64_t batch) {
-  std::map<std::string, Tensor> feeds;
-  std::mt19937 rng(11);
-  for (const Value* in : g.inputs()) {
-    std::vector<int64_t> dims;
-    for (const Dim& d : in->shape.dims) dims.push_back(d.known() ? d.value : batch);
-    if (in->dtype == DType::kI64) {
-      Tensor t(DType::kI64, dims);
-      for (int64_t i = 0; i < t.numel(); ++i) t.data_as<int64_t>()[i] = rng() % 256;
-      feeds[in->name] = t;
-    } else if (in->dtype == DType::kBool) {
-      Tensor t(DType::kBool, dims);
-      for (int64_t i = 0; i < t.numel(); ++i) t.data_as<uint8_t>()[i] = rng() % 2;
-      feeds[in->name] = t;
-    } else {
-      Tensor f32(DType::kF32, dims);
-      std::uniform_real_distribution<float> u(-3, 3);
-      for (int64_t i = 0; i < f32.numel(); ++i) f32.data_as<float>()[i] = u(rng);
-      feeds[in->name] = ConvertFloat(f32, in->dtype);
-    }
-  }
-  return feeds;
-}
-
-std::vector<Tensor> RunGraph(const Graph& g, const std::map<std::string, Tensor>& feeds) {
-  auto s = Session::Create(g);
-  EXPECT_TRUE(s.ok()) << s.status();
-  if (!s.ok()) return {};
-  auto out = (*s)->Run(feeds);
-  EXPECT_TRUE(out.ok()) << out.status();
-  return out.ok() ? *out : std::vector<Tensor>{};
-}
-
-// |got - want| <= tol * (1 + |want|) elementwise, outputs compared in fp32.
-void ExpectClose(const std::vector<Tensor>& got, const std::vector<Tensor>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t o = 0; o < want.size(); ++o) {
-    ASSERT_EQ(got[o].dims(), want[o].dims());
-    for (int64_t i = 0; i < want[o].numel(); ++i) {
-      double w = want[o].GetDouble(i), v = got[o].GetDouble(i);
-      if (!std::isfinite(w)) {
-        EXPECT_TRUE(std::isnan(w) ? std::isnan(v) : v == w) << "output " << o << " element " << i;
-        continue;
-      }
-      ASSERT_NEAR(v, w, tol * (1 + std::fabs(w))) << "output " << o << " element " << i;
-    }
-  }
-}
-
-// Runs `pass` (then cleanup) on a copy of g (lowered to `dtype` first); checks it verifies and
-// computes the same outputs as the lowered original. Returns the rewritten graph.
+// Floats in [-3, 3] (GELU's curved part).
 std::unique_ptr<Graph> PassAndCompare(Graph& g, const char* pass_name, DType dtype = DType::kF32,
                                       double tol = 1e-5) {
-  EXPECT_TRUE(InferShapes(g).ok());
-  if (dtype != DType::kF32) EXPECT_TRUE(LowerFloatModel(g, dtype).ok());
-  std::unique_ptr<Graph> out = g.Clone();
-  auto pass = CreatePassByName(pass_name);
-  EXPECT_TRUE(pass.ok());
-  auto changed = (*pass)->Run(*out);
-  EXPECT_TRUE(changed.ok()) << changed.status();
-  auto cleanup = CreatePassByName("cleanup");
-  EXPECT_TRUE((*cleanup)->Run(*out).ok());
-  absl::Status v = Verify(*out);
-  EXPECT_TRUE(v.ok()) << v;
-  auto feeds = Feeds(g, 3);
-  ExpectClose(RunGraph(*out, feeds), RunGraph(g, feeds), tol);
-  return out;
+  return inference_test::PassAndCompare(g, pass_name, dtype, tol, -3, 3, 11);
 }
 
 Value* Input(G& b, const char* name, DType t, std::vector<Dim> dims) {

@@ -17,83 +17,21 @@
 #include "runtime/low_precision.h"
 #include "runtime/session.h"
 #include "tests/passes/autodiff_test_util.h"
+#include "tests/passes/inference_test_util.h"
 
 namespace mixtrain {
 namespace {
 
 using gradcheck::G;
+using inference_test::Count;
+using inference_test::ExpectClose;
+using inference_test::Find;
+using inference_test::Feeds;
+using inference_test::RunGraph;
 using A = Attribute;
 
-int Count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes()) n += node->op_type() == op;
-  return n;
-}
-
-Node* Find(const Graph& g, const std::string& op) {
-  for (const auto& node : g.nodes())
-    if (node->op_type() == op) return node.get();
-  return nullptr;
-}
-
-// Random feeds for every graph input: floats in [-1, 1], int64 tokens in [0, 256).
-std::map<std::string, Tensor> Feeds(const Graph& g, int64_t batch) {
-  std::map<std::string, Tensor> feeds;
-  std::mt19937 rng(7);
-  for (const Value* in : g.inputs()) {
-    std::vector<int64_t> dims;
-    for (const Dim& d : in->shape.dims) dims.push_back(d.known() ? d.value : batch);
-    Tensor f32(DType::kF32, dims);
-    std::uniform_real_distribution<float> u(-1, 1);
-    for (int64_t i = 0; i < f32.numel(); ++i) f32.data_as<float>()[i] = u(rng);
-    if (in->dtype == DType::kI64) {
-      Tensor t(DType::kI64, dims);
-      for (int64_t i = 0; i < t.numel(); ++i) t.data_as<int64_t>()[i] = rng() % 256;
-      feeds[in->name] = t;
-    } else {
-      feeds[in->name] = ConvertFloat(f32, in->dtype);
-    }
-  }
-  return feeds;
-}
-
-std::vector<Tensor> RunGraph(const Graph& g, const std::map<std::string, Tensor>& feeds) {
-  auto s = Session::Create(g);
-  EXPECT_TRUE(s.ok()) << s.status();
-  if (!s.ok()) return {};
-  auto out = (*s)->Run(feeds);
-  EXPECT_TRUE(out.ok()) << out.status();
-  return out.ok() ? *out : std::vector<Tensor>{};
-}
-
-// |got - want| <= tol * (1 + |want|) elementwise, outputs compared in fp32.
-void ExpectClose(const std::vector<Tensor>& got, const std::vector<Tensor>& want, double tol) {
-  ASSERT_EQ(got.size(), want.size());
-  for (size_t o = 0; o < want.size(); ++o) {
-    ASSERT_EQ(got[o].dims(), want[o].dims());
-    for (int64_t i = 0; i < want[o].numel(); ++i) {
-      double w = want[o].GetDouble(i), v = got[o].GetDouble(i);
-      ASSERT_NEAR(v, w, tol * (1 + std::fabs(w))) << "output " << o << " element " << i;
-    }
-  }
-}
-
-// Runs fuse_matmul (then cleanup) on a copy of the built graph; checks it verifies and computes
-// the same outputs. Returns the rewritten graph.
 std::unique_ptr<Graph> FuseAndCompare(Graph& g, double tol = 1e-5) {
-  EXPECT_TRUE(InferShapes(g).ok());
-  std::unique_ptr<Graph> fused = g.Clone();
-  auto pass = CreatePassByName("fuse_matmul");
-  EXPECT_TRUE(pass.ok());
-  auto changed = (*pass)->Run(*fused);
-  EXPECT_TRUE(changed.ok()) << changed.status();
-  auto cleanup = CreatePassByName("cleanup");
-  EXPECT_TRUE((*cleanup)->Run(*fused).ok());
-  absl::Status v = Verify(*fused);
-  EXPECT_TRUE(v.ok()) << v;
-  auto feeds = Feeds(g, 3);
-  ExpectClose(RunGraph(*fused, feeds), RunGraph(g, feeds), tol);
-  return fused;
+  return inference_test::PassAndCompare(g, "fuse_matmul", DType::kF32, tol);
 }
 
 // x[B, T, 8] @ w[8, 6] + bias, then `act` (empty: none) and + z.
