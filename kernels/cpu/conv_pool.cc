@@ -16,36 +16,15 @@
 #include "absl/strings/str_cat.h"
 #include "graph/ops/nn_geometry.h"
 #include "kernels/common/half.h"
+#include "kernels/cpu/float_element.h"
 #include "kernels/cpu/conv_pool_stem.h"
 
 namespace mixtrain {
 namespace {
 
 using cpu::kStemBlock;
-
-float ToFloat(DType t, const void* p, int64_t i) {
-  switch (t) {
-    case DType::kF32:
-      return static_cast<const float*>(p)[i];
-    case DType::kBF16:
-      return BFloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
-    default:
-      return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
-  }
-}
-
-void Store(DType t, void* p, int64_t i, float v) {
-  switch (t) {
-    case DType::kF32:
-      static_cast<float*>(p)[i] = v;
-      break;
-    case DType::kBF16:
-      static_cast<uint16_t*>(p)[i] = FloatToBFloat16(v);
-      break;
-    default:
-      static_cast<uint16_t*>(p)[i] = FloatToHalf(v);
-  }
-}
+using cpu::LoadAsFloat;
+using cpu::StoreFromFloat;
 
 // The FusedConv's activation after the pool, other than Relu and none (the stem's floor).
 absl::StatusOr<float (*)(float, float, float)> Activation(const KernelContext& ctx, float* a,
@@ -120,11 +99,11 @@ absl::Status ConvMaxPool(KernelContext& ctx, ConvPoolWeights& cache) {
   const bool constant = ctx.input_constant(1) && (b == nullptr || ctx.input_constant(2));
   if (!cache.packed || !constant) {
     std::vector<float> w(wt->numel());
-    for (int64_t i = 0; i < wt->numel(); ++i) w[i] = ToFloat(wt->dtype, wt->data, i);
+    for (int64_t i = 0; i < wt->numel(); ++i) w[i] = LoadAsFloat(wt->dtype, wt->data, i);
     cache.w = cpu::PackStemWeights(g, w.data());
     cache.bias.assign(g.m, 0.0f);
     for (int64_t o = 0; b != nullptr && o < g.m; ++o)
-      cache.bias[o] = ToFloat(b->dtype, b->data, o);
+      cache.bias[o] = LoadAsFloat(b->dtype, b->data, o);
     cache.packed = constant;
   }
   const float floor = act == "Relu" ? 0.0f : -std::numeric_limits<float>::infinity();
@@ -137,7 +116,7 @@ absl::Status ConvMaxPool(KernelContext& ctx, ConvPoolWeights& cache) {
   std::vector<float> pooled(y->numel());
   cpu::ConvPoolStem(g, x->data, x->dtype, cache.w.data(), cache.bias.data(), floor,
                     pooled.data(), DType::kF32);
-  for (int64_t i = 0; i < y->numel(); ++i) Store(y->dtype, y->data, i, post(pooled[i], a, c));
+  for (int64_t i = 0; i < y->numel(); ++i) StoreFromFloat(y->dtype, y->data, i, post(pooled[i], a, c));
   return absl::OkStatus();
 }
 

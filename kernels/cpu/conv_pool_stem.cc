@@ -24,6 +24,7 @@
 
 #include "graph/check.h"
 #include "kernels/common/half.h"
+#include "kernels/cpu/float_element.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/rows_avx512.h"
 #include "kernels/cpu/simd_target.h"
@@ -50,17 +51,6 @@ Padded PaddedSize(const StemGeometry& g) {
   return {(used_h - 1) * g.sh + g.kh, (cols - 1) * g.sw + g.kw, cols};
 }
 
-float LoadFloat(const void* p, DType t, int64_t i) {
-  switch (t) {
-    case DType::kF32:
-      return static_cast<const float*>(p)[i];
-    case DType::kBF16:
-      return BFloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
-    default:
-      return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
-  }
-}
-
 // Image `img` of X into dst [C, hp, wp], zeros where the conv reads padding.
 void PadImage(const StemGeometry& g, const Padded& pd, const void* x, DType x_type, int64_t img,
               float* dst) {
@@ -73,7 +63,7 @@ void PadImage(const StemGeometry& g, const Padded& pd, const void* x, DType x_ty
       if (x_type == DType::kF32) {
         std::copy_n(static_cast<const float*>(x) + src, cols, d);
       } else {
-        for (int64_t i = 0; i < cols; ++i) d[i] = LoadFloat(x, x_type, src + i);
+        for (int64_t i = 0; i < cols; ++i) d[i] = LoadAsFloat(x_type, x, src + i);
       }
     }
 }

@@ -12,6 +12,7 @@
 #include "graph/check.h"
 #include "graph/ops/nn_geometry.h"
 #include "kernels/common/half.h"
+#include "kernels/cpu/float_element.h"
 #include "kernels/cpu/dnnl_common.h"
 #include "kernels/cpu/dnnl_layout.h"
 
@@ -24,30 +25,6 @@ using dnnl_util::Guard;
 using dnnl_util::Layout;
 using dnnl_util::ShapeCache;
 using dnnl_util::ShapeKey;
-
-float Load(DType t, const void* p, int64_t i) {
-  switch (t) {
-    case DType::kF32:
-      return static_cast<const float*>(p)[i];
-    case DType::kBF16:
-      return BFloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
-    default:
-      return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
-  }
-}
-
-void Store(DType t, void* p, int64_t i, float v) {
-  switch (t) {
-    case DType::kF32:
-      static_cast<float*>(p)[i] = v;
-      break;
-    case DType::kBF16:
-      static_cast<uint16_t*>(p)[i] = FloatToBFloat16(v);
-      break;
-    default:
-      static_cast<uint16_t*>(p)[i] = FloatToHalf(v);
-  }
-}
 
 absl::StatusOr<WindowGeometry> PoolGeometry(const KernelContext& ctx, const TensorView& x) {
   if (x.rank() < 3) return ctx.Error("X must be [N, C, spatial...]");
@@ -167,7 +144,7 @@ absl::Status MaxPoolWithIndices(KernelContext& ctx, const TensorView& x, TensorV
           ioff += pos * idx_strides[d];
         }
         if (inside) {
-          float v = Load(x.dtype, x.data, p * in_plane + off);
+          float v = cpu::LoadAsFloat(x.dtype, x.data, p * in_plane + off);
           if (best_idx < 0 || v > best || std::isnan(v)) {
             best = v;
             best_idx = p * in_plane + ioff;
@@ -178,7 +155,7 @@ absl::Status MaxPoolWithIndices(KernelContext& ctx, const TensorView& x, TensorV
           t[d] = 0;
         }
       }
-      Store(y.dtype, y.data, p * out_plane + oi, best);
+      cpu::StoreFromFloat(y.dtype, y.data, p * out_plane + oi, best);
       ind.as<int64_t>()[p * out_plane + oi] = best_idx;
       for (int64_t d = nsp - 1; d >= 0; --d) {
         if (++o[d] < g.out[d]) break;
@@ -244,7 +221,7 @@ class PoolKernel final : public OpKernel {
       const int64_t run = layout == Layout::kChannelsFirst ? 1 : y->dims.back();
       for (int64_t i = 0; i < total; ++i)
         if (float f = e->rescale[(i / run) % plane]; f != 1.0f)
-          Store(ct, yp, i, Load(ct, yp, i) * f);
+          cpu::StoreFromFloat(ct, yp, i, cpu::LoadAsFloat(ct, yp, i) * f);
     }
     staging_.Finish();
     return absl::OkStatus();
@@ -265,9 +242,9 @@ absl::Status GlobalAveragePoolChannelsLast(KernelContext& ctx, const TensorView&
   for (int64_t b = 0; b < n; ++b) {
     std::vector<float> acc(c, 0.0f);
     for (int64_t r = 0; r < rows; ++r)
-      for (int64_t ch = 0; ch < c; ++ch) acc[ch] += Load(x.dtype, x.data, (b * rows + r) * c + ch);
+      for (int64_t ch = 0; ch < c; ++ch) acc[ch] += cpu::LoadAsFloat(x.dtype, x.data, (b * rows + r) * c + ch);
     for (int64_t ch = 0; ch < c; ++ch)
-      Store(y.dtype, y.data, b * c + ch, acc[ch] / static_cast<float>(rows));
+      cpu::StoreFromFloat(y.dtype, y.data, b * c + ch, acc[ch] / static_cast<float>(rows));
   }
   return absl::OkStatus();
 }
@@ -291,10 +268,10 @@ absl::Status GlobalPool(KernelContext& ctx) {
   for (int64_t p = 0; p < planes; ++p) {
     float acc = kMax ? -std::numeric_limits<float>::infinity() : 0.0f;
     for (int64_t i = 0; i < plane; ++i) {
-      float v = Load(x->dtype, x->data, p * plane + i);
+      float v = cpu::LoadAsFloat(x->dtype, x->data, p * plane + i);
       acc = kMax ? (v > acc || std::isnan(v) ? v : acc) : acc + v;
     }
-    Store(y->dtype, y->data, p, kMax ? acc : acc / static_cast<float>(plane));
+    cpu::StoreFromFloat(y->dtype, y->data, p, kMax ? acc : acc / static_cast<float>(plane));
   }
   return absl::OkStatus();
 }
