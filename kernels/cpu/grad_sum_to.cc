@@ -25,14 +25,30 @@ absl::Status SumToShapeKernel(KernelContext& ctx) {
                                     ") does not broadcast to the gradient's (", g->dims[i], ")"));
   const std::vector<float> src = ToFloatVector(*g);
   std::vector<double> acc(out->numel(), 0.0);
-  std::vector<int64_t> idx(r, 0);
-  for (size_t q = 0; q < src.size(); ++q) {
-    int64_t off = 0;
-    for (int64_t i = 0; i < r; ++i) off = off * od[i] + (od[i] == 1 ? 0 : idx[i]);
-    acc[off] += src[q];
-    for (int64_t i = r - 1; i >= 0; --i) {
-      if (++idx[i] < g->dims[i]) break;
-      idx[i] = 0;
+  // Common case (a bias gradient): only leading axes were broadcast, so the target is the
+  // trailing `inner` elements and every row of grad adds into it.
+  int64_t lead = 0;
+  while (lead < r && od[lead] == 1) ++lead;
+  bool trailing = true;
+  for (int64_t i = lead; i < r; ++i) trailing &= od[i] == g->dims[i];
+  if (trailing) {
+    const int64_t inner = static_cast<int64_t>(acc.size());
+    const int64_t rows = inner == 0 ? 0 : static_cast<int64_t>(src.size()) / inner;
+    for (int64_t row = 0; row < rows; ++row) {
+      const float* s = src.data() + row * inner;
+#pragma omp simd
+      for (int64_t k = 0; k < inner; ++k) acc[k] += s[k];
+    }
+  } else {
+    std::vector<int64_t> idx(r, 0);
+    for (size_t q = 0; q < src.size(); ++q) {
+      int64_t off = 0;
+      for (int64_t i = 0; i < r; ++i) off = off * od[i] + (od[i] == 1 ? 0 : idx[i]);
+      acc[off] += src[q];
+      for (int64_t i = r - 1; i >= 0; --i) {
+        if (++idx[i] < g->dims[i]) break;
+        idx[i] = 0;
+      }
     }
   }
   StoreFloats(*out, std::vector<float>(acc.begin(), acc.end()));

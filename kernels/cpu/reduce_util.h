@@ -3,6 +3,8 @@
 // around one axis, and reading small parameter tensors (scale, bias, weights) as float.
 #pragma once
 
+#include <algorithm>
+
 #include <cstdint>
 #include <vector>
 
@@ -50,15 +52,20 @@ inline AxisView ViewAroundAxis(const std::vector<int64_t>& dims, int64_t axis) {
 
 // A float, bf16, fp16 or f64 tensor's elements as float (parameters: scale, bias, stats, weights).
 inline std::vector<float> ToFloatVector(const TensorView& t) {
-  std::vector<float> out(t.numel());
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    switch (t.dtype) {
-      case DType::kF32: out[i] = t.as<float>()[i]; break;
-      case DType::kF16: out[i] = HalfToFloat(t.as<uint16_t>()[i]); break;
-      case DType::kBF16: out[i] = BFloat16ToFloat(t.as<uint16_t>()[i]); break;
-      case DType::kF64: out[i] = static_cast<float>(t.as<double>()[i]); break;
-      default: MT_CHECK(false) << "ToFloatVector: not a float dtype: " << DTypeName(t.dtype);
-    }
+  const int64_t n = t.numel();
+  std::vector<float> out(n);
+  switch (t.dtype) {
+    case DType::kF32: std::copy_n(t.as<float>(), n, out.data()); break;
+    case DType::kF16:
+      for (int64_t i = 0; i < n; ++i) out[i] = HalfToFloat(t.as<uint16_t>()[i]);
+      break;
+    case DType::kBF16:
+      for (int64_t i = 0; i < n; ++i) out[i] = BFloat16ToFloat(t.as<uint16_t>()[i]);
+      break;
+    case DType::kF64:
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(t.as<double>()[i]);
+      break;
+    default: MT_CHECK(false) << "ToFloatVector: not a float dtype: " << DTypeName(t.dtype);
   }
   return out;
 }
