@@ -75,6 +75,7 @@ absl::Status SoftmaxCrossEntropyGradKernel(KernelContext& ctx) {
   const std::vector<float> x = ToFloatVector(*ctx.input(1));
   std::vector<float> dx(x.size());
   ParallelFor(a.N * a.D, 16, [&](int64_t b, int64_t e) {
+    std::vector<double> ex(a.C);  // exp(x - max) of one item, computed once
     for (int64_t it = b; it < e; ++it) {
       const int64_t n = it / a.D, d = it % a.D;
       const float* xp = x.data() + n * a.C * a.D + d;
@@ -82,11 +83,10 @@ absl::Status SoftmaxCrossEntropyGradKernel(KernelContext& ctx) {
       float mx = xp[0];
       for (int64_t c = 1; c < a.C; ++c) mx = std::max(mx, xp[c * a.D]);
       double s = 0;
-      for (int64_t c = 0; c < a.C; ++c) s += std::exp(static_cast<double>(xp[c * a.D] - mx));
-      for (int64_t c = 0; c < a.C; ++c) {
-        const double p = std::exp(static_cast<double>(xp[c * a.D] - mx)) / s;
-        dp[c * a.D] = static_cast<float>(a.coef[it] * (p - (c == a.label[it] ? 1.0 : 0.0)));
-      }
+      for (int64_t c = 0; c < a.C; ++c) s += ex[c] = std::exp(static_cast<double>(xp[c * a.D] - mx));
+      const double inv = 1.0 / s;
+      for (int64_t c = 0; c < a.C; ++c)
+        dp[c * a.D] = static_cast<float>(a.coef[it] * (ex[c] * inv - (c == a.label[it] ? 1.0 : 0.0)));
     }
   });
   StoreFloats(*ctx.output(0), dx);
