@@ -1,6 +1,6 @@
-// The loss pass's cross_entropy with the classes on another axis than 1 (a language model's
-// N x T x V logits): the labels are shaped N x T and the loss is the mean over N*T positions of
-// -log softmax over V, computed here directly as the reference.
+// The loss pass's cross_entropy with the classes on another axis than 1 (moved there by a
+// Transpose): a language model's N x T x V logits (labels N x T) and a middle axis of a rank-4
+// tensor. The reference is the mean over all positions of -log softmax over the class axis.
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -52,6 +52,45 @@ TEST(LossClassAxis, LastAxisClassesMatchADirectCrossEntropy) {
     want += -(row[lv[p]] - m - std::log(z));
   }
   want /= kN * kT;
+  EXPECT_NEAR((*out)[0].GetDouble(0), want, 1e-5 * std::abs(want));
+}
+
+// Classes on a middle axis: [N, A, C, D], axis 2.
+TEST(LossClassAxis, MiddleAxisClassesMatchADirectCrossEntropy) {
+  constexpr int64_t kN = 2, kA = 4, kC = 3, kD = 2;
+  G b(17);
+  Graph& g = b.graph();
+  Value* x = g.AddValue("x", DType::kF32, Shape::Of({kN, kA, kC, kD}));
+  g.AddInput(x);
+  g.AddOutput(b.Op1("Identity", {x}));
+  MT_CHECK_OK(InferShapes(g));
+  LossOptions o;
+  o.class_axis = 2;
+  auto ran = MakeLossPass(o)->Run(g);
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  ASSERT_TRUE(Verify(g).ok());
+  EXPECT_EQ(g.FindValue("labels")->shape.ToString(), "[2,4,2]");
+
+  std::vector<float> xv = Random(kN * kA * kC * kD, 5, -3, 3);
+  std::vector<int64_t> lv(kN * kA * kD);
+  for (size_t i = 0; i < lv.size(); ++i) lv[i] = static_cast<int64_t>((i * 7) % kC);
+  auto session = Session::Create(g);
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto out = (*session)->Run({{"x", Tensor::FromVector<float>(DType::kF32, {kN, kA, kC, kD}, xv)},
+                              {"labels", Tensor::FromVector<int64_t>(DType::kI64, {kN, kA, kD}, lv)}},
+                             {"loss"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  double want = 0;
+  for (int64_t n = 0; n < kN; ++n)
+    for (int64_t a = 0; a < kA; ++a)
+      for (int64_t d = 0; d < kD; ++d) {
+        auto at = [&](int64_t c) { return xv[((n * kA + a) * kC + c) * kD + d]; };
+        double m = -1e30, z = 0;
+        for (int64_t c = 0; c < kC; ++c) m = std::max<double>(m, at(c));
+        for (int64_t c = 0; c < kC; ++c) z += std::exp(at(c) - m);
+        want += -(at(lv[(n * kA + a) * kD + d]) - m - std::log(z));
+      }
+  want /= kN * kA * kD;
   EXPECT_NEAR((*out)[0].GetDouble(0), want, 1e-5 * std::abs(want));
 }
 
