@@ -78,4 +78,8 @@ absl::Status InferShapes(Graph& g);
 // Numpy-style broadcast of two shapes; symbolic dims broadcast against 1 or an equal symbol.
 absl::StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b);
 
+// numpy matmul of ranks >= 1: 1-D operands are promoted and their dim dropped from the result,
+// batch dims broadcast. Fails when the known inner dims differ (the message shows both shapes).
+absl::StatusOr<Shape> MatMulShape(const Shape& a, const Shape& b);
+
 }  // namespace mixtrain

@@ -18,6 +18,7 @@ using fusion::IsFloatType;
 using fusion::IsMixtrain;
 using fusion::IsOnnx;
 using fusion::SoleConsumer;
+using fusion::ToFixedPoint;
 using fusion::TransposePerm;
 
 // Drops `v` when it is an initializer nothing reads any more (no graph input or output).

@@ -30,6 +30,7 @@ using conv_pass::RemoveNodeAndDeadInitializers;
 using conv_pass::SoleConsumer;
 using conv_pass::ToChannelsFirstPerm;
 using conv_pass::ToChannelsLastPerm;
+using conv_pass::ToFixedPoint;
 using conv_pass::TransposePerm;
 
 bool IsTranspose(const Node* n) {
@@ -196,24 +197,6 @@ bool DropIdentityReshape(Graph& g, Node* r) {
   g.ReplaceAllUsesWith(r->output(0), r->input(0));
   RemoveNodeAndDeadInitializers(g, r);
   return true;
-}
-
-// Applies `rule` to some node until it fires nowhere; true when it fired.
-template <typename Rule>
-bool ToFixedPoint(Graph& g, Rule rule) {
-  bool changed = false;
-  for (bool again = true; again;) {
-    again = false;
-    std::vector<Node*> nodes;
-    for (const auto& n : g.nodes()) nodes.push_back(n.get());
-    for (Node* n : nodes) {
-      if (rule(g, n)) {
-        again = changed = true;
-        break;
-      }
-    }
-  }
-  return changed;
 }
 
 class ConvTransposesPass final : public Pass {

@@ -27,6 +27,7 @@ using conv_pass::Determined;
 using conv_pass::IsFloatType;
 using conv_pass::IsOnnx;
 using conv_pass::SoleConsumer;
+using conv_pass::ToFixedPoint;
 
 // A Conv the pass may fold into: ONNX Conv with one output and X, W (and B) of one float type.
 bool FusibleConv(const Node& n) {
@@ -169,24 +170,10 @@ class FuseConvPass final : public Pass {
   absl::string_view name() const override { return "fuse_conv"; }
 
   absl::StatusOr<bool> Run(Graph& g) override {
-    // The dtype checks need every value's real type; a model lowered to bf16/fp16
-    // (LowerFloatModel) still carries its node outputs' fp32 types.
+    // The dtype checks read value types: infer them rather than trust whatever ran before.
     MT_RETURN_IF_ERROR(InferShapes(g));
     bool changed = false;
-    // Each rewrite removes nodes, so scan again after one; chains never overlap.
-    for (auto rule : {FoldBatchNorm, FuseChain}) {
-      for (bool again = true; again;) {
-        again = false;
-        std::vector<Node*> nodes;
-        for (const auto& n : g.nodes()) nodes.push_back(n.get());
-        for (Node* n : nodes) {
-          if (rule(g, n)) {
-            again = changed = true;
-            break;
-          }
-        }
-      }
-    }
+    for (auto rule : {FoldBatchNorm, FuseChain}) changed |= ToFixedPoint(g, rule);
     if (changed) MT_RETURN_IF_ERROR(g.TopoSort());
     return changed;
   }

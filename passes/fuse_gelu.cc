@@ -117,7 +117,7 @@ class FuseGeluPass final : public Pass {
   absl::string_view name() const override { return "fuse_gelu"; }
 
   absl::StatusOr<bool> Run(Graph& g) override {
-    // Value dtypes may be stale (a model lowered to bf16 updates only its tensors).
+    // The matches read value dtypes: infer them rather than trust whatever ran before.
     MT_RETURN_IF_ERROR(InferShapes(g));
     std::vector<Match> matches;
     for (const auto& n : g.nodes()) {

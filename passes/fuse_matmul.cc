@@ -192,8 +192,8 @@ class FuseMatMulPass final : public Pass {
   absl::string_view name() const override { return "fuse_matmul"; }
 
   absl::StatusOr<bool> Run(Graph& g) override {
-    // The checks below read value dtypes and shapes; a graph lowered to bf16/fp16
-    // (runtime/low_precision.h) has retyped only its inputs and constants, so infer them afresh.
+    // The checks below read value dtypes and shapes: infer them rather than trust whatever ran
+    // before.
     MT_RETURN_IF_ERROR(InferShapes(g));
     std::vector<Fusion> fusions;
     absl::flat_hash_set<const Node*> claimed;

@@ -95,4 +95,23 @@ inline std::vector<int64_t> TransposePerm(const Node& t, int64_t rank) {
   return perm;
 }
 
+// Applies `rule` (Graph&, Node*) -> bool to some node until it fires nowhere; rescans after each
+// hit, since a rewrite may remove nodes. True when it fired at all.
+template <typename Rule>
+bool ToFixedPoint(Graph& g, Rule rule) {
+  bool changed = false;
+  for (bool again = true; again;) {
+    again = false;
+    std::vector<Node*> nodes;
+    for (const auto& n : g.nodes()) nodes.push_back(n.get());
+    for (Node* n : nodes) {
+      if (rule(g, n)) {
+        again = changed = true;
+        break;
+      }
+    }
+  }
+  return changed;
+}
+
 }  // namespace mixtrain::fusion

@@ -46,22 +46,9 @@ absl::Status InferFusedMatMul(InferContext& ctx) {
     return ctx.Error("1-D operands take no permutations");
   MT_ASSIGN_OR_RETURN(Shape ap, Permuted(ctx, "perm_a", a.shape));
   MT_ASSIGN_OR_RETURN(Shape bp, Permuted(ctx, "perm_b", b.shape));
-  std::vector<Dim> ad = ap.dims, bd = bp.dims;
-  const bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
-  if (a_vec) ad.insert(ad.begin(), Dim(1));
-  if (b_vec) bd.push_back(Dim(1));
-  const Dim& ka = ad[ad.size() - 1];
-  const Dim& kb = bd[bd.size() - 2];
-  if (ka.known() && kb.known() && ka.value != kb.value)
-    return ctx.Error(absl::StrCat("inner dims differ: A' ", ap.ToString(), ", B' ", bp.ToString()));
-  Shape batch_a(std::vector<Dim>(ad.begin(), ad.end() - 2));
-  Shape batch_b(std::vector<Dim>(bd.begin(), bd.end() - 2));
-  auto batch = BroadcastShapes(batch_a, batch_b);
-  if (!batch.ok()) return ctx.Error(std::string(batch.status().message()));
-  std::vector<Dim> out = batch->dims;
-  if (!a_vec) out.push_back(ad[ad.size() - 2]);
-  if (!b_vec) out.push_back(bd.back());
-  Shape r(std::move(out));
+  auto product = MatMulShape(ap, bp);  // of the permuted operands A', B'
+  if (!product.ok()) return ctx.Error(std::string(product.status().message()));
+  Shape r = *std::move(product);
   const TypeInfo& bias = ctx.input(2);
   if (bias.present && bias.shape.rank_known && r.rank() > 0) {
     const Dim& n = r.dims.back();

@@ -9,6 +9,26 @@
 #include "graph/shape_inference.h"
 
 namespace mixtrain {
+
+absl::StatusOr<Shape> MatMulShape(const Shape& a, const Shape& b) {
+  std::vector<Dim> ad = a.dims, bd = b.dims;
+  const bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
+  if (a_vec) ad.insert(ad.begin(), Dim(1));
+  if (b_vec) bd.push_back(Dim(1));
+  const Dim& ka = ad[ad.size() - 1];
+  const Dim& kb = bd[bd.size() - 2];
+  if (ka.known() && kb.known() && ka.value != kb.value)
+    return absl::InvalidArgumentError(
+        absl::StrCat("inner dims differ: A ", a.ToString(), ", B ", b.ToString()));
+  Shape batch_a(std::vector<Dim>(ad.begin(), ad.end() - 2));
+  Shape batch_b(std::vector<Dim>(bd.begin(), bd.end() - 2));
+  MT_ASSIGN_OR_RETURN(Shape batch, BroadcastShapes(batch_a, batch_b));
+  std::vector<Dim> out = batch.dims;
+  if (!a_vec) out.push_back(ad[ad.size() - 2]);
+  if (!b_vec) out.push_back(bd.back());
+  return Shape(std::move(out));
+}
+
 namespace {
 
 absl::Status InferMatMul(InferContext& ctx) {
@@ -18,23 +38,9 @@ absl::Status InferMatMul(InferContext& ctx) {
   ctx.output(0).dtype = a.dtype;
   if (!a.shape.rank_known || !b.shape.rank_known) return absl::OkStatus();
   if (a.shape.rank() == 0 || b.shape.rank() == 0) return ctx.Error("operands must not be scalars");
-  std::vector<Dim> ad = a.shape.dims, bd = b.shape.dims;
-  const bool a_vec = ad.size() == 1, b_vec = bd.size() == 1;
-  if (a_vec) ad.insert(ad.begin(), Dim(1));
-  if (b_vec) bd.push_back(Dim(1));
-  const Dim& ka = ad[ad.size() - 1];
-  const Dim& kb = bd[bd.size() - 2];
-  if (ka.known() && kb.known() && ka.value != kb.value)
-    return ctx.Error(absl::StrCat("inner dims differ: A ", a.shape.ToString(), ", B ",
-                                  b.shape.ToString()));
-  Shape batch_a(std::vector<Dim>(ad.begin(), ad.end() - 2));
-  Shape batch_b(std::vector<Dim>(bd.begin(), bd.end() - 2));
-  auto batch = BroadcastShapes(batch_a, batch_b);
-  if (!batch.ok()) return ctx.Error(std::string(batch.status().message()));
-  std::vector<Dim> out = batch->dims;
-  if (!a_vec) out.push_back(ad[ad.size() - 2]);
-  if (!b_vec) out.push_back(bd.back());
-  ctx.output(0).shape = Shape(std::move(out));
+  auto shape = MatMulShape(a.shape, b.shape);
+  if (!shape.ok()) return ctx.Error(std::string(shape.status().message()));
+  ctx.output(0).shape = *std::move(shape);
   return absl::OkStatus();
 }
 
