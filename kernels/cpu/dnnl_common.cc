@@ -1,13 +1,64 @@
 #include "kernels/cpu/dnnl_common.h"
 
-#include "kernels/common/half.h"
-#include "kernels/cpu/parallel.h"
+#include <cstdlib>
+
+#include "kernels/cpu/convert.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace mixtrain::dnnl_util {
 
+namespace {
+
+// MIXTRAIN_MAX_ISA caps oneDNN too, unless oneDNN's own variables say otherwise. Must run before
+// oneDNN dispatches anything: Engine() and NativeBf16() call it first.
+void ApplyIsaCap() {
+  static const bool done = [] {
+    if (std::getenv("DNNL_MAX_CPU_ISA") != nullptr || std::getenv("ONEDNN_MAX_CPU_ISA") != nullptr)
+      return true;
+    const std::string& cap = CpuIsaCap();
+    dnnl::cpu_isa isa = dnnl::cpu_isa::all;
+    if (cap == "avx2") isa = dnnl::cpu_isa::avx2;
+    else if (cap == "avx512_core") isa = dnnl::cpu_isa::avx512_core;
+    else if (cap == "avx512") isa = dnnl::cpu_isa::avx512_core_bf16;
+    if (isa != dnnl::cpu_isa::all) dnnl::set_max_cpu_isa(isa);
+    return true;
+  }();
+  (void)done;
+}
+
+bool HasIsa(dnnl::cpu_isa have, dnnl::cpu_isa want) {
+  return (static_cast<unsigned>(have) & static_cast<unsigned>(want)) == static_cast<unsigned>(want);
+}
+
+}  // namespace
+
 dnnl::engine& Engine() {
+  ApplyIsaCap();
   static dnnl::engine* e = new dnnl::engine(dnnl::engine::kind::cpu, 0);
   return *e;
+}
+
+bool NativeBf16() {
+  static const bool native = [] {
+    ApplyIsaCap();
+    return GetCpuFeatures().native_bf16() &&
+           HasIsa(dnnl::get_effective_cpu_isa(), dnnl::cpu_isa::avx512_core_bf16);
+  }();
+  return native;
+}
+
+const char* DnnlIsaName() {
+  ApplyIsaCap();
+  const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();
+  using I = dnnl::cpu_isa;
+  for (auto [i, name] : {std::pair{I::avx512_core_amx, "avx512_core_amx"},
+                         std::pair{I::avx512_core_bf16, "avx512_core_bf16"},
+                         std::pair{I::avx512_core_vnni, "avx512_core_vnni"},
+                         std::pair{I::avx512_core, "avx512_core"}, std::pair{I::avx2_vnni, "avx2_vnni"},
+                         std::pair{I::avx2, "avx2"}, std::pair{I::avx, "avx"},
+                         std::pair{I::sse41, "sse41"}})
+    if (HasIsa(isa, i)) return name;
+  return "none";
 }
 
 dnnl::stream& Stream() {
@@ -63,16 +114,6 @@ std::vector<int64_t> ShapeKey(const KernelContext& ctx) {
   return key;
 }
 
-void HalfToFloatN(const uint16_t* in, float* out, int64_t n) {
-#pragma omp parallel for if (n > (1 << 16)) schedule(static)
-  for (int64_t i = 0; i < n; ++i) out[i] = HalfToFloat(in[i]);
-}
-
-void FloatToHalfN(const float* in, uint16_t* out, int64_t n) {
-#pragma omp parallel for if (n > (1 << 16)) schedule(static)
-  for (int64_t i = 0; i < n; ++i) out[i] = FloatToHalf(in[i]);
-}
-
 float* Fp32Staging::Scratch(int64_t n) {
   if (next_ == bufs_.size()) bufs_.emplace_back();
   std::vector<float>& b = bufs_[next_++];
@@ -83,14 +124,10 @@ float* Fp32Staging::Scratch(int64_t n) {
 const void* Fp32Staging::Input(const TensorView& t) {
   if (!Staged(t.dtype)) return t.data;
   float* f = Scratch(t.numel());
-  const uint16_t* in = t.as<uint16_t>();
-  if (t.dtype == DType::kF16) {
-    HalfToFloatN(in, f, t.numel());
-  } else {
-    ParallelFor(t.numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) f[i] = BFloat16ToFloat(in[i]);
-    });
-  }
+  if (t.dtype == DType::kF16)
+    cpu::HalfToFloatN(t.as<uint16_t>(), f, t.numel());
+  else
+    cpu::BFloat16ToFloatN(t.as<uint16_t>(), f, t.numel());
   return f;
 }
 
@@ -103,15 +140,10 @@ void* Fp32Staging::Output(TensorView& t) {
 
 void Fp32Staging::Finish() {
   for (auto& [f, t] : pending_) {
-    uint16_t* out = t->as<uint16_t>();
-    if (t->dtype == DType::kF16) {
-      FloatToHalfN(f, out, t->numel());
-    } else {
-      const float* src = f;
-      ParallelFor(t->numel(), kElementwiseGrain, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) out[i] = FloatToBFloat16(src[i]);
-      });
-    }
+    if (t->dtype == DType::kF16)
+      cpu::FloatToHalfN(f, t->as<uint16_t>(), t->numel());
+    else
+      cpu::FloatToBFloat16N(f, t->as<uint16_t>(), t->numel());
   }
   pending_.clear();
 }

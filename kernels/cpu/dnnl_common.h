@@ -1,7 +1,8 @@
 // Shared plumbing of the oneDNN-backed CPU kernels (matmul, conv, pooling): the engine and
 // stream, memory descriptors over our dense row-major buffers (ONNX layout, no reorders), a
-// per-kernel cache of primitives keyed by input shapes, fp16 staging through fp32 (oneDNN has
-// no fp16 kernels on CPUs without avx512_fp16), and turning oneDNN exceptions into Status.
+// per-kernel cache of primitives keyed by input shapes, low-precision staging through fp32 (oneDNN
+// has no fp16 kernels on CPUs without avx512_fp16, and no bf16 ones below avx512_core), and
+// turning oneDNN exceptions into Status.
 #pragma once
 
 #include <cstdint>
@@ -17,12 +18,22 @@
 
 namespace mixtrain::dnnl_util {
 
+// The engine; creating it first applies MIXTRAIN_MAX_ISA to oneDNN (cpu_features.h).
 dnnl::engine& Engine();
 // One in-order stream per calling thread.
 dnnl::stream& Stream();
 
-// The dtype oneDNN computes in: fp16 is staged through fp32, fp32 and bf16 run natively.
-inline DType ComputeType(DType t) { return t == DType::kF16 ? DType::kF32 : t; }
+// Whether oneDNN runs bf16 matmul/conv/pool natively: the CPU has bf16 dot products (or AMX),
+// and neither MIXTRAIN_MAX_ISA nor oneDNN's own ISA cap rules them out.
+bool NativeBf16();
+// oneDNN's effective ISA ("avx2", "avx512_core_bf16", ...), after every cap.
+const char* DnnlIsaName();
+
+// The dtype oneDNN computes in: fp16 is staged through fp32, bf16 too where it is not native.
+inline DType ComputeType(DType t) {
+  if (t == DType::kF16 || (t == DType::kBF16 && !NativeBf16())) return DType::kF32;
+  return t;
+}
 absl::StatusOr<dnnl::memory::data_type> ToDnnl(DType t);
 
 dnnl::memory::dims ToDims(std::span<const int64_t> v);
@@ -71,11 +82,12 @@ std::vector<int64_t> ShapeKey(const KernelContext& ctx);
 
 // Makes low-precision tensors look like fp32 ones for one Compute call: inputs are widened into
 // scratch buffers, outputs are computed into scratch and rounded back (nearest-even) by Finish().
-// fp16 is always staged (oneDNN has no fp16 path on these CPUs); bf16 only when `stage_bf16`
-// (backward kernels on CPUs without native bf16). Other tensors pass through. Scratch is reused.
+// A tensor is staged when ComputeType() of its dtype is fp32: fp16 always, bf16 where oneDNN has
+// no native bf16. Other tensors pass through. Scratch is reused. The conversions are vector
+// loops (convert.h) split over the cores.
 class Fp32Staging {
  public:
-  explicit Fp32Staging(bool stage_bf16 = false) : stage_bf16_(stage_bf16) {}
+  Fp32Staging() : stage_bf16_(!NativeBf16()) {}
   void Begin() {
     next_ = 0;
     pending_.clear();
@@ -92,10 +104,5 @@ class Fp32Staging {
   size_t next_ = 0;
   std::vector<std::pair<const float*, TensorView*>> pending_;
 };
-using Fp16Staging = Fp32Staging;  // the forward kernels' name: stages fp16 only
-
-// Element-wise conversions between storage types and fp32 (parallel, round-to-nearest-even).
-void HalfToFloatN(const uint16_t* in, float* out, int64_t n);
-void FloatToHalfN(const float* in, uint16_t* out, int64_t n);
 
 }  // namespace mixtrain::dnnl_util

@@ -24,7 +24,7 @@ namespace mixtrain {
 namespace {
 
 using dnnl_util::ActivationDesc;
-using dnnl_util::Fp16Staging;
+using dnnl_util::Fp32Staging;
 using dnnl_util::Guard;
 using dnnl_util::Layout;
 using dnnl_util::ShapeCache;
@@ -393,7 +393,7 @@ class ConvKernel final : public OpKernel {
  private:
   bool transposed_;
   ShapeCache<ConvEntry> cache_;
-  Fp16Staging staging_;
+  Fp32Staging staging_;
   ConvPoolWeights pooled_;  // a FusedConv with a folded max pool (conv_pool.h)
 };
 

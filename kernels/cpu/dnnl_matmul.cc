@@ -15,7 +15,7 @@
 namespace mixtrain {
 namespace {
 
-using dnnl_util::Fp16Staging;
+using dnnl_util::Fp32Staging;
 using dnnl_util::Guard;
 using dnnl_util::ShapeCache;
 using dnnl_util::ShapeKey;
@@ -354,7 +354,7 @@ class MatMulKernel final : public OpKernel {
   float alpha_ = 1.0f;
   std::string activation_;
   ShapeCache<MatMulEntry> cache_;
-  Fp16Staging staging_;
+  Fp32Staging staging_;
 };
 
 // ---- Gemm ---------------------------------------------------------------------------------
@@ -444,7 +444,7 @@ class GemmKernel final : public OpKernel {
 
  private:
   ShapeCache<MatMulEntry> cache_;
-  Fp16Staging staging_;
+  Fp32Staging staging_;
 };
 
 absl::StatusOr<std::unique_ptr<OpKernel>> MakeMatMul(const Node& node) {

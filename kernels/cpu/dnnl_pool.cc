@@ -20,7 +20,7 @@ namespace mixtrain {
 namespace {
 
 using dnnl_util::ActivationDesc;
-using dnnl_util::Fp16Staging;
+using dnnl_util::Fp32Staging;
 using dnnl_util::Guard;
 using dnnl_util::Layout;
 using dnnl_util::ShapeCache;
@@ -230,7 +230,7 @@ class PoolKernel final : public OpKernel {
  private:
   bool is_max_;
   ShapeCache<PoolEntry> cache_;
-  Fp16Staging staging_;
+  Fp32Staging staging_;
 };
 
 // Channels-last GlobalAveragePool: per image, the mean of its [sp, C] rows, accumulated in fp32.

@@ -2,6 +2,7 @@
 // conversion rules). opset 19's `saturate` only concerns float8 types, which the IR has not.
 #include <cstring>
 
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/elementwise_loops.h"
 #include "kernels/cpu/rows_avx512.h"
 
@@ -26,8 +27,14 @@ absl::Status CastBuffer(const KernelContext& ctx, DType from, const void* in, DT
             cpu::avx512::FloatToBFloat16Row(src + b, reinterpret_cast<uint16_t*>(dst + b), e - b);
           });
         } else {
-          UnaryMap(src, dst, n, ew::CastOp<S, D>{});
+          cpu::FloatToBFloat16N(src, reinterpret_cast<uint16_t*>(dst), n);
         }
+      } else if constexpr (std::is_same_v<S, ew::bf16> && std::is_same_v<D, float>) {
+        cpu::BFloat16ToFloatN(reinterpret_cast<const uint16_t*>(src), dst, n);
+      } else if constexpr (std::is_same_v<S, float> && std::is_same_v<D, ew::f16>) {
+        cpu::FloatToHalfN(src, reinterpret_cast<uint16_t*>(dst), n);
+      } else if constexpr (std::is_same_v<S, ew::f16> && std::is_same_v<D, float>) {
+        cpu::HalfToFloatN(reinterpret_cast<const uint16_t*>(src), dst, n);
       } else {
         UnaryMap(src, dst, n, ew::CastOp<S, D>{});
       }

@@ -3,8 +3,9 @@
 // - the functor is a template parameter, so each loop is one tight, inlinable body with no
 //   per-element indirection; contiguous fp32 rows are plain `y[i] = op(a[i], b[i])` loops marked
 //   `omp simd` so GCC vectorizes them at -O2;
-// - fp16 rows are converted in small blocks to float, computed there (vectorized) and rounded
-//   back, so the conversion code stays out of the math loop; bf16 rows convert inline;
+// - fp16 rows are converted in small blocks to float (F16C, convert.h), computed there
+//   (vectorized) and rounded back, so the conversion code stays out of the math loop; bf16 rows
+//   convert inline;
 // - broadcasting walks the merged layout of kernels/common/broadcast.h row by row, with the four
 //   innermost stride cases (both contiguous, either operand fixed, both fixed) specialized;
 // - each row loop is compiled twice, for the AVX2 baseline and for AVX-512 (simd_target.h),
@@ -19,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/common/broadcast.h"
 #include "kernels/common/elementwise.h"
+#include "kernels/cpu/convert.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/simd_target.h"
 #include "kernels/registry.h"
@@ -84,6 +86,27 @@ inline constexpr bool kBlocked = std::is_same_v<S, ew::f16>;
 template <typename S>
 inline constexpr bool kBlockedUnary = kBlocked<S> || std::is_same_v<S, ew::bf16>;
 
+// Block loads and stores of the blocked loops: fp16 <-> float with F16C (convert.h), the rest
+// through Io.
+template <typename S, typename C>
+[[gnu::always_inline]] inline void LoadBlock(const S* x, C* out, int64_t len) {
+  if constexpr (std::is_same_v<S, ew::f16> && std::is_same_v<C, float>) {
+    cpu::HalfToFloatRow(reinterpret_cast<const uint16_t*>(x), out, len);
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i) out[i] = Io<S>::Load(x[i]);
+  }
+}
+template <typename C, typename S>
+[[gnu::always_inline]] inline void StoreBlock(const C* in, S* y, int64_t len) {
+  if constexpr (std::is_same_v<S, ew::f16> && std::is_same_v<C, float>) {
+    cpu::FloatToHalfRow(in, reinterpret_cast<uint16_t*>(y), len);
+  } else {
+#pragma omp simd
+    for (int64_t i = 0; i < len; ++i) y[i] = Io<S>::Store(in[i]);
+  }
+}
+
 // y[i] = op(x[i]) for i in [0, n), rows of one thread.
 template <typename Op, typename SI, typename SO>
 [[gnu::always_inline]] inline void UnaryRowBody(const SI* x, SO* y, int64_t n, const Op& op) {
@@ -92,13 +115,11 @@ template <typename Op, typename SI, typename SO>
     for (int64_t s = 0; s < n; s += kBlock) {
       int64_t len = n - s < kBlock ? n - s : kBlock;
       CI in[kBlock];
-#pragma omp simd
-      for (int64_t i = 0; i < len; ++i) in[i] = Io<SI>::Load(x[s + i]);
+      LoadBlock(x + s, in, len);
       decltype(op(in[0])) out[kBlock];
 #pragma omp simd
       for (int64_t i = 0; i < len; ++i) out[i] = op(in[i]);
-#pragma omp simd
-      for (int64_t i = 0; i < len; ++i) y[s + i] = Io<SO>::Store(out[i]);
+      StoreBlock(out, y + s, len);
     }
   } else {
 #pragma omp simd
@@ -138,22 +159,19 @@ template <typename Op, typename SA, typename SB, typename SO>
     for (int64_t s = 0; s < n; s += kBlock) {
       int64_t len = n - s < kBlock ? n - s : kBlock;
       if (sa) {
-#pragma omp simd
-        for (int64_t i = 0; i < len; ++i) av[i] = Io<SA>::Load(a[s + i]);
+        LoadBlock(a + s, av, len);
       } else {
         for (int64_t i = 0; i < len; ++i) av[i] = a0;
       }
       if (sb) {
-#pragma omp simd
-        for (int64_t i = 0; i < len; ++i) bv[i] = Io<SB>::Load(b[s + i]);
+        LoadBlock(b + s, bv, len);
       } else {
         for (int64_t i = 0; i < len; ++i) bv[i] = b0;
       }
       decltype(op(av[0], bv[0])) out[kBlock];
 #pragma omp simd
       for (int64_t i = 0; i < len; ++i) out[i] = op(av[i], bv[i]);
-#pragma omp simd
-      for (int64_t i = 0; i < len; ++i) o[s + i] = Io<SO>::Store(out[i]);
+      StoreBlock(out, o + s, len);
     }
   } else if (sa && sb) {
 #pragma omp simd

@@ -56,7 +56,7 @@ absl::StatusOr<std::unique_ptr<ConvGradEntry>> BuildConvGrad(const KernelContext
   if (dy.dims.size() != xd.size() || dy.dims[0] != N || dy.dims[1] != M ||
       Product(std::vector<int64_t>(dy.dims.begin() + 2, dy.dims.end())) != Product(g.out))
     return ctx.Error("dY's shape does not match the convolution's output");
-  auto dt = dnnl_util::ToDnnl(GradComputeType(x.dtype));
+  auto dt = dnnl_util::ToDnnl(dnnl_util::ComputeType(x.dtype));
   if (!dt.ok()) return ctx.Error(std::string(dt.status().message()));
   std::vector<int64_t> dil = g.dilations;
   for (int64_t& d : dil) d -= 1;  // oneDNN counts the gaps
@@ -179,7 +179,7 @@ class ConvGradKernel final : public OpKernel {
 
  private:
   dnnl_util::ShapeCache<ConvGradEntry> cache_;
-  GradStaging staging_;
+  dnnl_util::Fp32Staging staging_;
   // Blocked-layout copies of the operands, reused while the shapes stay.
   std::optional<dnnl::memory> dy_scratch_, dyw_scratch_, x_scratch_, w_scratch_, dx_scratch_, dw_scratch_;
 };

@@ -22,11 +22,11 @@
 
 namespace mixtrain::cpu {
 
-// Whether kernels take their AVX-512 paths. Detected once; tests set it to false to run the
-// AVX2 paths on an AVX-512 machine (a plain flag: set it only while no kernel runs).
+// Whether kernels take their AVX-512 paths: the CPU and the OS support them and MIXTRAIN_MAX_ISA
+// allows them (cpu_features.h). Detected once; tests set it to false to run the AVX2 paths on an
+// AVX-512 machine (a plain flag: set it only while no kernel runs).
 inline bool& Avx512Enabled() {
-  static bool enabled = GetCpuFeatures().avx512f && __builtin_cpu_supports("avx512bw") &&
-                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  static bool enabled = GetCpuFeatures().avx512_core;
   return enabled;
 }
 
