@@ -25,6 +25,7 @@ const char* Version() {
 #undef MT_STR
 #undef MT_STR2
 
+
 absl::StatusOr<HostTensor> HostTensor::Zeros(ElementType type, std::vector<int64_t> shape) {
   int64_t n = 1;
   for (int64_t d : shape) {

@@ -9,6 +9,7 @@
 #include "graph/check.h"
 #include "graph/external_data.h"
 #include "kernels/common/half.h"
+#include "kernels/cpu/dnnl_common.h"
 #include "graph/onnx_export.h"
 #include "graph/onnx_import.h"
 #include "graph/shape_inference.h"
@@ -92,11 +93,21 @@ absl::Status Trainer::Build(std::unique_ptr<Graph> model) {
   if (c.device() != "cpu" && c.device() != "auto")
     return absl::UnimplementedError(absl::StrCat("device '", c.device(),
                                                  "': this build trains on the CPU only"));
-  // --- resolve the precision: AUTO is bf16 on the CPU (fp16 is for GPUs) ---
+  // --- resolve the precision: AUTO is bf16 where the CPU computes bf16 natively. Elsewhere the
+  // run stays in fp32: bf16 storage with fp32 math costs conversions and buys nothing but memory,
+  // so it is there for those who ask (--dtype=bf16|fp16); fp16 is for GPUs. ---
   const auto& pp = c.precision();
   PrecisionPreset preset = pp.preset() == pb::PrecisionPolicy::FP32   ? PrecisionPreset::kFp32
                            : pp.preset() == pb::PrecisionPolicy::HALF ? PrecisionPreset::kHalf
                                                                             : PrecisionPreset::kAmp;
+  if (pp.low_dtype() == pb::PrecisionPolicy::AUTO && preset != PrecisionPreset::kFp32 &&
+      !dnnl_util::NativeBf16()) {
+    preset = PrecisionPreset::kFp32;
+    precision_.note = absl::StrCat(
+        "this CPU has no native bf16 (oneDNN ISA ", dnnl_util::DnnlIsaName(),
+        "), so --dtype=auto trains in fp32; --dtype=bf16 or --dtype=fp16 forces mixed precision "
+        "(low-precision storage, fp32 math)");
+  }
   DType low = pp.low_dtype() == pb::PrecisionPolicy::FP16 ? DType::kF16 : DType::kBF16;
   precision_.preset = preset == PrecisionPreset::kFp32 ? "fp32" : preset == PrecisionPreset::kHalf ? "half" : "amp";
   precision_.low = preset == PrecisionPreset::kFp32 ? DType::kF32 : low;

@@ -37,6 +37,7 @@ struct ResolvedPrecision {
   std::string preset;   // fp32 | amp | half
   DType low = DType::kF32;
   std::string scaling;  // off | static | dynamic
+  std::string note;     // why --dtype=auto chose what it did, when the user should know
 };
 
 class Trainer {

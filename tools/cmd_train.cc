@@ -287,6 +287,7 @@ absl::Status RunTrain(const cli::Args& a) {
     batch = pos.batch;
   }
   const ResolvedPrecision p = t.precision();
+  if (!p.note.empty()) std::fprintf(stderr, "mixtrain train: %s\n", p.note.c_str());
   std::fprintf(stderr, "mixtrain train: %s: precision %s (%s), loss scaling %s, %zu parameter tensors\n",
                c.model.c_str(), p.preset.c_str(), ElementTypeName(p.low_type), p.loss_scaling.c_str(),
                t.ParameterNames().size());
@@ -372,7 +373,7 @@ MT_REGISTER_COMMAND(
     cli::Command{
         .name = "train",
         .usage = "mixtrain train [MODEL.onnx] [--data=FILE.npz | --dataset=fashion-mnist] [flags]",
-        .summary = "train a model with mixed precision (default: fashion_cnn on Fashion-MNIST, bf16 AMP)",
+        .summary = "train a model with mixed precision (default: fashion_cnn on Fashion-MNIST, bf16 AMP where the CPU has native bf16)",
         .flags =
             {
                 {"config", "", "TrainConfig .textproto; flags override it"},
@@ -395,7 +396,7 @@ MT_REGISTER_COMMAND(
                 {"step-size", "1000", "step schedule: decay every N updates"},
                 {"gamma", "0.1", "step schedule: decay factor"},
                 {"precision", "amp", "fp32 (off), amp (allow/deny lists) or half (all low but deny)"},
-                {"dtype", "auto", "low type: fp16, bf16 or auto (bf16 on the CPU)"},
+                {"dtype", "auto", "low type: fp16, bf16 or auto (bf16 where the CPU has native bf16, else fp32; see mixtrain info)"},
                 {"policy", "", "PrecisionPolicy .textproto with list edits"},
                 {"allow", "", "comma-separated ops moved to the allow (low) list"},
                 {"deny", "", "comma-separated ops moved to the deny (fp32) list"},

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "mixtrain/mixtrain.h"
 #include "tools/cli.h"
 
 namespace {
@@ -28,6 +29,11 @@ int main(int argc, char** argv) {
   if (cmd == "--help" || cmd == "-h" || cmd == "help") {
     PrintUsage(stdout);
     return 0;
+  }
+  if (cmd == "--version") cmd = "info";
+  if (const std::string e = mixtrain::GetCpuInfo().cap_error; !e.empty() && cmd != "info") {
+    std::fprintf(stderr, "mixtrain: %s\n", e.c_str());
+    return 2;
   }
   const auto& cmds = mixtrain::cli::Commands();
   auto it = cmds.find(cmd);

@@ -60,6 +60,7 @@ struct ResolvedPrecision {
   std::string preset;  // "fp32", "amp" or "half"
   ElementType low_type = ElementType::kFloat32;
   std::string loss_scaling;  // "off", "static" or "dynamic"
+  std::string note;  // non-empty when the dtype was chosen for the CPU (e.g. auto -> fp32)
 };
 
 enum class GraphFormat {

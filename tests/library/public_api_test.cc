@@ -50,8 +50,16 @@ TEST(PublicApiTest, TrainsAndReadsTheLossOnlyWhenAsked) {
   auto t = MakeMlpTrainer();
   ASSERT_NE(t, nullptr);
   EXPECT_FALSE(t->ParameterNames().empty());
-  EXPECT_EQ(t->precision().preset, "amp");
-  EXPECT_EQ(t->precision().low_type, ElementType::kBFloat16);
+  // The default dtype (auto) is bf16 AMP where the CPU has native bf16, fp32 with a note elsewhere.
+  if (mixtrain::GetCpuInfo().native_bf16) {
+    EXPECT_EQ(t->precision().preset, "amp");
+    EXPECT_EQ(t->precision().low_type, ElementType::kBFloat16);
+    EXPECT_EQ(t->precision().note, "");
+  } else {
+    EXPECT_EQ(t->precision().preset, "fp32");
+    EXPECT_EQ(t->precision().low_type, ElementType::kFloat32);
+    EXPECT_NE(t->precision().note.find("--dtype=bf16"), std::string::npos) << t->precision().note;
+  }
   std::vector<mixtrain::TensorInfo> ins = t->BatchInputs();
   ASSERT_EQ(ins.size(), 2u);
   TensorMap batch = MlpBatch(16, 1);
