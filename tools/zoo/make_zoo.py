@@ -1,0 +1,944 @@
+#!/usr/bin/env python3
+"""Generates the "zoo of real exports" under tests/data/zoo/: small models exported to ONNX by the
+real exporters (torch.onnx TorchScript, torch.onnx dynamo, tf2onnx), each with a reference batch,
+the framework's loss and gradients, and 10 Adam steps.
+
+pip packages (the versions these files were generated with; CPU only, no network past PyPI):
+    torch==2.15.0 onnx==1.23.2 onnxscript==0.7.2 onnx-ir==1.1.0 numpy==2.4.6 transformers==5.24.0
+    timm==1.0.31 onnxruntime==1.32.0 (optional: forward check)
+    tensorflow-cpu==2.21.0 keras==3.15.1 tf2onnx==1.17.0 protobuf==7.36.2 (optional: keras_mlp)
+
+    python3 -m venv /tmp/zoo-venv
+    /tmp/zoo-venv/bin/pip install torch onnx onnxscript numpy transformers timm onnxruntime \
+        tensorflow-cpu tf2onnx
+    OMP_NUM_THREADS=1 /tmp/zoo-venv/bin/python tools/zoo/make_zoo.py            # every model
+    OMP_NUM_THREADS=1 /tmp/zoo-venv/bin/python tools/zoo/make_zoo.py NAME ...   # some models
+    /tmp/zoo-venv/bin/python tools/zoo/make_zoo.py --list
+    /tmp/zoo-venv/bin/python tools/zoo/make_zoo.py --table      # README table from the manifest
+    /tmp/zoo-venv/bin/python tools/zoo/check_zoo.py             # independent check (onnxruntime)
+
+Nothing is downloaded from any hub: transformers models are built from tiny configs with random
+init, timm models with pretrained=False; all weights are seeded.
+
+For every model NAME it writes tests/data/zoo/NAME.onnx and tests/data/zoo/NAME.npz with
+  <input>              each non-initializer graph input, by its ONNX name (float32 or int64)
+  labels               int64 (N for classifiers; N x T for language models)
+  loss                 float32 scalar: cross-entropy on the model's first output, mean reduction
+                       (class axis 1 for N x C logits, -1 for N x T x V language-model logits)
+  grad/<initializer>   the framework's gradient of `loss` for every trainable parameter that maps
+                       to an ONNX initializer holding exactly the parameter's values, or its
+                       transpose/reshape when the exporter folded one (the gradient is then
+                       given in the initializer's layout; see map_params)
+  adam_losses          float32[10]: full-batch torch.optim.Adam(lr=1e-3, betas=(0.9, 0.999),
+                       eps=1e-8, weight_decay=0) on that batch, the loss BEFORE each step's update
+and updates its row in tests/data/zoo/manifest.tsv (see tools/zoo/README.md for the columns).
+
+Reference semantics: dropout is 0 everywhere; the reference loss/gradients/Adam run the module in
+train() mode, so BatchNorm uses batch statistics (manifest bn_train=1) while the ONNX file is
+exported from eval() mode (BatchNormalization with running statistics, which the engine's train
+mode pass switches to batch statistics). Parameters that a framework initializes to a constant
+(norm weights/biases, zero biases, layer-scale gammas, timm's zero_init_last) or that are exact
+copies of another parameter (nn.TransformerEncoder deep-copies its layer) get seeded noise added
+before export, so every trainable tensor is distinct and a gradient mix-up cannot go unnoticed.
+"""
+
+import argparse
+import collections
+import copy
+import math
+import os
+import sys
+import traceback
+import warnings
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+os.environ.setdefault("TF_ENABLE_ONEDNN_OPTS", "0")
+os.environ.setdefault("CUDA_VISIBLE_DEVICES", "")
+
+import numpy as np  # noqa: E402
+import onnx  # noqa: E402
+from onnx import numpy_helper  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+OUT = os.path.join(ROOT, "tests", "data", "zoo")
+MANIFEST = os.path.join(OUT, "manifest.tsv")
+BATCH = 4
+ADAM_STEPS = 10
+MAX_ONNX_BYTES = 2 * 1024 * 1024
+COLUMNS = ["name", "exporter", "opset", "loss", "class_axis", "dynamic_batch", "op_types",
+           "n_params_mapped", "params_unmapped", "bn_train", "ort_max_abs_err", "notes"]
+
+warnings.filterwarnings("ignore")
+
+
+def torch_mod():
+    import torch
+    torch.set_num_threads(1)
+    torch.use_deterministic_algorithms(True)
+    return torch
+
+
+# --- model registry --------------------------------------------------------------------------------
+
+Spec = collections.namedtuple(
+    "Spec", "name exporter opset loss build dynamic optimize fold notes")
+SPECS = collections.OrderedDict()
+
+
+def register(name, exporter, opset, loss="cross_entropy", dynamic=False, optimize=False,
+             fold=False, notes=""):
+    """exporter: torchscript | dynamo | tf2onnx. loss: cross_entropy (N x C, class axis 1) or
+    cross_entropy_lm (N x T x V, class axis -1). optimize: dynamo's optimize flag. fold:
+    TorchScript's do_constant_folding flag."""
+    def deco(fn):
+        SPECS[name] = Spec(name, exporter, opset, loss, fn, dynamic, optimize, fold, notes)
+        return fn
+    return deco
+
+
+def image(shape):
+    torch = torch_mod()
+    return torch.randn(*shape)
+
+
+def class_labels(n_classes):
+    torch = torch_mod()
+    return torch.randint(0, n_classes, (BATCH,))
+
+
+# --- TorchScript-exporter models -------------------------------------------------------------------
+
+@register("conv1d_pad", "torchscript", 13, fold=True,
+          notes="exporter defaults, do_constant_folding=True (nothing is folded: Linear on 2-D "
+                "input is Gemm transB=1)")
+def build_conv1d_pad():
+    torch = torch_mod()
+    from torch import nn
+    import torch.nn.functional as F
+
+    class Conv1dPad(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv1d(4, 8, 3)
+            self.c2 = nn.Conv1d(8, 16, 3, stride=2)
+            self.pool = nn.AdaptiveAvgPool1d(1)
+            self.fc = nn.Linear(16, 5)
+
+        def forward(self, x):
+            x = F.pad(x, (1, 2), mode="constant", value=0.5)
+            x = F.relu(self.c1(x))
+            x = F.pad(x, (2, 1), mode="reflect")
+            x = F.relu(self.c2(x))
+            return self.fc(self.pool(x).flatten(1))
+
+    return Conv1dPad(), {"x": torch.randn(BATCH, 4, 24)}, class_labels(5)
+
+
+@register("resnet_pad", "torchscript", 14)
+def build_resnet_pad():
+    torch = torch_mod()
+    from torch import nn
+    import torch.nn.functional as F
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride, pad_mode):
+            super().__init__()
+            self.pad_mode = pad_mode
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride=stride, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.short = None
+            if stride != 1 or cin != cout:
+                self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=stride, bias=False),
+                                           nn.BatchNorm2d(cout))
+
+        def forward(self, x):
+            y = F.pad(x, (1, 1, 1, 1), mode=self.pad_mode)
+            y = F.relu(self.bn1(self.conv1(y)))
+            y = self.bn2(self.conv2(F.pad(y, (1, 1, 1, 1))))
+            s = x if self.short is None else self.short(x)
+            return F.relu(y + s)
+
+    class ResNetPad(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.stem = nn.Conv2d(3, 8, 3, bias=False)
+            self.bn = nn.BatchNorm2d(8)
+            self.b1 = Block(8, 8, 1, "reflect")
+            self.b2 = Block(8, 16, 2, "constant")
+            self.pool = nn.AdaptiveAvgPool2d(1)
+            self.fc = nn.Linear(16, 5)
+
+        def forward(self, x):
+            x = F.relu(self.bn(self.stem(F.pad(x, (1, 1, 1, 1), mode="replicate"))))
+            x = self.b2(self.b1(x))
+            x = self.pool(x)
+            return self.fc(x.reshape(x.size(0), -1))
+
+    return ResNetPad(), {"x": torch.randn(BATCH, 3, 16, 16)}, class_labels(5)
+
+
+def make_gpt_causal(vocab=50, d=32, n_head=2, n_layer=2, t_max=16):
+    torch = torch_mod()
+    from torch import nn
+    import torch.nn.functional as F
+
+    class Attn(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = nn.Linear(d, 3 * d)
+            self.proj = nn.Linear(d, d)
+            self.register_buffer("mask", torch.tril(torch.ones(t_max, t_max))
+                                 .view(1, 1, t_max, t_max))
+
+        def forward(self, x):
+            B, T, C = x.size()
+            q, k, v = self.qkv(x).split(d, dim=2)
+            q = q.view(B, T, n_head, C // n_head).transpose(1, 2)
+            k = k.view(B, T, n_head, C // n_head).transpose(1, 2)
+            v = v.view(B, T, n_head, C // n_head).transpose(1, 2)
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.size(-1)))
+            att = att.masked_fill(self.mask[:, :, :T, :T] == 0, float("-inf"))
+            att = F.softmax(att, dim=-1)
+            y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+            return self.proj(y)
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1 = nn.LayerNorm(d)
+            self.attn = Attn()
+            self.ln2 = nn.LayerNorm(d)
+            self.fc = nn.Linear(d, 4 * d)
+            self.gelu = nn.GELU(approximate="tanh")
+            self.out = nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            x = x + self.attn(self.ln1(x))
+            return x + self.out(self.gelu(self.fc(self.ln2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte = nn.Embedding(vocab, d)
+            self.wpe = nn.Embedding(t_max, d)
+            self.blocks = nn.ModuleList([Block() for _ in range(n_layer)])
+            self.ln_f = nn.LayerNorm(d)
+            self.lm_head = nn.Linear(d, vocab, bias=False)
+            self.lm_head.weight = self.wte.weight  # tied
+            nn.init.normal_(self.wte.weight, std=0.02)
+            nn.init.normal_(self.wpe.weight, std=0.02)
+
+        def forward(self, idx):
+            B, T = idx.size()
+            pos = torch.arange(0, T, dtype=torch.long, device=idx.device)
+            x = self.wte(idx) + self.wpe(pos)
+            for b in self.blocks:
+                x = b(x)
+            return self.lm_head(self.ln_f(x))
+
+    return GPT()
+
+
+@register("gpt_causal", "torchscript", 15, loss="cross_entropy_lm",
+          notes="tied embeddings: lm_head.weight is wte.weight (one initializer used by Gather and "
+                "by Transpose+MatMul); causal mask sliced from a registered buffer")
+def build_gpt_causal():
+    torch = torch_mod()
+    T = 8
+    return (make_gpt_causal(), {"idx": torch.randint(0, 50, (BATCH, T))},
+            torch.randint(0, 50, (BATCH, T)))
+
+
+def make_tfm_encoder():
+    torch = torch_mod()
+    from torch import nn
+
+    class TfmEncoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            layer = nn.TransformerEncoderLayer(d_model=32, nhead=2, dim_feedforward=64,
+                                               dropout=0.0, norm_first=True, batch_first=True)
+            self.enc = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+            self.fc = nn.Linear(32, 5)
+
+        def forward(self, x):
+            return self.fc(self.enc(x).mean(dim=1))
+
+    return TfmEncoder(), {"x": torch.randn(BATCH, 6, 32)}, class_labels(5)
+
+
+@register("tfm_encoder", "torchscript", 17)
+def build_tfm_encoder():
+    return make_tfm_encoder()
+
+
+@register("tfm_encoder_dyn", "torchscript", 17, dynamic=True,
+          notes="dynamic_axes: batch axis of x and logits is symbolic ('batch')")
+def build_tfm_encoder_dyn():
+    return make_tfm_encoder()
+
+
+@register("nn_mix", "torchscript", 16)
+def build_nn_mix():
+    torch = torch_mod()
+    from torch import nn
+    import torch.nn.functional as F
+
+    class NNMix(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+            self.gn = nn.GroupNorm(2, 8)
+            self.dw = nn.Conv2d(8, 8, 3, padding=1, groups=8)
+            self.down = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+            self.up = nn.ConvTranspose2d(16, 8, 2, stride=2)
+            self.mix = nn.Conv2d(16, 16, 1)
+            self.fc = nn.Linear(16, 5)
+
+        def forward(self, x):
+            x = F.silu(self.gn(self.c1(x)))                       # N 8 16 16
+            x = F.hardswish(self.dw(x))
+            y = F.leaky_relu(self.down(x), 0.1)                   # N 16 8 8
+            p, q = torch.chunk(y, 2, dim=1)                       # N 8 8 8 each
+            p = F.interpolate(p, scale_factor=2.0, mode="nearest")
+            q = F.interpolate(q, size=(16, 16), mode="bilinear", align_corners=False)
+            u = F.elu(self.up(y))                                 # N 8 16 16
+            z = self.mix(torch.cat([p + u, q], dim=1))            # N 16 16 16
+            s1, s2, s3 = torch.split(z, [4, 4, 8], dim=1)
+            z = torch.cat([F.softplus(s1), F.mish(s2), torch.cumsum(s3, dim=1) * 0.25], dim=1)
+            return self.fc(z.mean(dim=(2, 3)))
+
+    return NNMix(), {"x": torch.randn(BATCH, 3, 16, 16)}, class_labels(5)
+
+
+# --- dynamo-exporter models ------------------------------------------------------------------------
+
+@register("resnet10t_timm", "dynamo", 18,
+          notes="timm resnet10t channels=(8,16,32,64) stem_width=8, 3x32x32; optimize=False keeps "
+                "BatchNormalization (optimize=True folds it into Conv)")
+def build_resnet10t():
+    import timm
+    m = timm.create_model("resnet10t", pretrained=False, num_classes=5,
+                          channels=(8, 16, 32, 64), stem_width=8)
+    return m, {"x": image((BATCH, 3, 32, 32))}, class_labels(5)
+
+
+@register("mobilenetv3_timm", "dynamo", 19,
+          notes="timm mobilenetv3_small_050 with conv_head shrunk 1024->128 channels (keeps the "
+                "file < 2 MB); optimize=False keeps BatchNormalization")
+def build_mobilenetv3():
+    import timm
+    from torch import nn
+    m = timm.create_model("mobilenetv3_small_050", pretrained=False, num_classes=5)
+    m.conv_head = nn.Conv2d(m.conv_head.in_channels, 128, 1, bias=m.conv_head.bias is not None)
+    m.classifier = nn.Linear(128, 5)
+    m.num_features = m.head_hidden_size = 128
+    return m, {"x": image((BATCH, 3, 32, 32))}, class_labels(5)
+
+
+@register("vit_timm", "dynamo", 21,
+          notes="timm vit_tiny_patch16_224 img_size=32 patch_size=8 depth=2 embed_dim=32 "
+                "num_heads=2; optimize=False because optimize=True folds cls_token.expand(N,-1,-1) "
+                "into a batch-4 initializer 'expand' (4x1x32): four independent copies, so "
+                "cls_token cannot be trained (and the batch is baked in)")
+def build_vit():
+    import timm
+    m = timm.create_model("vit_tiny_patch16_224", pretrained=False, num_classes=5, img_size=32,
+                          patch_size=8, depth=2, embed_dim=32, num_heads=2)
+    return m, {"x": image((BATCH, 3, 32, 32))}, class_labels(5)
+
+
+@register("convnext_timm", "dynamo", 20, optimize=True,
+          notes="timm convnext_atto depths=(1,1,1,1) dims=(16,32,48,64); optimize=True (the default)")
+def build_convnext():
+    import timm
+    m = timm.create_model("convnext_atto", pretrained=False, num_classes=5, depths=(1, 1, 1, 1),
+                          dims=(16, 32, 48, 64))
+    return m, {"x": image((BATCH, 3, 32, 32))}, class_labels(5)
+
+
+@register("groupnorm_cnn", "dynamo", 21, dynamic=True, optimize=True,
+          notes="dynamic_shapes: batch axis symbolic; optimize=True (the default)")
+def build_groupnorm_cnn():
+    torch = torch_mod()
+    from torch import nn
+
+    class GroupNormCNN(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(
+                nn.Conv2d(3, 8, 3, padding=1), nn.GroupNorm(4, 8), nn.ReLU(),
+                nn.Conv2d(8, 16, 3, stride=2, padding=1), nn.GroupNorm(2, 16), nn.GELU(),
+                nn.Conv2d(16, 16, 3, padding=1), nn.GroupNorm(16, 16), nn.ReLU(),
+                nn.AdaptiveAvgPool2d(1), nn.Flatten())
+            self.fc = nn.Linear(16, 5)
+
+        def forward(self, x):
+            return self.fc(self.body(x))
+
+    return GroupNormCNN(), {"x": torch.randn(BATCH, 3, 16, 16)}, class_labels(5)
+
+
+@register("tfm_encoder_dynamo", "dynamo", 18, optimize=True,
+          notes="same module as tfm_encoder, dynamo exporter, optimize=True (the default)")
+def build_tfm_encoder_dynamo():
+    return make_tfm_encoder()
+
+
+def hf_logits(model, use_cache, ones_mask=False):
+    """Wraps a transformers model so that forward(input_ids) returns the logits tensor only."""
+    torch = torch_mod()
+    from torch import nn
+
+    class Wrap(nn.Module):
+        def __init__(self, m):
+            super().__init__()
+            self.m = m
+
+        def forward(self, input_ids):
+            kw = {"use_cache": False} if use_cache else {}
+            if ones_mask:
+                kw["attention_mask"] = torch.ones_like(input_ids)
+            return self.m(input_ids=input_ids, **kw).logits
+
+    return Wrap(model)
+
+
+HF_NOTE = ("initializer_range=0.2 (default 0.02 leaves attention nearly uniform and the query/key "
+           "gradients ~1e-5)")
+
+
+def make_gpt2(ones_mask=False):
+    torch = torch_mod()
+    from transformers import GPT2Config, GPT2LMHeadModel
+    cfg = GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=64, n_positions=16,
+                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, summary_first_dropout=0.0,
+                     bos_token_id=0, eos_token_id=0, initializer_range=0.2)
+    cfg._attn_implementation = "eager"
+    m = GPT2LMHeadModel(cfg)
+    return (hf_logits(m, True, ones_mask), {"input_ids": torch.randint(0, 64, (BATCH, 8))},
+            torch.randint(0, 64, (BATCH, 8)))
+
+
+@register("gpt2_hf", "dynamo", 18, loss="cross_entropy_lm",
+          notes="transformers GPT2LMHeadModel n_layer=2 n_embd=32 n_head=2 vocab=64 n_positions=16 "
+                "eager attention, tied lm_head/wte; logits only (use_cache=False); " + HF_NOTE +
+                "; optimize=False because optimize=True unties lm_head (wte copied into "
+                "lm_head.weight and a transposed val_N) and folds wpe[arange(T)] into a constant; "
+                "with optimize=False the qkv split exports as SplitToSequence+SequenceAt")
+def build_gpt2():
+    return make_gpt2()
+
+
+@register("gpt2_hf_ts", "torchscript", 14, loss="cross_entropy_lm",
+          notes="same GPT2LMHeadModel as gpt2_hf, TorchScript exporter; with attention_mask=None "
+                "the export fails (transformers' packed-sequence check "
+                "masking_utils.find_packed_sequence_indices runs under jit tracing and emits "
+                "aten::diff, unsupported by the TorchScript exporter), so the wrapper passes "
+                "attention_mask=torch.ones_like(input_ids)")
+def build_gpt2_ts():
+    return make_gpt2(ones_mask=True)
+
+
+@register("bert_hf", "dynamo", 19,
+          notes="transformers BertForSequenceClassification 2 layers hidden=32 heads=2 "
+                "intermediate=64 vocab=64 num_labels=3, default (sdpa) attention, input_ids only; "
+                + HF_NOTE + "; optimize=False because optimize=True folds the position and "
+                "token-type embedding lookups (constant indices) into constants, so "
+                "position_embeddings/token_type_embeddings vanish")
+def build_bert():
+    torch = torch_mod()
+    from transformers import BertConfig, BertForSequenceClassification
+    cfg = BertConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
+                     intermediate_size=64, vocab_size=64, num_labels=3, max_position_embeddings=32,
+                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                     classifier_dropout=0.0, initializer_range=0.2)
+    m = BertForSequenceClassification(cfg)
+    return hf_logits(m, False), {"input_ids": torch.randint(0, 64, (BATCH, 8))}, class_labels(3)
+
+
+@register("llama_hf", "dynamo", 20, loss="cross_entropy_lm", optimize=True,
+          notes="transformers LlamaForCausalLM 2 layers hidden=32 heads=2 intermediate=64 "
+                "vocab=64 (RMSNorm, rotary, SwiGLU), default (sdpa) attention, untied lm_head; "
+                + HF_NOTE + "; optimize=True (the default): every parameter survives (the "
+                "rotary cos/sin tables are folded into constants)")
+def build_llama():
+    torch = torch_mod()
+    from transformers import LlamaConfig, LlamaForCausalLM
+    cfg = LlamaConfig(num_hidden_layers=2, hidden_size=32, num_attention_heads=2,
+                      num_key_value_heads=2, intermediate_size=64, vocab_size=64,
+                      max_position_embeddings=32, attention_dropout=0.0, tie_word_embeddings=False,
+                      initializer_range=0.2)
+    m = LlamaForCausalLM(cfg)
+    return (hf_logits(m, True), {"input_ids": torch.randint(0, 64, (BATCH, 8))},
+            torch.randint(0, 64, (BATCH, 8)))
+
+
+# --- tf2onnx ---------------------------------------------------------------------------------------
+
+register("keras_mlp", "tf2onnx", 13, dynamic=True,
+         notes="Keras Sequential Dense(32,relu)-Dense(5), reference grads from tf.GradientTape; "
+               "adam_losses from torch.optim.Adam's update rule written out in TF, because "
+               "keras.optimizers.Adam adds epsilon to sqrt(v) before bias correction "
+               "(var -= lr*sqrt(1-b2^t)/(1-b1^t) * m/(sqrt(v)+eps)), i.e. an effective "
+               "eps_hat = eps*sqrt(1-b2^t) in torch's formula, and defaults to eps=1e-7; "
+               "tf2onnx names the initializers after TF ops "
+               "('sequential_1/dense_1/Cast/ReadVariableOp:0'), so grad/ keys hold '/' and ':'; "
+               "exported via tf2onnx.convert.from_function on a tf.function of the model")(None)
+
+
+# --- shared machinery ------------------------------------------------------------------------------
+
+def seed_all(seed):
+    torch = torch_mod()
+    torch.manual_seed(seed)
+    np.random.seed(seed)
+
+
+def uniquify_params(module, seed):
+    """Adds seeded noise to parameters that are constant or exact copies of another parameter."""
+    torch = torch_mod()
+    g = torch.Generator().manual_seed(seed + 1000)
+    seen = {}
+    changed = []
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            key = (tuple(p.shape), p.detach().numpy().tobytes())
+            constant = p.numel() > 1 and bool((p == p.flatten()[0]).all()) or \
+                (p.numel() == 1)
+            if constant or key in seen:
+                scale = 0.1 if constant else 0.02 * float(p.abs().mean()) + 1e-3
+                p.add_(torch.randn(p.shape, generator=g) * scale)
+                changed.append(name)
+            seen[(tuple(p.shape), p.detach().numpy().tobytes())] = name
+    return changed
+
+
+def check_no_dropout(module):
+    from torch import nn
+    for name, m in module.named_modules():
+        if isinstance(m, nn.modules.dropout._DropoutNd):
+            assert m.p == 0.0, f"dropout {name} has p={m.p}"
+        if isinstance(m, nn.MultiheadAttention):
+            assert m.dropout == 0.0, f"MultiheadAttention {name} has dropout={m.dropout}"
+        dp = getattr(m, "drop_path", None)
+        if dp is not None and hasattr(dp, "drop_prob"):
+            assert dp.drop_prob == 0.0, name
+
+
+def has_batchnorm(module):
+    from torch import nn
+    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in module.modules())
+
+
+def first_output(out):
+    if isinstance(out, (tuple, list)):
+        return out[0]
+    if hasattr(out, "logits"):
+        return out.logits
+    return out
+
+
+def ce_loss(logits, labels, lm):
+    import torch.nn.functional as F
+    if lm:
+        return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+    return F.cross_entropy(logits, labels)
+
+
+def op_types(model):
+    ops = set()
+
+    def walk(graph):
+        for n in graph.node:
+            ops.add(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}:{n.op_type}")
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    walk(a.g)
+                for sg in a.graphs:
+                    walk(sg)
+
+    walk(model.graph)
+    for f in model.functions:
+        for n in f.node:
+            ops.add(n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}:{n.op_type}")
+    return sorted(ops)
+
+
+def opset_of(model):
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx"):
+            return o.version
+    return -1
+
+
+def map_params(named_params, model):
+    """Maps each (torch name, np array) to the ONNX initializer that holds it.
+
+    A parameter maps to an initializer holding exactly its values (same name preferred), or to one
+    holding them in another layout: its 2-D transpose ("T") or a reshape to another shape of the
+    same element order ("reshape") -- what an exporter's constant folding makes of
+    Transpose(W) / Reshape(gamma). Such a layout is a bijection that only this initializer uses,
+    so its gradient is the parameter's gradient in that layout, and elementwise Adam on it is the
+    same as Adam on the parameter. Returns (mapping torch name -> (initializer, layout), list of
+    'name (reason)' for the parameters that cannot be mapped)."""
+    inits = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
+    by_bytes = {}
+    for iname, arr in inits.items():
+        by_bytes.setdefault((arr.dtype.str, arr.tobytes()), []).append(iname)
+    used = set()
+    mapping, unmapped = {}, []
+    for tname, value in named_params:
+        exact, other = [], []
+        for iname in by_bytes.get((value.dtype.str, value.tobytes()), []):
+            (exact if inits[iname].shape == value.shape else other).append((iname, "reshape"))
+        exact = [(n, "") for n, _ in exact]
+        if value.ndim == 2:
+            vt = np.ascontiguousarray(value.T)
+            other += [(n, "T") for n in by_bytes.get((vt.dtype.str, vt.tobytes()), [])
+                      if inits[n].shape == vt.shape and (n, "") not in exact]
+        # more than one hit = the exporter made copies (e.g. untied a tied weight): not mappable
+        hits = [h for h in exact + other if h[0] not in used]
+        if len(hits) == 1:
+            mapping[tname] = hits[0]
+            used.add(hits[0][0])
+            continue
+        if len(hits) > 1:
+            unmapped.append(f"{tname} (copied into {'+'.join(h[0] for h in hits)})")
+        elif tname in inits:
+            unmapped.append(f"{tname} (same name, other values: folded)")
+        else:
+            unmapped.append(f"{tname} (absent: folded into another initializer)")
+    return mapping, unmapped
+
+
+def layout_grad(g, layout, shape):
+    if layout == "T":
+        g = g.T
+    return np.ascontiguousarray(g.reshape(shape)).astype(np.float32)
+
+
+def layout_note(mapping):
+    counts = collections.Counter(lay for _, lay in mapping.values() if lay)
+    if not counts:
+        return ""
+    words = {"T": "transposed", "reshape": "reshaped"}
+    return ("the exporter folded " + " and ".join(f"{n} {words[k]}" for k, n in counts.items())
+            + " parameter(s) into new initializers (" +
+            ", ".join(f"{t}->{i}" for t, (i, lay) in mapping.items() if lay) +
+            "): grads are given in the initializer's layout")
+
+
+def graph_inputs(model):
+    inits = {i.name for i in model.graph.initializer}
+    return [i.name for i in model.graph.input if i.name not in inits]
+
+
+def dynamic_batch_of(model, input_names):
+    for i in model.graph.input:
+        if i.name in input_names:
+            dims = i.type.tensor_type.shape.dim
+            if dims and not dims[0].HasField("dim_value"):
+                return 1
+    return 0
+
+
+def run_ort(path, feeds):
+    try:
+        import onnxruntime as ort
+    except ImportError:
+        return None
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    so.inter_op_num_threads = 1
+    so.log_severity_level = 3
+    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    return sess.run(None, feeds)[0]
+
+
+def save_npz(path, arrays):
+    np.savez(path, **arrays)
+    with np.load(path) as z:  # validate by re-loading
+        assert sorted(z.files) == sorted(arrays), (sorted(z.files), sorted(arrays))
+        for k, v in arrays.items():
+            assert z[k].dtype == v.dtype and z[k].shape == v.shape, k
+            assert np.array_equal(z[k], v), k
+            assert v.dtype in (np.float32, np.int64), (k, v.dtype)
+        assert z["loss"].shape == () and z["adam_losses"].shape == (ADAM_STEPS,)
+        assert np.isfinite(z["adam_losses"]).all() and np.isfinite(z["loss"])
+
+
+def export_torch(spec, module, inputs, path):
+    torch = torch_mod()
+    args = tuple(inputs.values())
+    names = list(inputs)
+    if spec.exporter == "torchscript":
+        dyn = None
+        if spec.dynamic:
+            dyn = {n: {0: "batch"} for n in names}
+            dyn["logits"] = {0: "batch"}
+        torch.onnx.export(module, args, path, dynamo=False, opset_version=spec.opset,
+                          input_names=names, output_names=["logits"], dynamic_axes=dyn,
+                          do_constant_folding=spec.fold, training=torch.onnx.TrainingMode.EVAL)
+    else:
+        dyn = None
+        if spec.dynamic:
+            batch = torch.export.Dim("batch", min=1, max=1024)
+            dyn = {n: {0: batch} for n in names}
+        prog = torch.onnx.export(module, args, None, dynamo=True, opset_version=spec.opset,
+                                 input_names=names, output_names=["logits"],
+                                 dynamic_shapes=dyn, optimize=spec.optimize,
+                                 external_data=False)
+        prog.save(path, external_data=False)
+
+
+def make_torch_model(spec):
+    torch = torch_mod()
+    seed_all(0)
+    module, inputs, labels = spec.build()
+    module = module.float()
+    changed = uniquify_params(module, 0)
+    check_no_dropout(module)
+    bn = has_batchnorm(module)
+    lm = spec.loss == "cross_entropy_lm"
+    named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+
+    # reference loss and gradients (train mode: BatchNorm with batch statistics)
+    ref = copy.deepcopy(module).train()
+    ref_params = [p for _, p in ref.named_parameters() if p.requires_grad]
+    out_train = first_output(ref(*inputs.values()))
+    loss = ce_loss(out_train, labels, lm)
+    grads = torch.autograd.grad(loss, ref_params)
+
+    # Adam, full batch, fp32, loss before each update
+    tr = copy.deepcopy(module).train()
+    opt = torch.optim.Adam([p for p in tr.parameters() if p.requires_grad], lr=1e-3,
+                           betas=(0.9, 0.999), eps=1e-8, weight_decay=0)
+    adam = []
+    for _ in range(ADAM_STEPS):
+        opt.zero_grad()
+        step_loss = ce_loss(first_output(tr(*inputs.values())), labels, lm)
+        adam.append(step_loss.item())
+        step_loss.backward()
+        opt.step()
+
+    module.eval()
+    with torch.no_grad():
+        out_eval = first_output(module(*inputs.values())).detach().numpy()
+    if not bn:
+        d = float(np.abs(out_eval - out_train.detach().numpy()).max())
+        assert d < 1e-5, f"train/eval outputs differ by {d}: randomness or mode-dependent layers"
+
+    path = os.path.join(OUT, spec.name + ".onnx")
+    export_torch(spec, module, inputs, path)
+    model = onnx.load(path)
+    onnx.checker.check_model(model, full_check=True)
+    in_names = graph_inputs(model)
+    assert sorted(in_names) == sorted(inputs), (in_names, list(inputs))
+
+    value_params = [(n, p.detach().numpy().astype(np.float32)) for n, p in named]
+    mapping, unmapped = map_params(value_params, model)
+
+    feeds = {k: v.numpy() for k, v in inputs.items()}
+    ort_out = run_ort(path, feeds)
+    ort_err = None if ort_out is None else float(np.abs(ort_out - out_eval).max())
+
+    arrays = dict(feeds)
+    arrays["labels"] = labels.numpy().astype(np.int64)
+    arrays["loss"] = np.array(loss.item(), dtype=np.float32)
+    shapes = {i.name: tuple(i.dims) for i in model.graph.initializer}
+    for (tname, _), g in zip(named, grads):
+        if tname in mapping:
+            iname, layout = mapping[tname]
+            arrays["grad/" + iname] = layout_grad(g.detach().numpy(), layout, shapes[iname])
+    arrays["adam_losses"] = np.array(adam, dtype=np.float32)
+    save_npz(os.path.join(OUT, spec.name + ".npz"), arrays)
+
+    notes = [spec.notes] if spec.notes else []
+    flag = (f"do_constant_folding={spec.fold}" if spec.exporter == "torchscript"
+            else f"optimize={spec.optimize}")
+    if flag not in spec.notes:
+        notes.append(flag)
+    if layout_note(mapping):
+        notes.append(layout_note(mapping))
+    if changed:
+        notes.append(f"seeded noise added to {len(changed)} constant/duplicate params")
+    return dict(model=model, bn=bn, mapped=len(mapping), unmapped=unmapped, ort_err=ort_err,
+                dynamic=dynamic_batch_of(model, inputs), notes="; ".join(notes),
+                loss=float(loss.item()), n_params=len(named))
+
+
+def make_keras_mlp(spec):
+    import tensorflow as tf
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    import keras
+    import tf2onnx
+
+    keras.utils.set_random_seed(0)
+    init_b = keras.initializers.RandomNormal(stddev=0.1, seed=1)
+    model = keras.Sequential([
+        keras.Input((16,), name="x"),
+        keras.layers.Dense(32, activation="relu", bias_initializer=init_b, name="dense"),
+        keras.layers.Dense(5, bias_initializer=keras.initializers.RandomNormal(stddev=0.1, seed=2),
+                           name="logits"),
+    ])
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((BATCH, 16)).astype(np.float32)
+    labels = rng.integers(0, 5, BATCH).astype(np.int64)
+    ce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    init_values = [v.numpy().copy() for v in model.trainable_variables]
+    names = [v.path for v in model.trainable_variables]
+
+    with tf.GradientTape() as tape:
+        loss = ce(labels, model(x, training=True))
+    grads = [g.numpy() for g in tape.gradient(loss, model.trainable_variables)]
+
+    # torch.optim.Adam's rule, written out (see the notes: Keras's Adam places epsilon elsewhere)
+    b1, b2, lr, eps = 0.9, 0.999, 1e-3, 1e-8
+    m = [np.zeros_like(v) for v in init_values]
+    s = [np.zeros_like(v) for v in init_values]
+    adam = []
+    for t in range(1, ADAM_STEPS + 1):
+        with tf.GradientTape() as tape:
+            step_loss = ce(labels, model(x, training=True))
+        adam.append(float(step_loss.numpy()))
+        gs = tape.gradient(step_loss, model.trainable_variables)
+        for i, (var, g) in enumerate(zip(model.trainable_variables, gs)):
+            g = g.numpy()
+            m[i] = b1 * m[i] + (1 - b1) * g
+            s[i] = b2 * s[i] + (1 - b2) * g * g
+            mhat = m[i] / (1 - b1 ** t)
+            vhat = s[i] / (1 - b2 ** t)
+            var.assign((var.numpy() - lr * mhat / (np.sqrt(vhat) + eps)).astype(np.float32))
+    for var, v in zip(model.trainable_variables, init_values):
+        var.assign(v)
+    out = model(x, training=False).numpy()
+
+    spec_in = (tf.TensorSpec((None, 16), tf.float32, name="x"),)
+
+    @tf.function(input_signature=spec_in)
+    def fwd(x):
+        return {"logits": model(x, training=False)}
+
+    proto, _ = tf2onnx.convert.from_function(fwd, input_signature=spec_in, opset=spec.opset)
+    path = os.path.join(OUT, spec.name + ".onnx")
+    onnx.save(proto, path)
+    model_pb = onnx.load(path)
+    onnx.checker.check_model(model_pb, full_check=True)
+    in_names = graph_inputs(model_pb)
+    assert in_names == ["x"], in_names
+
+    value_params = list(zip(names, [v.astype(np.float32) for v in init_values]))
+    mapping, unmapped = map_params(value_params, model_pb)
+    ort_out = run_ort(path, {"x": x})
+    ort_err = None if ort_out is None else float(np.abs(ort_out - out).max())
+
+    arrays = {"x": x, "labels": labels, "loss": np.array(float(loss.numpy()), np.float32)}
+    shapes = {i.name: tuple(i.dims) for i in model_pb.graph.initializer}
+    for tname, g in zip(names, grads):
+        if tname in mapping:
+            iname, layout = mapping[tname]
+            arrays["grad/" + iname] = layout_grad(g, layout, shapes[iname])
+    arrays["adam_losses"] = np.array(adam, dtype=np.float32)
+    save_npz(os.path.join(OUT, spec.name + ".npz"), arrays)
+    notes = "; ".join(x for x in (spec.notes, layout_note(mapping)) if x)
+    return dict(model=model_pb, bn=False, mapped=len(mapping), unmapped=unmapped,
+                ort_err=ort_err, dynamic=dynamic_batch_of(model_pb, ["x"]), notes=notes,
+                loss=float(loss.numpy()), n_params=len(names))
+
+
+def read_manifest():
+    rows = collections.OrderedDict()
+    if os.path.exists(MANIFEST):
+        with open(MANIFEST) as f:
+            header = f.readline().rstrip("\n").split("\t")
+            for line in f:
+                vals = line.rstrip("\n").split("\t")
+                row = dict(zip(header, vals))
+                rows[row["name"]] = row
+    return rows
+
+
+def write_manifest(rows):
+    order = [n for n in SPECS if n in rows] + [n for n in rows if n not in SPECS]
+    with open(MANIFEST, "w") as f:
+        f.write("\t".join(COLUMNS) + "\n")
+        for n in order:
+            f.write("\t".join(str(rows[n].get(c, "")).replace("\t", " ") for c in COLUMNS) + "\n")
+
+
+def markdown_table():
+    """The manifest as the Markdown table of tools/zoo/README.md."""
+    lines = ["| name | exporter | opset | loss, class axis | dyn. batch | BN train | params mapped "
+             "/ unmapped | onnx KB | npz KB | ONNX op types |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for n, r in read_manifest().items():
+        kb = [f"{os.path.getsize(os.path.join(OUT, n + ext)) / 1024:.0f}"
+              if os.path.exists(os.path.join(OUT, n + ext)) else "-" for ext in (".onnx", ".npz")]
+        unm = len(r["params_unmapped"].split(",")) if r.get("params_unmapped") else 0
+        lines.append(f"| {n} | {r['exporter']} | {r['opset']} | {r.get('loss', '')}, "
+                     f"{r.get('class_axis', '')} | {r.get('dynamic_batch', '')} | "
+                     f"{r.get('bn_train', '')} | {r.get('n_params_mapped', '')} / {unm} | "
+                     f"{kb[0]} | {kb[1]} | {r.get('op_types', '').replace(',', ', ')} |")
+    return "\n".join(lines)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("names", nargs="*", help="models to (re)generate; default: all")
+    ap.add_argument("--list", action="store_true", help="list the models")
+    ap.add_argument("--table", action="store_true",
+                    help="print the manifest as the Markdown table of tools/zoo/README.md")
+    a = ap.parse_args()
+    if a.table:
+        print(markdown_table())
+        return 0
+    if a.list:
+        for s in SPECS.values():
+            print(f"{s.name}\t{s.exporter}\topset {s.opset}")
+        return 0
+    names = a.names or list(SPECS)
+    unknown = [n for n in names if n not in SPECS]
+    if unknown:
+        sys.exit(f"unknown model(s): {unknown}")
+    os.makedirs(OUT, exist_ok=True)
+    rows = read_manifest()
+    failed = []
+    for name in names:
+        spec = SPECS[name]
+        print(f"== {name} ({spec.exporter}, opset {spec.opset})", flush=True)
+        try:
+            r = make_keras_mlp(spec) if spec.exporter == "tf2onnx" else make_torch_model(spec)
+        except Exception as e:  # record, keep going
+            traceback.print_exc()
+            failed.append(name)
+            rows[name] = dict(name=name, exporter=spec.exporter, opset=spec.opset,
+                              notes=f"FAILED: {type(e).__name__}: {str(e).splitlines()[0][:300]}")
+            continue
+        model = r["model"]
+        lm = spec.loss == "cross_entropy_lm"
+        size = os.path.getsize(os.path.join(OUT, name + ".onnx"))
+        assert size < MAX_ONNX_BYTES, f"{name}.onnx is {size} bytes"
+        rows[name] = dict(
+            name=name, exporter=spec.exporter, opset=opset_of(model),
+            loss="cross_entropy", class_axis=-1 if lm else 1, dynamic_batch=r["dynamic"],
+            op_types=",".join(op_types(model)), n_params_mapped=r["mapped"],
+            params_unmapped=",".join(r["unmapped"]), bn_train=int(r["bn"]),
+            ort_max_abs_err="n/a" if r["ort_err"] is None else f"{r['ort_err']:.3g}",
+            notes=r["notes"])
+        print(f"   opset={opset_of(model)} loss={r['loss']:.6f} params mapped "
+              f"{r['mapped']}/{r['n_params']} unmapped={r['unmapped']} ort_err={r['ort_err']} "
+              f"onnx={size}B", flush=True)
+    write_manifest(rows)
+    if failed:
+        print("FAILED:", " ".join(failed))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
