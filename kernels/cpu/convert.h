@@ -56,66 +56,54 @@ inline __m128i PackLow16(__m256i v) {  // 8 x u32 (< 2^16) -> 8 x u16
   return _mm256_castsi256_si128(_mm256_permute4x64_epi64(p, 0x08));
 }
 
+
+// Applies `convert8` (8 elements from `in` to `out`) along a row; the tail goes through
+// zero-padded stack buffers, so it is converted by the same instructions as the body.
+template <typename From, typename To, typename Convert8>
+[[gnu::always_inline]] inline void ConvertRow(const From* in, To* out, int64_t n, Convert8 convert8) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) convert8(in + i, out + i);
+  if (i < n) {
+    From src[8] = {};
+    To dst[8];
+    std::memcpy(src, in + i, (n - i) * sizeof(From));
+    convert8(src, dst);
+    std::memcpy(out + i, dst, (n - i) * sizeof(To));
+  }
+}
+
+inline const __m128i* Ptr128(const uint16_t* p) { return reinterpret_cast<const __m128i*>(p); }
+inline __m128i* Ptr128(uint16_t* p) { return reinterpret_cast<__m128i*>(p); }
+
 }  // namespace convert_detail
 
 inline void HalfToFloatRow(const uint16_t* in, float* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(out + i, convert_detail::WidenHalf(_mm_loadu_si128(reinterpret_cast<const __m128i*>(in + i))));
-  if (i < n) {
-    uint16_t h[8] = {};
-    float f[8];
-    std::memcpy(h, in + i, (n - i) * sizeof(uint16_t));
-    _mm256_storeu_ps(f, convert_detail::WidenHalf(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h))));
-    std::memcpy(out + i, f, (n - i) * sizeof(float));
-  }
+  using namespace convert_detail;
+  ConvertRow(in, out, n, [](const uint16_t* s, float* d) {
+    _mm256_storeu_ps(d, WidenHalf(_mm_loadu_si128(Ptr128(s))));
+  });
 }
 
 inline void FloatToHalfRow(const float* in, uint16_t* out, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(in + i), _MM_FROUND_TO_NEAREST_INT));
-  if (i < n) {
-    float f[8] = {};
-    uint16_t h[8];
-    std::memcpy(f, in + i, (n - i) * sizeof(float));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(h),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(f), _MM_FROUND_TO_NEAREST_INT));
-    std::memcpy(out + i, h, (n - i) * sizeof(uint16_t));
-  }
+  using namespace convert_detail;
+  ConvertRow(in, out, n, [](const float* s, uint16_t* d) {
+    _mm_storeu_si128(Ptr128(d), _mm256_cvtps_ph(_mm256_loadu_ps(s), _MM_FROUND_TO_NEAREST_INT));
+  });
 }
 
 inline void BFloat16ToFloatRow(const uint16_t* in, float* out, int64_t n) {
-  auto widen = [](const uint16_t* src, float* dst) {
-    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src)));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm256_slli_epi32(w, 16));
-  };
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) widen(in + i, out + i);
-  if (i < n) {
-    uint16_t h[8] = {};
-    float f[8];
-    std::memcpy(h, in + i, (n - i) * sizeof(uint16_t));
-    widen(h, f);
-    std::memcpy(out + i, f, (n - i) * sizeof(float));
-  }
+  using namespace convert_detail;
+  ConvertRow(in, out, n, [](const uint16_t* s, float* d) {
+    const __m256i w = _mm256_cvtepu16_epi32(_mm_loadu_si128(Ptr128(s)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(d), _mm256_slli_epi32(w, 16));
+  });
 }
 
 inline void FloatToBFloat16Row(const float* in, uint16_t* out, int64_t n) {
   using namespace convert_detail;
-  auto narrow = [](const float* src, uint16_t* dst) {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), PackLow16(BFloat16RoundBits(_mm256_loadu_ps(src))));
-  };
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) narrow(in + i, out + i);
-  if (i < n) {
-    float f[8] = {};
-    uint16_t h[8];
-    std::memcpy(f, in + i, (n - i) * sizeof(float));
-    narrow(f, h);
-    std::memcpy(out + i, h, (n - i) * sizeof(uint16_t));
-  }
+  ConvertRow(in, out, n, [](const float* s, uint16_t* d) {
+    _mm_storeu_si128(Ptr128(d), PackLow16(BFloat16RoundBits(_mm256_loadu_ps(s))));
+  });
 }
 
 #else
