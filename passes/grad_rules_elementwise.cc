@@ -159,12 +159,17 @@ absl::Status SoftplusGrad(GradContext& c) {
   return absl::OkStatus();
 }
 
-// dX = dY where min <= X <= max (as PyTorch's clamp)
+// dX = dY where min <= X <= max (as PyTorch's clamp). The bounds are inputs 1 and 2 from opset
+// 11 (either may be omitted), float attributes before.
 absl::Status ClipGrad(GradContext& c) {
   auto& b = c.b();
+  const Node& n = c.node();
+  V x = c.X(0), lo = c.X(1), hi = c.X(2);
+  if (lo == nullptr && n.has_attr("min")) lo = b.Scalar(n.attr_float("min", 0), x->dtype);
+  if (hi == nullptr && n.has_attr("max")) hi = b.Scalar(n.attr_float("max", 0), x->dtype);
   V g = c.dY(0);
-  if (c.X(1)) g = b.MaskDrop(b.Op("Less", {c.X(0), c.X(1)}), g);
-  if (c.X(2)) g = b.MaskDrop(b.Op("Greater", {c.X(0), c.X(2)}), g);
+  if (lo) g = b.MaskDrop(b.Op("Less", {x, lo}), g);
+  if (hi) g = b.MaskDrop(b.Op("Greater", {x, hi}), g);
   c.SetGrad(0, g);
   return absl::OkStatus();
 }

@@ -1,0 +1,21 @@
+// Shape rule of ai.mixtrain.GatherNDGrad(dY, indices, X) -> dX (kernels/cpu/extra_grad_kernels.cc),
+// the gradient passes/grad_rules_extra.cc emits for GatherND with batch_dims > 0: dX has X's
+// shape and dtype.
+#include "graph/shape_inference.h"
+
+namespace mixtrain {
+namespace {
+
+absl::Status InferLikeInput2(InferContext& ctx) {
+  const TypeInfo& x = ctx.input(2);
+  if (!x.present) return ctx.Error("needs input X (2), which the gradient is shaped like");
+  ctx.output(0).dtype = x.dtype;
+  ctx.output(0).shape = x.shape;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+MT_REGISTER_OP_SCHEMAS(grad_ops_extra, {{"GatherNDGrad", "ai.mixtrain", InferLikeInput2}});
+
+}  // namespace mixtrain
