@@ -1,9 +1,12 @@
 // Gradient rules of the NN ops: MatMul, Gemm, convolution, pooling, normalization, softmax and
 // the losses. Backward ops that are not plain ONNX are our ai.mixtrain ops (ConvGrad, ...,
 // schemas in graph/ops/grad_ops.cc, CPU kernels in kernels/cpu/grad_*.cc).
+#include <algorithm>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "graph/ops/nn_geometry.h"
 #include "passes/autodiff.h"
 
 namespace mixtrain {
@@ -99,18 +102,53 @@ absl::Status ConvGrad(GradContext& c) {
 
 // ConvTranspose is the adjoint of Conv with the same window: dX = Conv(dY, W); its weight
 // gradient is Conv's weight gradient with the roles of X and dY swapped:
-// dW = ConvGrad(X, dY, W).dW. dB as for Conv.
+// dW = ConvGrad(X, dY, W).dW. dB as for Conv. With static spatial dims, the pads come from the
+// forward's geometry (auto_pad, output_shape and output_padding resolved as the forward kernel
+// does); an end crop < 0 (output grown past the windows) slices those dY elements off first,
+// they depend on no input. Without static dims only explicit pads are supported, and the
+// output_padding rows are dropped by Conv's floor.
 absl::Status ConvTransposeGrad(GradContext& c) {
   auto& b = c.b();
   const Node& n = c.node();
-  if (n.attr_string("auto_pad", "NOTSET") != "NOTSET" || n.has_attr("output_shape"))
-    return c.Error("only explicit pads are supported (no auto_pad / output_shape)");
   std::vector<Attribute> attrs;
-  for (const char* a : {"dilations", "group", "kernel_shape", "pads", "strides"})
+  for (const char* a : {"dilations", "group", "kernel_shape", "strides"})
     if (const Attribute* at = n.attr(a)) attrs.push_back(*at);
-  if (c.needs(0)) c.SetGrad(0, b.Op("Conv", {c.dY(0), c.X(1)}, attrs));
+  V dy = c.dY(0);
+  const Shape& xs = c.X(0)->shape;
+  const Shape& ws = c.X(1)->shape;
+  const bool explicit_pads = n.attr_string("auto_pad", "NOTSET") == "NOTSET" &&
+                             !n.has_attr("output_shape");
+  if (xs.rank_known && xs.rank() >= 3 && xs.fully_known() && ws.fully_known() &&
+      ws.rank() == xs.rank()) {
+    const std::vector<int64_t> x_dims = xs.sizes(), w_dims = ws.sizes();
+    const std::vector<int64_t> in(x_dims.begin() + 2, x_dims.end());
+    std::vector<int64_t> kernel = n.attr_ints("kernel_shape");
+    if (kernel.empty()) kernel.assign(w_dims.begin() + 2, w_dims.end());
+    auto geo = TransposedWindowGeometry(n, in, kernel);
+    if (!geo.ok()) return c.Error(std::string(geo.status().message()));
+    const size_t sp = in.size();
+    std::vector<int64_t> pads(2 * sp), starts, ends, axes;
+    for (size_t i = 0; i < sp; ++i) {
+      const int64_t begin = geo->pads_begin[i], end = geo->pads_end_effective[i];
+      const int64_t out = geo->out[i];
+      pads[i] = std::max<int64_t>(begin, 0);
+      pads[sp + i] = std::max<int64_t>(end, 0);
+      if (begin < 0 || end < 0) {
+        starts.push_back(std::max<int64_t>(-begin, 0));
+        ends.push_back(out - std::max<int64_t>(-end, 0));
+        axes.push_back(static_cast<int64_t>(i) + 2);
+      }
+    }
+    if (!starts.empty()) dy = b.Op("Slice", {dy, b.Ints(starts), b.Ints(ends), b.Ints(axes)});
+    attrs.push_back(Attribute::Ints("pads", pads));
+  } else if (!explicit_pads) {
+    return c.Error("auto_pad / output_shape need static input and weight shapes");
+  } else if (const Attribute* at = n.attr("pads")) {
+    attrs.push_back(*at);
+  }
+  if (c.needs(0)) c.SetGrad(0, b.Op("Conv", {dy, c.X(1)}, attrs));
   if (c.needs(1))
-    c.SetGrad(1, b.OpN("ConvGrad", {c.X(0), c.dY(0), c.X(1)}, {false, true}, attrs, kMt)[1]);
+    c.SetGrad(1, b.OpN("ConvGrad", {c.X(0), dy, c.X(1)}, {false, true}, attrs, kMt)[1]);
   if (c.needs(2)) {
     if (Rank(c.Y(0)) < 0) return c.Error("output rank must be known statically");
     c.SetGrad(2, b.ReduceSum(c.dY(0), AllButChannel(Rank(c.Y(0))), false));
@@ -173,6 +211,37 @@ absl::Status LayerNormGrad(GradContext& c) {
   std::vector<V> g = c.b().OpN(
       "LayerNormalizationGrad", {c.dY(0), c.X(0), c.X(1)}, {c.needs(0), c.needs(1), c.needs(2)},
       {Attribute::Int("axis", n.attr_int("axis", -1)),
+       Attribute::Float("epsilon", n.attr_float("epsilon", 1e-5f))},
+      kMt);
+  for (int i = 0; i < 3; ++i) c.SetGrad(i, g[i]);
+  return absl::OkStatus();
+}
+
+// dX, dScale, dBias = GroupNormalizationGrad(dY, X, scale) (statistics recomputed from X);
+// scale per channel or, in the opset-18 form, per group: the kernel tells them by size.
+absl::Status GroupNormGrad(GradContext& c) {
+  const Node& n = c.node();
+  std::vector<V> g = c.b().OpN(
+      "GroupNormalizationGrad", {c.dY(0), c.X(0), c.X(1)}, {c.needs(0), c.needs(1), c.needs(2)},
+      {Attribute::Int("num_groups", n.attr_int("num_groups", 0)),
+       Attribute::Float("epsilon", n.attr_float("epsilon", 1e-5f))},
+      kMt);
+  for (int i = 0; i < 3; ++i) c.SetGrad(i, g[i]);
+  return absl::OkStatus();
+}
+
+// InstanceNormalization is GroupNormalization with one group per channel.
+absl::Status InstanceNormGrad(GradContext& c) {
+  const Node& n = c.node();
+  const Shape& xs = c.X(0)->shape;
+  const Shape& ss = c.X(1)->shape;
+  int64_t channels = -1;
+  if (xs.rank_known && xs.rank() >= 2 && xs.dims[1].known()) channels = xs.dims[1].value;
+  else if (ss.rank_known && ss.rank() == 1 && ss.dims[0].known()) channels = ss.dims[0].value;
+  if (channels < 0) return c.Error("the channel count must be known statically");
+  std::vector<V> g = c.b().OpN(
+      "GroupNormalizationGrad", {c.dY(0), c.X(0), c.X(1)}, {c.needs(0), c.needs(1), c.needs(2)},
+      {Attribute::Int("num_groups", channels),
        Attribute::Float("epsilon", n.attr_float("epsilon", 1e-5f))},
       kMt);
   for (int i = 0; i < 3; ++i) c.SetGrad(i, g[i]);
@@ -252,6 +321,8 @@ MT_REGISTER_GRAD_RULES(nn, {
     {"GlobalAveragePool", "", GlobalAveragePoolGrad},
     {"BatchNormalization", "", BatchNormGrad, Inputs({0, 1, 2})},
     {"LayerNormalization", "", LayerNormGrad, Inputs({0, 1, 2})},
+    {"GroupNormalization", "", GroupNormGrad, Inputs({0, 1, 2})},
+    {"InstanceNormalization", "", InstanceNormGrad, Inputs({0, 1, 2})},
     {"Softmax", "", SoftmaxGrad},
     {"LogSoftmax", "", LogSoftmaxGrad},
     {"SoftmaxCrossEntropyLoss", "", SoftmaxCrossEntropyGrad, Inputs({0})},

@@ -1,5 +1,6 @@
 // Shape and type inference for softmax, normalization and loss ops: Softmax, LogSoftmax,
-// LayerNormalization, BatchNormalization, SoftmaxCrossEntropyLoss, NegativeLogLikelihoodLoss.
+// LayerNormalization, BatchNormalization, GroupNormalization, SoftmaxCrossEntropyLoss,
+// NegativeLogLikelihoodLoss.
 #include <string>
 #include <vector>
 
@@ -59,6 +60,41 @@ absl::Status InferBatchNorm(InferContext& ctx) {
   return absl::OkStatus();
 }
 
+// Y like X. num_groups must divide C; scale and bias hold one entry per channel (opset 21, which
+// added stash_type) or, before opset 21, per group.
+absl::Status InferGroupNorm(InferContext& ctx) {
+  const TypeInfo& x = ctx.input(0);
+  if (!x.present || !ctx.has_input(1) || !ctx.has_input(2))
+    return ctx.Error("needs inputs X, scale and bias");
+  const Node& n = ctx.node();
+  if (!n.has_attr("num_groups")) return ctx.Error("needs the num_groups attribute");
+  const int64_t groups = n.attr_int("num_groups", 0);
+  if (groups <= 0) return ctx.Error(absl::StrCat("num_groups must be positive, got ", groups));
+  auto stash = FromOnnxType(static_cast<int32_t>(n.attr_int("stash_type", 1)));
+  if (!stash.ok() || !IsFloat(*stash))
+    return ctx.Error(absl::StrCat("unsupported stash_type ", n.attr_int("stash_type", 1)));
+  ctx.output(0).dtype = x.dtype;
+  ctx.output(0).shape = x.shape;
+  if (!x.shape.rank_known) return absl::OkStatus();
+  if (x.shape.rank() < 2) return ctx.Error("X must be [N, C, ...]");
+  const Dim& c = x.shape.dims[1];
+  if (c.known() && c.value % groups != 0)
+    return ctx.Error(absl::StrCat("num_groups ", groups, " does not divide C=", c.value));
+  // Opset 18 scales per group; an opset-18 model with per-channel scale and bias (what opset 21
+  // means) is read that way too, the sizes telling which.
+  const bool per_group_ok = ctx.opset() < 21;
+  for (size_t i = 1; i < 3; ++i) {
+    const Shape& s = ctx.input(i).shape;
+    if (!s.rank_known || !s.fully_known() || !c.known()) continue;
+    const int64_t k = s.rank() == 1 ? s.dims[0].value : -1;
+    if (k != c.value && !(per_group_ok && k == groups))
+      return ctx.Error(absl::StrCat(i == 1 ? "scale" : "bias", " has shape ", s.ToString(),
+                                    ", expected [", c.value, "]",
+                                    per_group_ok ? absl::StrCat(" or [", groups, "]") : ""));
+  }
+  return absl::OkStatus();
+}
+
 // loss: like the labels for reduction=none, else a scalar; log_prob (SCE only) like the scores.
 absl::Status InferLoss(InferContext& ctx) {
   const TypeInfo& scores = ctx.input(0);
@@ -95,6 +131,7 @@ MT_REGISTER_OP_SCHEMAS(nn_norm_ops, {{"Softmax", "", InferSameAsInput},
                                      {"LogSoftmax", "", InferSameAsInput},
                                      {"LayerNormalization", "", InferLayerNorm},
                                      {"BatchNormalization", "", InferBatchNorm},
+                                     {"GroupNormalization", "", InferGroupNorm},
                                      {"SoftmaxCrossEntropyLoss", "", InferLoss},
                                      {"NegativeLogLikelihoodLoss", "", InferLoss}});
 
