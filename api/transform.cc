@@ -28,7 +28,10 @@ absl::Status BuildPipeline(const TransformOptions& options, PassManager& pm) {
   for (const std::string& op : options.allow) policy.SetClass(op, PrecisionClass::kAllow);
   for (const std::string& op : options.deny) policy.SetClass(op, PrecisionClass::kDeny);
   if (options.fp32_nodes) MT_RETURN_IF_ERROR(policy.AddFp32NodeRegex(*options.fp32_nodes));
-  const std::vector<std::string>& names = options.passes;
+  // Canonicalization runs first whenever passes run, as it does before training.
+  std::vector<std::string> names = options.passes;
+  if (!names.empty() && std::find(names.begin(), names.end(), "canonicalize") == names.end())
+    names.insert(names.begin(), "canonicalize");
   const bool scaled = std::find(names.begin(), names.end(), "loss_scale") != names.end();
   for (const std::string& name : names) {
     absl::StatusOr<std::unique_ptr<Pass>> p;

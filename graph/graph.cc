@@ -406,12 +406,14 @@ std::unique_ptr<Graph> Graph::Clone() const {
   g->metadata_props = metadata_props;
   g->opset_imports = opset_imports;
   g->opaque_functions = opaque_functions;
+  g->graph_metadata = graph_metadata;
   g->name_counters_ = name_counters_;
   g->node_counter_ = node_counter_;
   absl::flat_hash_map<const Value*, Value*> map;
   for (const auto& v : value_storage_) {
     Value* c = g->AddValue(v->name, v->dtype, v->shape);
     c->doc_string = v->doc_string;
+    c->metadata = v->metadata;
     map[v.get()] = c;
   }
   for (const Value* v : initializers_) g->SetInitializer(map[v], *v->initializer);

@@ -60,6 +60,10 @@ struct Value {
   std::vector<Node*> consumers;   // one entry per use (a node using it twice appears twice)
   std::optional<Tensor> initializer;  // set for initializers (weights, constants)
   std::string doc_string;
+  // The model's metadata_props for this value (value_info or initializer), e.g. torch's dynamo
+  // exporter marks initializers "pkg.torch.export.graph_signature.InputSpec.kind" = PARAMETER,
+  // BUFFER or CONSTANT_TENSOR.
+  std::map<std::string, std::string> metadata;
 
   bool is_initializer() const { return initializer.has_value(); }
 };
@@ -204,6 +208,9 @@ class Graph {
   int64_t model_version = 0;
   std::string model_doc_string;
   std::vector<std::pair<std::string, std::string>> metadata_props;
+  // The GraphProto's own metadata_props (ONNX 1.16+), e.g. torch's dynamo exporter stores the
+  // ExportedProgram's graph signature (which inputs are parameters, buffers) there. Import only.
+  std::map<std::string, std::string> graph_metadata;
   // Domain ("" = ai.onnx) -> opset version.
   std::map<std::string, int64_t> opset_imports;
   int64_t opset(std::string_view domain = "") const;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
+#include "google/protobuf/unknown_field_set.h"
 #include "graph/external_data.h"
 #include "graph/onnx_annotations.h"
 #include "graph/shape_inference.h"
@@ -58,6 +59,32 @@ absl::Status ApplyType(const onnx::TypeProto& type, Value* v, const std::string&
   v->shape = Shape(std::move(dims));
   return absl::OkStatus();
 }
+
+// Adds the metadata_props of a ValueInfoProto or TensorProto to `out`. Debian's ONNX (1.12) predates
+// the field (ONNX 1.16, IR 10), so it is read from the unknown fields by its number when the
+// compiled proto does not know it.
+void ReadMetadataProps(const google::protobuf::Message& m, int field_number,
+                       std::map<std::string, std::string>* out) {
+  const google::protobuf::Reflection* r = m.GetReflection();
+  if (const auto* f = m.GetDescriptor()->FindFieldByNumber(field_number); f != nullptr) {
+    for (int i = 0; i < r->FieldSize(m, f); ++i) {
+      const auto& e = static_cast<const onnx::StringStringEntryProto&>(r->GetRepeatedMessage(m, f, i));
+      (*out)[e.key()] = e.value();
+    }
+    return;
+  }
+  const google::protobuf::UnknownFieldSet& unknown = r->GetUnknownFields(m);
+  for (int i = 0; i < unknown.field_count(); ++i) {
+    const google::protobuf::UnknownField& u = unknown.field(i);
+    if (u.number() != field_number || u.type() != google::protobuf::UnknownField::TYPE_LENGTH_DELIMITED)
+      continue;
+    onnx::StringStringEntryProto e;
+    if (e.ParseFromString(u.length_delimited())) (*out)[e.key()] = e.value();
+  }
+}
+constexpr int kValueInfoMetadataField = 4;
+constexpr int kTensorMetadataField = 16;
+constexpr int kGraphMetadataField = 16;
 
 absl::StatusOr<Attribute> ImportAttribute(const onnx::AttributeProto& a, const std::string& node) {
   Attribute out;
@@ -192,6 +219,7 @@ absl::StatusOr<std::unique_ptr<Graph>> BuildGraph(const onnx::ModelProto& m,
   const onnx::GraphProto& gp = m.graph();
   g->name = gp.name();
   g->doc_string = gp.doc_string();
+  ReadMetadataProps(gp, kGraphMetadataField, &g->graph_metadata);
   if (gp.sparse_initializer_size() > 0)
     return absl::UnimplementedError(absl::StrCat("sparse initializer '",
                                                  gp.sparse_initializer(0).values().name(),
@@ -204,6 +232,7 @@ absl::StatusOr<std::unique_ptr<Graph>> BuildGraph(const onnx::ModelProto& m,
     MT_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(tp, base_dir, what));
     Value* v = g->AddInitializer(tp.name(), std::move(t));
     v->doc_string = tp.doc_string();
+    ReadMetadataProps(tp, kTensorMetadataField, &v->metadata);
   }
   absl::flat_hash_set<std::string> input_names;
   for (const auto& vi : gp.input()) {
@@ -216,6 +245,7 @@ absl::StatusOr<std::unique_ptr<Graph>> BuildGraph(const onnx::ModelProto& m,
       v = g->AddValue(vi.name());
       MT_RETURN_IF_ERROR(ApplyType(vi.type(), v, what));
     }
+    ReadMetadataProps(vi, kValueInfoMetadataField, &v->metadata);
     // An input that is also an initializer (older IR versions) keeps the initializer's type.
     if (v->doc_string.empty()) v->doc_string = vi.doc_string();
     g->AddInput(v);
@@ -233,7 +263,9 @@ absl::StatusOr<std::unique_ptr<Graph>> BuildGraph(const onnx::ModelProto& m,
   for (const auto& vi : gp.value_info()) {
     // value_info of names the graph does not use carries nothing we need.
     Value* v = g->FindValue(vi.name());
-    if (v == nullptr || v->is_initializer()) continue;
+    if (v == nullptr) continue;
+    ReadMetadataProps(vi, kValueInfoMetadataField, &v->metadata);
+    if (v->is_initializer()) continue;
     MT_RETURN_IF_ERROR(ApplyType(vi.type(), v, absl::StrCat("value '", vi.name(), "'")));
     if (v->doc_string.empty()) v->doc_string = vi.doc_string();
   }

@@ -5,6 +5,8 @@
 #pragma once
 
 #include <functional>
+#include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -14,10 +16,30 @@
 
 namespace mixtrain {
 
+// One element of a small int tensor as far as inference knows it: a number, a symbolic dim of
+// some value's shape ("N"), or unknown (neither). Shape arithmetic (Shape -> Gather -> Concat ->
+// Reshape) is propagated element by element, as ONNX's partial data propagation does, so a
+// dynamic axis named "N" stays "N" through the Reshapes an exporter computes from it.
+struct SymInt {
+  std::optional<int64_t> value;
+  std::string symbol;
+  bool known() const { return value.has_value(); }
+  bool operator==(const SymInt& o) const { return value == o.value && symbol == o.symbol; }
+  static SymInt Of(const Dim& d) {
+    SymInt s;
+    if (d.known()) s.value = d.value; else s.symbol = d.symbol;
+    return s;
+  }
+};
+using SymInts = std::vector<SymInt>;
+// Propagated contents of small int tensors (0-D or 1-D), by value.
+using ShapeData = std::map<const Value*, SymInts>;
+
 struct TypeInfo {
   DType dtype = DType::kUndefined;
   Shape shape;
   const Tensor* value = nullptr;  // known contents (initializer, Constant, folded), or null
+  const SymInts* data = nullptr;  // partially known contents (shape arithmetic), or null
   bool present = true;            // false for an omitted optional input/output
 };
 
@@ -73,7 +95,12 @@ absl::Status InferNode(const Node& node, int64_t opset, std::vector<TypeInfo> in
 
 // Infers every value's dtype and shape in a topologically sorted graph, in place. Declared graph
 // input/output types are kept where inference knows less. Errors name the node.
-absl::Status InferShapes(Graph& g);
+// With `data`, also returns the propagated contents of the small int tensors (see SymInt).
+absl::Status InferShapes(Graph& g, ShapeData* data = nullptr);
+
+// The tensor a Constant node (ai.onnx) makes, from whichever value attribute it has; nullopt for
+// other nodes and for the forms nothing here executes (strings, sparse).
+std::optional<Tensor> ConstantNodeValue(const Node& n);
 
 // Numpy-style broadcast of two shapes; symbolic dims broadcast against 1 or an equal symbol.
 absl::StatusOr<Shape> BroadcastShapes(const Shape& a, const Shape& b);

@@ -14,6 +14,8 @@
 #include "absl/strings/str_cat.h"
 #include "graph/check.h"
 #include "graph/shape_inference.h"
+#include "passes/canonicalize.h"
+#include "passes/parameters.h"
 #include "passes/pass_registry.h"
 #include "passes/passes.h"
 
@@ -86,21 +88,11 @@ class AutodiffPass final : public Pass {
 
 absl::StatusOr<std::vector<Value*>> AutodiffPass::TrainableParams(
     const Graph& g, const absl::flat_hash_set<const Value*>& reaches_loss) const {
-  std::optional<std::regex> keep, freeze;
-  try {
-    if (!opt_.trainable.empty()) keep.emplace(opt_.trainable, std::regex::ECMAScript);
-    if (!opt_.freeze.empty()) freeze.emplace(opt_.freeze, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bad --trainable/--freeze regex: ", e.what()));
-  }
+  MT_ASSIGN_OR_RETURN(absl::flat_hash_set<const Value*> selected,
+                      SelectTrainable(g, {opt_.trainable, opt_.freeze}));
   std::vector<Value*> params;
-  for (Value* v : g.initializers()) {
-    if (!IsFloat(v->dtype) || !reaches_loss.contains(v)) continue;
-    if (keep && !std::regex_match(v->name, *keep)) continue;
-    if (freeze && std::regex_match(v->name, *freeze)) continue;
-    params.push_back(v);
-  }
+  for (Value* v : g.initializers())
+    if (selected.contains(v) && reaches_loss.contains(v)) params.push_back(v);
   return params;
 }
 
@@ -179,16 +171,26 @@ absl::StatusOr<bool> AutodiffPass::Run(Graph& g) {
       any_need |= needs[i];
     }
     if (!any_dy || !any_need) continue;
+    absl::Status st;
     if (row == nullptr)
-      return absl::UnimplementedError(absl::StrCat("no gradient rule for op ", n->op_type(),
-                                                   " (node '", n->name(), "')"));
+      st = absl::UnimplementedError(absl::StrCat("no gradient rule for op ", n->op_type(),
+                                                 " (node '", n->name(), "')"));
     GradContext ctx(*n, b, std::move(dy), std::move(needs));
-    MT_RETURN_IF_ERROR(row->rule(ctx));
+    if (st.ok()) st = row->rule(ctx);
+    if (!st.ok()) {
+      if (opt_.problems == nullptr) return st;
+      opt_.problems->push_back(std::string(st.message()));
+      continue;
+    }
     for (size_t i = 0; i < n->num_inputs(); ++i)
       if (ctx.needs(i) && ctx.grads()[i] != nullptr)
         contrib[n->input(i)].push_back(ctx.grads()[i]);
   }
 
+  if (opt_.problems != nullptr && !opt_.problems->empty())
+    return absl::UnimplementedError(absl::StrCat(opt_.problems->size(),
+                                                 " node(s) block the gradient; the first: ",
+                                                 opt_.problems->front()));
   // One "grad/<name>" output per parameter.
   for (Value* p : params) {
     b.set_scope(absl::StrCat(p->name, "/grad"));
@@ -240,6 +242,9 @@ absl::StatusOr<std::unique_ptr<Graph>> BuildGradientGraph(const Graph& model,
                                                           const GradientGraphOptions& options) {
   std::unique_ptr<Graph> g = model.Clone();
   PassManager pm;
+  CanonicalizeOptions canon;
+  canon.params = {options.autodiff.trainable, options.autodiff.freeze};
+  pm.Add(MakeCanonicalizePass(canon));
   pm.Add(MakeTrainModePass(options.train_mode));
   pm.Add(MakeLossPass(options.loss));
   pm.Add(MakeAutodiffPass(options.autodiff));

@@ -7,6 +7,7 @@
 
 #include "graph/check.h"
 #include "absl/strings/str_cat.h"
+#include "passes/canonicalize.h"
 #include "passes/precision.h"
 
 namespace mixtrain {
@@ -78,6 +79,7 @@ std::vector<std::string> InferencePassNames() {
 
 absl::Status OptimizeForInference(Graph& g) {
   PassManager pm;
+  pm.Add(MakeCanonicalizePass());
   for (const Entry& e : Entries()) pm.Add(e.factory());
   pm.Add(MakeCleanupPass());
   return pm.Run(g);

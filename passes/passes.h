@@ -47,11 +47,16 @@ std::unique_ptr<Pass> MakeLossPass(LossOptions options);
 // --- autodiff ---------------------------------------------------------------------------------
 struct AutodiffOptions {
   std::string loss = kLossName;  // the scalar to differentiate
-  // Trainable parameters: float initializers reaching the loss through differentiable inputs,
-  // whose name matches `trainable` (when set) and does not match `freeze` (when set). ECMAScript
-  // regexes, matched against the whole name.
+  // Trainable parameters: initializers SelectTrainable picks (passes/parameters.h: the
+  // framework's parameters by default; `trainable`, when set, replaces that set by the float
+  // initializers it matches; `freeze` removes matches) that reach the loss through
+  // differentiable inputs. ECMAScript regexes, matched against the whole name.
   std::string trainable;
   std::string freeze;
+  // When set, a node whose gradient cannot be built is listed here ("node 'n' (Op): why") and
+  // the pass goes on without it, so one run finds every blocking node (`mixtrain check`); the
+  // pass still fails at the end when any was found.
+  std::vector<std::string>* problems = nullptr;
 };
 // Reverse mode from `loss` to every trainable parameter; adds "grad/<initializer>" outputs.
 std::unique_ptr<Pass> MakeAutodiffPass(AutodiffOptions options = {});

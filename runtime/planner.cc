@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "graph/check.h"
 #include "graph/shape_inference.h"
+#include "passes/canonicalize.h"
 #include "runtime/arena.h"
 
 namespace mixtrain {
@@ -494,4 +495,11 @@ absl::StatusOr<std::vector<Tensor>> RunNodeOnHost(const Node& node, int64_t opse
   return ComputeOnHost(node, opset, *def, args, outs);
 }
 
+}  // namespace mixtrain
+
+namespace mixtrain {
+namespace {
+// The canonicalization pass folds constants with these kernels (passes/canonicalize.h).
+const bool host_evaluator_registered = (RegisterHostEvaluator(&RunNodeOnHost), true);
+}  // namespace
 }  // namespace mixtrain

@@ -14,6 +14,7 @@
 #include "graph/onnx_import.h"
 #include "graph/shape_inference.h"
 #include "onnx/defs/schema.h"
+#include "passes/canonicalize.h"
 #include "passes/passes.h"
 #include "passes/precision.h"
 #include "passes/training.h"
@@ -138,6 +139,14 @@ absl::Status Trainer::Build(std::unique_ptr<Graph> model) {
   }
   labels_name_ = c.data().labels_key();
   classification_ = c.loss() == "cross_entropy";
+  // --- import canonicalization: one form for the step, the eval graph and the export ---
+  {
+    std::vector<std::unique_ptr<Pass>> ps;
+    CanonicalizeOptions co;
+    co.params = {c.trainable(), c.freeze()};
+    ps.push_back(MakeCanonicalizePass(co));
+    MT_RETURN_IF_ERROR(RunPasses(*model, std::move(ps)));
+  }
   model_ = model->Clone();
 
   LossOptions loss;

@@ -17,6 +17,7 @@ namespace {
 
 using movement_infer::DimsOf;
 using movement_infer::IntsInput;
+using movement_infer::SymIntsInput;
 using movement_infer::Product;
 using movement_infer::UnknownDims;
 using movement_infer::UnknownDimsOfLength;
@@ -47,7 +48,7 @@ void CancelSharedSymbols(std::vector<Dim>& a, std::vector<Dim>& b) {
 absl::Status InferReshape(InferContext& ctx) {
   const TypeInfo& in = ctx.input(0);
   ctx.output(0).dtype = in.dtype;
-  std::optional<std::vector<int64_t>> target = IntsInput(ctx, 1);
+  std::optional<SymInts> target = SymIntsInput(ctx, 1);
   if (!target) {
     ctx.output(0).shape = UnknownDimsOfLength(ctx.input(1).shape);
     return absl::OkStatus();
@@ -57,7 +58,11 @@ absl::Status InferReshape(InferContext& ctx) {
   int64_t infer_at = -1;
   bool has_zero = false;
   for (size_t i = 0; i < target->size(); ++i) {
-    int64_t v = (*target)[i];
+    if (!(*target)[i].known()) {  // a symbol (the dim keeps its name) or unknown
+      out[i] = Dim::Symbol((*target)[i].symbol);
+      continue;
+    }
+    int64_t v = *(*target)[i].value;
     if (v == -1) {
       if (infer_at >= 0) return ctx.Error("shape has more than one -1");
       infer_at = static_cast<int64_t>(i);
@@ -342,16 +347,19 @@ absl::Status InferSqueeze(InferContext& ctx) {
 absl::Status InferExpand(InferContext& ctx) {
   const TypeInfo& in = ctx.input(0);
   ctx.output(0).dtype = in.dtype;
-  std::optional<std::vector<int64_t>> shape = IntsInput(ctx, 1);
+  std::optional<SymInts> shape = SymIntsInput(ctx, 1);
   if (!shape) {
     const Shape& s = ctx.input(1).shape;
     if (in.shape.rank_known && s.rank_known && s.rank() == 1 && s.dims[0].known())
       ctx.output(0).shape = Shape(std::vector<Dim>(std::max(in.shape.rank(), s.dims[0].value)));
     return absl::OkStatus();
   }
-  for (int64_t v : *shape)
-    if (v < 0) return ctx.Error(absl::StrCat("shape entry ", v, " is negative"));
-  auto out = BroadcastShapes(in.shape, Shape::Of(*shape));
+  std::vector<Dim> dims;
+  for (const SymInt& v : *shape) {
+    if (v.known() && *v.value < 0) return ctx.Error(absl::StrCat("shape entry ", *v.value, " is negative"));
+    dims.push_back(v.known() ? Dim(*v.value) : Dim::Symbol(v.symbol));
+  }
+  auto out = BroadcastShapes(in.shape, Shape(std::move(dims)));
   if (!out.ok()) return ctx.Error(out.status().message());
   ctx.output(0).shape = *out;
   return absl::OkStatus();

@@ -12,8 +12,29 @@ namespace mixtrain::movement_infer {
 // The contents of int input `i` when known (initializer, constant, folded), else nullopt.
 inline std::optional<std::vector<int64_t>> IntsInput(const InferContext& ctx, size_t i) {
   const TypeInfo& t = ctx.input(i);
-  if (!t.present || t.value == nullptr) return std::nullopt;
-  return t.value->ToInt64Vector();
+  if (!t.present) return std::nullopt;
+  if (t.value != nullptr) return t.value->ToInt64Vector();
+  if (t.data == nullptr) return std::nullopt;
+  std::vector<int64_t> out;
+  for (const SymInt& s : *t.data) {
+    if (!s.known()) return std::nullopt;
+    out.push_back(*s.value);
+  }
+  return out;
+}
+
+// The contents of int input `i` as far as known: exact (value) or propagated (data, where
+// entries may be symbols or unknown), else nullopt.
+inline std::optional<SymInts> SymIntsInput(const InferContext& ctx, size_t i) {
+  const TypeInfo& t = ctx.input(i);
+  if (!t.present) return std::nullopt;
+  if (t.value != nullptr) {
+    SymInts out;
+    for (int64_t v : t.value->ToInt64Vector()) out.push_back(SymInt{v, ""});
+    return out;
+  }
+  if (t.data != nullptr) return *t.data;
+  return std::nullopt;
 }
 
 // Sizes with -1 for dims that are not numbers.

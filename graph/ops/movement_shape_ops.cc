@@ -10,6 +10,7 @@ namespace mixtrain {
 namespace {
 
 using movement_infer::IntsInput;
+using movement_infer::SymIntsInput;
 using movement_infer::UnknownDimsOfLength;
 using movement_infer::Wrap;
 
@@ -67,14 +68,17 @@ absl::Status InferConstantOfShape(InferContext& ctx) {
       return ctx.Error("attribute 'value' must be a one-element tensor");
     out.dtype = a->t.dtype();
   }
-  std::optional<std::vector<int64_t>> dims = IntsInput(ctx, 0);
+  std::optional<SymInts> dims = SymIntsInput(ctx, 0);
   if (!dims) {
     out.shape = UnknownDimsOfLength(ctx.input(0).shape);
     return absl::OkStatus();
   }
-  for (int64_t d : *dims)
-    if (d < 0) return ctx.Error(absl::StrCat("shape entry ", d, " is negative"));
-  out.shape = Shape::Of(*dims);
+  std::vector<Dim> shape;
+  for (const SymInt& d : *dims) {
+    if (d.known() && *d.value < 0) return ctx.Error(absl::StrCat("shape entry ", *d.value, " is negative"));
+    shape.push_back(d.known() ? Dim(*d.value) : Dim::Symbol(d.symbol));
+  }
+  out.shape = Shape(std::move(shape));
   return absl::OkStatus();
 }
 

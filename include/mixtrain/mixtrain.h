@@ -18,6 +18,7 @@
 #define MIXTRAIN_VERSION_MINOR 1
 #define MIXTRAIN_VERSION_PATCH 0
 
+#include "mixtrain/check.h"
 #include "mixtrain/data.h"
 #include "mixtrain/gradients.h"
 #include "mixtrain/inference_session.h"

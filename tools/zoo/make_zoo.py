@@ -329,7 +329,9 @@ def build_resnet10t():
 
 @register("mobilenetv3_timm", "dynamo", 19,
           notes="timm mobilenetv3_small_050 with conv_head shrunk 1024->128 channels (keeps the "
-                "file < 2 MB); optimize=False keeps BatchNormalization")
+                "file < 2 MB); optimize=False keeps BatchNormalization; 64x64 images: at 32x32 the "
+                "last blocks are 1x1, so train-mode BatchNorm normalizes 4 values per channel and "
+                "amplifies rounding differences to 1e-4 of the gradients")
 def build_mobilenetv3():
     import timm
     from torch import nn
@@ -337,7 +339,7 @@ def build_mobilenetv3():
     m.conv_head = nn.Conv2d(m.conv_head.in_channels, 128, 1, bias=m.conv_head.bias is not None)
     m.classifier = nn.Linear(128, 5)
     m.num_features = m.head_hidden_size = 128
-    return m, {"x": image((BATCH, 3, 32, 32))}, class_labels(5)
+    return m, {"x": image((BATCH, 3, 64, 64))}, class_labels(5)
 
 
 @register("vit_timm", "dynamo", 21,
@@ -449,7 +451,9 @@ def build_gpt2_ts():
                 "intermediate=64 vocab=64 num_labels=3, default (sdpa) attention, input_ids only; "
                 + HF_NOTE + "; optimize=False because optimize=True folds the position and "
                 "token-type embedding lookups (constant indices) into constants, so "
-                "position_embeddings/token_type_embeddings vanish")
+                "position_embeddings/token_type_embeddings vanish; input ids avoid 0, the "
+                "pad_token_id: nn.Embedding's padding_idx is not in the ONNX graph, so torch "
+                "leaves that row's gradient zero where the exported graph (and mixtrain) does not")
 def build_bert():
     torch = torch_mod()
     from transformers import BertConfig, BertForSequenceClassification
@@ -458,7 +462,7 @@ def build_bert():
                      hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
                      classifier_dropout=0.0, initializer_range=0.2)
     m = BertForSequenceClassification(cfg)
-    return hf_logits(m, False), {"input_ids": torch.randint(0, 64, (BATCH, 8))}, class_labels(3)
+    return hf_logits(m, False), {"input_ids": torch.randint(1, 64, (BATCH, 8))}, class_labels(3)
 
 
 @register("llama_hf", "dynamo", 20, loss="cross_entropy_lm", optimize=True,

@@ -1,0 +1,134 @@
+// mixtrain::v1::CheckModel: the training pipeline's front half (canonicalize, train_mode, loss,
+// autodiff) run to collect every blocker, plus a CPU-kernel lookup for every node it leaves.
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "api/convert.h"
+#include "graph/onnx_import.h"
+#include "graph/shape_inference.h"
+#include "kernels/registry.h"
+#include "mixtrain/check.h"
+#include "passes/canonicalize.h"
+#include "passes/parameters.h"
+#include "passes/passes.h"
+
+namespace mixtrain {
+inline namespace v1 {
+namespace {
+
+const char* RoleName(InitializerRole r) {
+  switch (r) {
+    case InitializerRole::kParameter: return "parameter";
+    case InitializerRole::kState: return "state";
+    case InitializerRole::kConstant: return "constant";
+  }
+  return "?";
+}
+
+bool HasSymbol(const Shape& s) {
+  if (!s.rank_known) return true;
+  for (const Dim& d : s.dims)
+    if (!d.known()) return true;
+  return false;
+}
+
+// Nodes no CPU kernel runs for their dtypes.
+void MissingKernels(const Graph& g, std::vector<std::string>* out) {
+  std::set<std::string> seen;
+  for (const auto& n : g.nodes()) {
+    std::vector<DType> ins, outs;
+    for (const Value* v : n->inputs()) ins.push_back(v ? v->dtype : DType::kUndefined);
+    for (const Value* v : n->outputs()) outs.push_back(v ? v->dtype : DType::kUndefined);
+    auto k = KernelRegistry::Global().Find(*n, DeviceType::kCPU, ins, outs);
+    if (!k.ok() && seen.insert(n->name()).second) out->push_back(std::string(k.status().message()));
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const CheckOptions& options) {
+  return api::Guarded("CheckModel", [&]() -> absl::StatusOr<ModelCheck> {
+    MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxFile(model_path));
+    ModelCheck out;
+    out.nodes_imported = static_cast<int>(g->num_nodes());
+    for (const Value* v : g->inputs())
+      if (!v->is_initializer() && HasSymbol(v->shape))
+        out.dynamic_dims.push_back(absl::StrCat("input '", v->name, "': ", v->shape.ToString()));
+    for (const Value* v : g->outputs())
+      if (HasSymbol(v->shape))
+        out.dynamic_dims.push_back(absl::StrCat("output '", v->name, "': ", v->shape.ToString()));
+
+    CanonicalizeReport report;
+    CanonicalizeOptions co;
+    co.params = {options.trainable, options.freeze};
+    co.report = &report;
+    {
+      PassManager pm;
+      pm.Add(MakeCanonicalizePass(co));
+      absl::Status st = pm.Run(*g);
+      if (!st.ok()) {  // shapes that contradict each other, say: nothing after this can run
+        out.blockers.push_back(std::string(st.message()));
+        return out;
+      }
+    }
+    out.nodes_after = static_cast<int>(g->num_nodes());
+    out.shape_values_folded = report.shape_values;
+    out.nodes_folded = report.folded_nodes;
+    out.nodes_simplified = report.simplified;
+    out.nodes_removed = report.removed_nodes;
+    out.not_folded = report.not_folded;
+    std::set<std::string> ops;
+    for (const auto& n : g->nodes()) ops.insert(n->domain().empty() ? n->op_type() : n->domain() + "." + n->op_type());
+    out.op_types.assign(ops.begin(), ops.end());
+
+    MT_ASSIGN_OR_RETURN(absl::flat_hash_set<const Value*> selected,
+                        SelectTrainable(*g, {options.trainable, options.freeze}));
+    const auto classes = ClassifyInitializers(*g);
+    std::map<std::string, size_t> index;
+    for (const Value* v : g->initializers()) {
+      const InitializerClass& c = classes.at(v);
+      InitializerReport r;
+      r.name = v->name;
+      r.dtype = DTypeName(v->dtype);
+      r.dims = v->initializer->dims();
+      r.bytes = v->initializer->numel() * static_cast<int64_t>(DTypeSize(v->dtype));
+      r.role = RoleName(c.role);
+      r.reason = c.reason;
+      if (selected.contains(v) && c.role == InitializerRole::kConstant) r.reason += " (selected by --trainable)";
+      index[v->name] = out.initializers.size();
+      out.initializers.push_back(std::move(r));
+    }
+
+    // The forward's kernels, then the backward graph with every blocker collected.
+    MissingKernels(*g, &out.blockers);
+    std::vector<std::string> problems;
+    GradientGraphOptions go;
+    go.loss.kind = options.loss;
+    go.loss.output = options.output;
+    go.loss.class_axis = options.class_axis;
+    go.autodiff.trainable = options.trainable;
+    go.autodiff.freeze = options.freeze;
+    go.autodiff.problems = &problems;
+    absl::StatusOr<std::unique_ptr<Graph>> grad = BuildGradientGraph(*g, go);
+    if (grad.ok()) {
+      for (const std::string& name : GradientOutputs(**grad)) {
+        auto it = index.find(name.substr(std::string(kGradPrefix).size()));
+        if (it != index.end()) out.initializers[it->second].trains = true;
+      }
+      std::vector<std::string> missing;
+      MissingKernels(**grad, &missing);
+      for (std::string& m : missing)
+        if (std::find(out.blockers.begin(), out.blockers.end(), m) == out.blockers.end())
+          out.blockers.push_back(std::move(m));
+    } else if (!problems.empty()) {
+      out.blockers.insert(out.blockers.end(), problems.begin(), problems.end());
+    } else {
+      out.blockers.push_back(std::string(grad.status().message()));
+    }
+    out.trains = out.blockers.empty();
+    return out;
+  });
+}
+
+}  // namespace v1
+}  // namespace mixtrain

@@ -1,0 +1,53 @@
+// mixtrain public API: whether a model trains, said before any training (`mixtrain check`).
+// Runs the import canonicalization, decides which initializers train (the framework's
+// parameters: see "How to export for training" in the README), appends the loss and builds the
+// backward graph, collecting every node that blocks it (unsupported op, missing gradient rule,
+// unknown rank, no CPU kernel) instead of stopping at the first.
+//
+// Errors: a non-OK status only when the model cannot be read or an option is bad; a model that
+// does not train is an OK result with trains == false and its blockers listed.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace mixtrain {
+inline namespace v1 {
+
+struct CheckOptions {
+  std::string loss = "cross_entropy";  // as GradientOptions::loss
+  std::string output;                  // the model output the loss applies to; "" = the first
+  int32_t class_axis = 1;
+  std::string freeze;     // as TrainConfig: ECMAScript regexes over whole initializer names
+  std::string trainable;
+};
+
+struct InitializerReport {
+  std::string name;
+  std::string dtype;           // "f32", "i64", ...
+  std::vector<int64_t> dims;
+  int64_t bytes = 0;
+  std::string role;            // "parameter", "state" or "constant"
+  std::string reason;          // why that role ("torch.export PARAMETER", ...)
+  bool trains = false;         // a parameter that --trainable/--freeze keep and that reaches the loss
+};
+
+struct ModelCheck {
+  bool trains = false;
+  std::vector<std::string> blockers;  // "node 'n' (Op): why", every one found
+  // What canonicalization did.
+  int nodes_imported = 0, nodes_after = 0;
+  int shape_values_folded = 0, nodes_folded = 0, nodes_simplified = 0, nodes_removed = 0;
+  std::vector<std::string> not_folded;
+  std::vector<InitializerReport> initializers;  // in the model's order (after canonicalization)
+  std::vector<std::string> dynamic_dims;        // "input 'x': [batch,3,32,32]"
+  std::vector<std::string> op_types;            // distinct ops after canonicalization
+};
+
+absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const CheckOptions& options = {});
+
+}  // namespace v1
+}  // namespace mixtrain

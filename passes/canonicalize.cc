@@ -1,0 +1,384 @@
+// The import canonicalization stage (DESIGN.md step 1): what exporters leave for a runtime to
+// work out is worked out once, so later passes and autodiff see static ranks and constant
+// shape operands. To a fixed point:
+//   - shape data: int values whose contents shape arithmetic fully determines (Shape of a
+//     statically known tensor, Gather/Slice/Concat/Add... of such) become initializers; values
+//     that depend on a dynamic dim keep it as a symbol in the shapes they produce
+//     (InferShapes' partial data propagation);
+//   - constant folding: a node whose inputs are all constants (Constant nodes, folded values,
+//     initializers that do not train and are not state) is run once with the CPU kernels
+//     (through the host evaluator the runtime registers) and becomes an initializer;
+//   - simplification: Constant nodes become initializers, Identity and Dropout(ratio 0) are
+//     bypassed, CastLike becomes Cast,
+//     SplitToSequence read only by SequenceAt at constant positions becomes Split;
+//   - dead nodes and initializers nothing uses are removed.
+// Parameters are never folded into anything, so what trains stays what the framework trains.
+#include <algorithm>
+#include <deque>
+#include <map>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "graph/check.h"
+#include "graph/shape_inference.h"
+#include "passes/canonicalize.h"
+#include "passes/pass_registry.h"
+
+namespace mixtrain {
+namespace {
+
+std::mutex& EvaluatorMutex() {
+  static std::mutex* m = new std::mutex();
+  return *m;
+}
+HostEvaluator& Evaluator() {
+  static HostEvaluator e = nullptr;
+  return e;
+}
+
+// Ops whose result is not a function of their inputs, or that training changes.
+bool NeverFold(const Node& n) {
+  const std::string& op = n.op_type();
+  return !n.domain().empty() || op == "Constant" || op == "Dropout" || op.rfind("Random", 0) == 0 ||
+         op == "Multinomial" || op == "Bernoulli" || op == "BatchNormalization" ||
+         op == "SplitToSequence" || op == "SequenceAt" || op == "SequenceConstruct" ||
+         op == "If" || op == "Loop" || op == "Scan";
+}
+
+int64_t Elements(const Shape& s) {
+  if (!s.fully_known()) return -1;
+  int64_t p = 1;
+  for (const Dim& d : s.dims) p *= d.value;
+  return p;
+}
+
+// The tensor of an int value whose contents are fully known, shaped as the value (0-D or 1-D).
+std::optional<Tensor> DataTensor(const Value* v, const SymInts& data) {
+  if (!v->shape.rank_known || v->shape.rank() > 1) return std::nullopt;
+  std::vector<int64_t> ints;
+  for (const SymInt& s : data) {
+    if (!s.known()) return std::nullopt;
+    ints.push_back(*s.value);
+  }
+  std::vector<int64_t> dims;
+  if (v->shape.rank() == 1) {
+    dims.push_back(static_cast<int64_t>(ints.size()));
+  } else if (ints.size() != 1) {
+    return std::nullopt;
+  }
+  switch (v->dtype) {
+    case DType::kI64: return Tensor::FromVector<int64_t>(DType::kI64, dims, ints);
+    case DType::kI32: {
+      std::vector<int32_t> v32(ints.begin(), ints.end());
+      return Tensor::FromVector<int32_t>(DType::kI32, dims, v32);
+    }
+    case DType::kBool: {
+      std::vector<uint8_t> b;
+      for (int64_t x : ints) b.push_back(x != 0);
+      return Tensor::FromVector<uint8_t>(DType::kBool, dims, b);
+    }
+    default: return std::nullopt;
+  }
+}
+
+class CanonicalizePass final : public Pass {
+ public:
+  explicit CanonicalizePass(CanonicalizeOptions o) : opt_(std::move(o)) {}
+  absl::string_view name() const override { return "canonicalize"; }
+
+  absl::StatusOr<bool> Run(Graph& g) override {
+    CanonicalizeReport report;
+    bool changed = false;
+    for (int round = 0; round < 16; ++round) {
+      MT_RETURN_IF_ERROR(g.TopoSort());
+      ShapeData data;
+      MT_RETURN_IF_ERROR(InferShapes(g, &data));
+      MT_ASSIGN_OR_RETURN(keep_, KeptInitializers(g));
+      bool again = Simplify(g, report);
+      ApplyPending(g);
+      again |= FoldShapeData(g, data, report);
+      MT_ASSIGN_OR_RETURN(bool folded, FoldConstants(g, report));
+      ApplyPending(g);
+      again |= folded;
+      again |= RemoveDead(g, report);
+      changed |= again;
+      if (!again) break;
+    }
+    MT_RETURN_IF_ERROR(g.TopoSort());
+    MT_RETURN_IF_ERROR(InferShapes(g));
+    if (opt_.report != nullptr) *opt_.report = std::move(report);
+    return changed;
+  }
+
+ private:
+  // Initializers folding must leave alone: what trains, state, and overridable graph inputs.
+  absl::StatusOr<absl::flat_hash_set<const Value*>> KeptInitializers(const Graph& g) const {
+    MT_ASSIGN_OR_RETURN(absl::flat_hash_set<const Value*> keep, SelectTrainable(g, opt_.params));
+    for (const auto& [v, c] : ClassifyInitializers(g))
+      if (c.role == InitializerRole::kState) keep.insert(v);
+    for (const Value* v : g.inputs()) keep.insert(v);
+    return keep;
+  }
+
+  // The contents of v when it is a constant here, else null.
+  const Tensor* ConstantOf(const Value* v) {
+    if (auto it = pending_.find(v); it != pending_.end()) return &it->second;
+    if (v->is_initializer()) return keep_.contains(v) ? nullptr : &*v->initializer;
+    if (v->producer == nullptr) return nullptr;
+    std::optional<Tensor> t = ConstantNodeValue(*v->producer);
+    if (!t) return nullptr;
+    scratch_.push_back(std::move(*t));
+    return &scratch_.back();
+  }
+
+  // Output i of node n (not a graph output) becomes an initializer holding t, keeping its name,
+  // once the sweep is over (ApplyPending); until then ConstantOf already reads t.
+  void Materialize(Node* n, size_t i, Tensor t) {
+    pending_.emplace(n->output(i), std::move(t));
+    if (std::find(pending_nodes_.begin(), pending_nodes_.end(), n) == pending_nodes_.end())
+      pending_nodes_.push_back(n);
+  }
+
+  void ApplyPending(Graph& g) {
+    for (Node* n : pending_nodes_) {
+      std::vector<std::pair<Value*, Tensor>> outs;
+      for (Value* o : n->outputs()) {
+        auto it = pending_.find(o);
+        if (o != nullptr && it != pending_.end() && !o->consumers.empty())
+          outs.emplace_back(o, std::move(it->second));
+      }
+      const std::string op = n->op_type();
+      g.RemoveNode(n);  // outputs still used stay, without a producer
+      for (auto& [v, t] : outs) {
+        g.SetInitializer(v, std::move(t));
+        v->metadata[kFoldedMetadata] = op;
+      }
+    }
+    pending_.clear();
+    pending_nodes_.clear();
+  }
+
+  bool FoldShapeData(Graph& g, const ShapeData& data, CanonicalizeReport& report) {
+    bool changed = false;
+    for (const auto& up : g.nodes()) {
+      Node* n = up.get();
+      if (n->num_outputs() != 1 || n->output(0) == nullptr || NeverFold(*n)) continue;
+      Value* v = n->output(0);
+      if (v->consumers.empty() || g.IsGraphOutput(v)) continue;
+      auto it = data.find(v);
+      if (it == data.end()) continue;
+      std::optional<Tensor> t = DataTensor(v, it->second);
+      if (!t) continue;
+      Materialize(n, 0, std::move(*t));
+      ++report.shape_values;
+      changed = true;
+    }
+    return changed;
+  }
+
+  absl::StatusOr<bool> FoldConstants(Graph& g, CanonicalizeReport& report) {
+    HostEvaluator eval;
+    {
+      std::lock_guard<std::mutex> lock(EvaluatorMutex());
+      eval = Evaluator();
+    }
+    if (eval == nullptr) return false;
+    bool changed = false;
+    for (const auto& up : g.nodes()) {
+      Node* n = up.get();
+      if (NeverFold(*n) || n->num_inputs() == 0) continue;
+      bool used = false, output_is_graph_output = false;
+      int64_t elements = 0;
+      for (Value* o : n->outputs()) {
+        if (o == nullptr) continue;
+        used |= !o->consumers.empty();
+        output_is_graph_output |= g.IsGraphOutput(o);
+        int64_t e = Elements(o->shape);
+        elements = e < 0 || elements < 0 ? -1 : elements + e;
+      }
+      if (!used || output_is_graph_output) continue;
+      if (elements < 0 || elements > opt_.fold_limit_elements) continue;
+      std::vector<const Tensor*> args;
+      bool all_constant = true;
+      for (Value* in : n->inputs()) {
+        const Tensor* t = in == nullptr ? nullptr : ConstantOf(in);
+        if (in != nullptr && t == nullptr) all_constant = false;
+        args.push_back(t);
+      }
+      if (!all_constant) continue;
+      absl::StatusOr<std::vector<Tensor>> outs = eval(*n, g.opset(n->domain()), args);
+      if (!outs.ok()) {  // no kernel for these types, say: the node stays, and says why
+        report.not_folded.push_back(absl::StrCat(n->name(), " (", n->op_type(), "): ", outs.status().message()));
+        continue;
+      }
+      for (size_t i = 0; i < n->num_outputs() && i < outs->size(); ++i)
+        if (n->output(i) != nullptr) Materialize(n, i, std::move((*outs)[i]));
+      ++report.folded_nodes;
+      changed = true;
+    }
+    scratch_.clear();
+    return changed;
+  }
+
+  bool Simplify(Graph& g, CanonicalizeReport& report) {
+    bool changed = false;
+    std::vector<Node*> nodes;
+    for (const auto& up : g.nodes()) nodes.push_back(up.get());
+    for (Node* n : nodes) {
+      if (!n->domain().empty()) continue;
+      const std::string& op = n->op_type();
+      Value* out = n->output(0);
+      if (out == nullptr || g.IsGraphOutput(out) || n->input(0) == nullptr) continue;
+      if (op == "Constant") {  // an initializer, so every rule reads constants one way
+        if (std::optional<Tensor> t = ConstantNodeValue(*n)) {
+          Materialize(n, 0, std::move(*t));
+          ++report.simplified;
+          changed = true;
+        }
+      } else if (op == "Identity" || (op == "Dropout" && DropsNothing(*n))) {
+        g.ReplaceAllUsesWith(out, n->input(0));
+        ++report.simplified;
+        changed = true;
+      } else if (op == "CastLike" && n->input(1) != nullptr &&
+                 n->input(1)->dtype != DType::kUndefined) {
+        Value* x = n->input(0);
+        Node* cast = g.AddNode("Cast", {x}, 1, g.UniqueName(n->name()));
+        cast->SetAttr(Attribute::Int("to", ToOnnxType(n->input(1)->dtype)));
+        g.MoveBefore(cast, n);
+        g.ReplaceAllUsesWith(out, cast->output(0));
+        ++report.simplified;
+        changed = true;
+      } else if (op == "SplitToSequence") {
+        changed |= SplitToSequenceToSplit(g, n, report);
+      }
+    }
+    return changed;
+  }
+
+  // Dropout whose ratio is a constant 0, or that has no training_mode input (inference
+  // semantics) and whose mask nothing reads. A Dropout with a ratio stays for train_mode.
+  bool DropsNothing(const Node& n) {
+    if (n.num_outputs() > 1 && n.output(1) != nullptr && !n.output(1)->consumers.empty()) return false;
+    const Tensor* ratio = n.input(1) ? ConstantOf(n.input(1)) : nullptr;
+    bool zero = false;
+    if (n.input(1) == nullptr) {
+      zero = n.has_attr("ratio") && n.attr_float("ratio", 0.5f) == 0.0f;
+    } else if (ratio != nullptr && ratio->numel() == 1) {
+      zero = ratio->GetDouble(0) == 0.0;
+    }
+    scratch_.clear();
+    return zero;
+  }
+
+  // SplitToSequence(x, split, axis) read only by SequenceAt(seq, constant position) -> Split
+  // (plus Squeeze when keepdims=0 and no split is given), one output per piece.
+  bool SplitToSequenceToSplit(Graph& g, Node* n, CanonicalizeReport& report) {
+    Value* x = n->input(0);
+    Value* seq = n->output(0);
+    const Shape& s = x->shape;
+    if (!s.rank_known) return false;
+    int64_t axis = n->attr_int("axis", 0);
+    if (axis < 0) axis += s.rank();
+    if (axis < 0 || axis >= s.rank() || !s.dims[axis].known()) return false;
+    const int64_t dim = s.dims[axis].value;
+    std::vector<int64_t> sizes;
+    bool squeeze = false;
+    if (n->input(1) == nullptr) {
+      sizes.assign(dim, 1);
+      squeeze = n->attr_int("keepdims", 1) == 0;
+    } else {
+      const Tensor* t = ConstantOf(n->input(1));
+      if (t == nullptr) return false;
+      std::vector<int64_t> split = t->ToInt64Vector();
+      if (t->rank() == 0) {
+        if (split[0] <= 0) return false;
+        for (int64_t left = dim; left > 0; left -= split[0]) sizes.push_back(std::min(split[0], left));
+      } else {
+        sizes = split;
+      }
+    }
+    scratch_.clear();
+    std::vector<std::pair<Node*, int64_t>> reads;
+    for (Node* c : seq->consumers) {
+      if (c->op_type() != "SequenceAt" || !c->domain().empty() || c->input(0) != seq) return false;
+      const Tensor* p = c->input(1) ? ConstantOf(c->input(1)) : nullptr;
+      if (p == nullptr || p->numel() != 1) return false;
+      int64_t pos = p->ToInt64Vector()[0];
+      if (pos < 0) pos += static_cast<int64_t>(sizes.size());
+      if (pos < 0 || pos >= static_cast<int64_t>(sizes.size())) return false;
+      reads.emplace_back(c, pos);
+    }
+    scratch_.clear();
+    if (g.opset("") < 13) return false;
+    Value* split_sizes = g.AddInitializer(g.UniqueName(seq->name + "_sizes"),
+                                          Tensor::FromVector<int64_t>(DType::kI64, {static_cast<int64_t>(sizes.size())}, sizes));
+    Node* split = g.AddNode("Split", {x, split_sizes}, static_cast<int>(sizes.size()),
+                            g.UniqueName(n->name()));
+    split->SetAttr(Attribute::Int("axis", axis));
+    g.MoveBefore(split, n);
+    for (auto [c, pos] : reads) {
+      Value* piece = split->output(pos);
+      if (squeeze) {
+        Value* axes = g.AddInitializer(g.UniqueName(seq->name + "_axis"),
+                                       Tensor::FromVector<int64_t>(DType::kI64, {1}, {axis}));
+        Node* sq = g.AddNode("Squeeze", {piece, axes}, 1, g.UniqueName(c->name()));
+        g.MoveBefore(sq, n);
+        piece = sq->output(0);
+      }
+      if (!g.IsGraphOutput(c->output(0))) g.ReplaceAllUsesWith(c->output(0), piece);
+    }
+    ++report.simplified;
+    return true;
+  }
+
+  bool RemoveDead(Graph& g, CanonicalizeReport& report) {
+    bool changed = false;
+    for (bool again = true; again;) {
+      again = false;
+      std::vector<Node*> dead;
+      for (const auto& up : g.nodes()) {
+        bool used = false;
+        for (Value* o : up->outputs())
+          if (o && (!o->consumers.empty() || g.IsGraphOutput(o))) used = true;
+        if (!used) dead.push_back(up.get());
+      }
+      for (Node* n : dead) g.RemoveNode(n);
+      report.removed_nodes += static_cast<int>(dead.size());
+      again = !dead.empty();
+      changed |= again;
+    }
+    std::vector<Value*> unused;
+    for (Value* v : g.initializers())
+      if (v->consumers.empty() && !g.IsGraphOutput(v) &&
+          std::find(g.inputs().begin(), g.inputs().end(), v) == g.inputs().end())
+        unused.push_back(v);
+    for (Value* v : unused) {
+      g.RemoveInitializer(v);
+      g.RemoveValue(v);
+      ++report.removed_initializers;
+      changed = true;
+    }
+    return changed;
+  }
+
+  CanonicalizeOptions opt_;
+  absl::flat_hash_set<const Value*> keep_;
+  std::deque<Tensor> scratch_;  // contents of Constant nodes read during one sweep
+  std::map<const Value*, Tensor> pending_;  // values to become initializers after the sweep
+  std::vector<Node*> pending_nodes_;
+};
+
+}  // namespace
+
+void RegisterHostEvaluator(HostEvaluator f) {
+  std::lock_guard<std::mutex> lock(EvaluatorMutex());
+  Evaluator() = f;
+}
+
+std::unique_ptr<Pass> MakeCanonicalizePass(CanonicalizeOptions options) {
+  return std::make_unique<CanonicalizePass>(std::move(options));
+}
+
+MT_REGISTER_PASS(canonicalize, [] { return MakeCanonicalizePass(); });
+
+}  // namespace mixtrain

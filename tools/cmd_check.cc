@@ -1,0 +1,111 @@
+// `mixtrain check MODEL.onnx [--loss=...] [--class-axis=N] [--freeze=RE] [--trainable=RE]
+// [--verbose]`: says, before any training, whether the model trains. Lists every blocking node
+// at once (unsupported op, missing gradient rule, unknown rank, no CPU kernel), what
+// canonicalization folded, which initializers train (count and bytes) and which are frozen and
+// why, and the dynamic dims. Exit 0 if it trains, 1 if not, 2 when the model or a flag is bad.
+// Built only on the public API (include/mixtrain/).
+#include <cstdio>
+#include <map>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "mixtrain/mixtrain.h"
+#include "mixtrain/status_macros.h"
+#include "tools/cli.h"
+
+namespace mixtrain {
+namespace {
+
+std::string Bytes(int64_t b) {
+  if (b >= (1 << 20)) return absl::StrCat(b / (1 << 20), ".", (b % (1 << 20)) * 10 / (1 << 20), " MiB");
+  if (b >= (1 << 10)) return absl::StrCat(b / (1 << 10), ".", (b % (1 << 10)) * 10 / (1 << 10), " KiB");
+  return absl::StrCat(b, " B");
+}
+
+std::string DimsString(const std::vector<int64_t>& d) { return absl::StrCat("[", absl::StrJoin(d, ","), "]"); }
+
+int Check(const cli::Args& args) {
+  if (args.positional().size() != 1)
+    return cli::Fail("check", absl::InvalidArgumentError(absl::StrCat(
+                                  "expects exactly one MODEL.onnx, got ", args.positional().size(),
+                                  " arguments (see --help)"))) + 1;
+  const std::string& path = args.positional()[0];
+  CheckOptions opt;
+  opt.loss = args.str("loss");
+  opt.output = args.str("output");
+  absl::StatusOr<int64_t> axis = args.integer("class-axis");
+  if (!axis.ok()) return cli::Fail("check", axis.status()) + 1;
+  opt.class_axis = static_cast<int32_t>(*axis);
+  opt.freeze = args.str("freeze");
+  opt.trainable = args.str("trainable");
+  absl::StatusOr<ModelCheck> r = CheckModel(path, opt);
+  if (!r.ok()) return cli::Fail("check", absl::Status(r.status().code(), absl::StrCat(path, ": ", r.status().message()))) + 1;
+  const bool verbose = args.flag("verbose");
+
+  std::printf("%s: %s\n", path.c_str(), r->trains ? "trains" : "does NOT train");
+  std::printf("canonicalization: %d nodes -> %d (%d shape values and %d constant nodes folded, %d "
+              "simplified, %d dead removed)\n",
+              r->nodes_imported, r->nodes_after, r->shape_values_folded, r->nodes_folded,
+              r->nodes_simplified, r->nodes_removed);
+  for (const std::string& s : r->not_folded) std::printf("  not folded: %s\n", s.c_str());
+  std::printf("ops: %s\n", absl::StrJoin(r->op_types, " ").c_str());
+  std::printf("dynamic dims: %s\n", r->dynamic_dims.empty() ? "none" : absl::StrJoin(r->dynamic_dims, "; ").c_str());
+
+  int64_t train_n = 0, train_bytes = 0;
+  std::map<std::string, std::pair<int, int64_t>> frozen_by_reason;  // reason -> (count, bytes)
+  for (const InitializerReport& i : r->initializers) {
+    if (i.trains) {
+      ++train_n;
+      train_bytes += i.bytes;
+      continue;
+    }
+    std::string why = i.role == "parameter" ? "parameter that does not reach the loss or is frozen by --freeze/--trainable"
+                                            : absl::StrCat(i.role, ": ", i.reason);
+    auto& e = frozen_by_reason[why];
+    ++e.first;
+    e.second += i.bytes;
+  }
+  std::printf("trainable: %lld initializers, %s\n", static_cast<long long>(train_n), Bytes(train_bytes).c_str());
+  if (verbose)
+    for (const InitializerReport& i : r->initializers)
+      if (i.trains) std::printf("  %s %s%s (%s)\n", i.name.c_str(), i.dtype.c_str(), DimsString(i.dims).c_str(), i.reason.c_str());
+  std::printf("not trained:%s\n", frozen_by_reason.empty() ? " none" : "");
+  for (const auto& [why, e] : frozen_by_reason)
+    std::printf("  %d (%s): %s\n", e.first, Bytes(e.second).c_str(), why.c_str());
+  if (verbose)
+    for (const InitializerReport& i : r->initializers)
+      if (!i.trains) std::printf("  %s %s%s: %s, %s\n", i.name.c_str(), i.dtype.c_str(), DimsString(i.dims).c_str(), i.role.c_str(), i.reason.c_str());
+  if (!r->trains) {
+    std::printf("blocking (%zu):\n", r->blockers.size());
+    for (const std::string& b : r->blockers) std::printf("  %s\n", b.c_str());
+  }
+  return r->trains ? 0 : 1;
+}
+
+MT_REGISTER_COMMAND(
+    check, cli::Command{
+               .name = "check",
+               .usage = "mixtrain check MODEL.onnx [--loss=KIND] [--class-axis=N] [--output=NAME] "
+                        "[--freeze=REGEX] [--trainable=REGEX] [--verbose]",
+               .summary = "say whether a model trains, before training: every blocking node, what "
+                          "was folded, what trains and what is frozen and why (exit 0 trains, 1 not)",
+               .flags =
+                   {
+                       {.name = "loss", .default_value = "cross_entropy",
+                        .help = "cross_entropy, mse, l1, bce_with_logits or output:NAME"},
+                       {.name = "class-axis", .default_value = "1",
+                        .help = "cross_entropy: the logits axis of the classes (-1 for N x T x V)"},
+                       {.name = "output", .default_value = "",
+                        .help = "the model output the loss applies to (default: the first)"},
+                       {.name = "freeze", .default_value = "",
+                        .help = "initializers whose whole name matches this regex do not train"},
+                       {.name = "trainable", .default_value = "",
+                        .help = "train exactly the float initializers whose whole name matches this regex"},
+                       {.name = "verbose", .default_value = "false",
+                        .help = "list every initializer with its role and reason", .is_bool = true},
+                   },
+               .run = Check});
+
+}  // namespace
+}  // namespace mixtrain
