@@ -473,7 +473,47 @@ absl::Status ScatterElementsGrad(GradContext& c) {
   return ScatterGrad(c, "GatherElements", {Attribute::Int("axis", c.node().attr_int("axis", 0))});
 }
 
+// TopK values: dX = ScatterElements(zeros like X, indices, dY_values, axis) (indices are distinct)
+absl::Status TopKGrad(GradContext& c) {
+  auto& b = c.b();
+  if (c.dY(0) == nullptr) return absl::OkStatus();
+  c.SetGrad(0, b.Op("ScatterElements", {b.ZerosLike(c.X(0)), c.Y(1), c.dY(0)},
+                    {Attribute::Int("axis", c.node().attr_int("axis", -1))}));
+  return absl::OkStatus();
+}
+
+// dX = dY where X equals the max over the spatial dims (all of them, for ties)
+absl::Status GlobalMaxPoolGrad(GradContext& c) {
+  auto& b = c.b();
+  c.SetGrad(0, b.MaskKeep(b.Op("Equal", {c.X(0), c.Y(0)}), b.ExpandLike(c.dY(0), c.X(0))));
+  return absl::OkStatus();
+}
+
+// Y = X / n, n = ||X||_p along axis (keepdims):
+//   p = 2: dX = (dY - Y * sum(dY * Y)) / n
+//   p = 1: dX = (dY - sign(X) * sum(dY * Y)) / n
+absl::Status LpNormalizationGrad(GradContext& c) {
+  auto& b = c.b();
+  const int64_t p = c.node().attr_int("p", 2);
+  if (p != 1 && p != 2) return c.Error(absl::StrCat("p=", p, " is not supported (1 or 2)"));
+  const int64_t axis = c.node().attr_int("axis", -1);
+  V x = c.X(0), y = c.Y(0), dy = c.dY(0);
+  V n = p == 2 ? b.Op("ReduceL2", {x}, {Attribute::Ints("axes", {axis}), Attribute::Int("keepdims", 1)})
+               : b.Op("ReduceL1", {x}, {Attribute::Ints("axes", {axis}), Attribute::Int("keepdims", 1)});
+  if (c.opset() >= 18) {  // axes became an input
+    V ax = b.Ints({axis});
+    n = b.Op(p == 2 ? "ReduceL2" : "ReduceL1", {x, ax}, {Attribute::Int("keepdims", 1)});
+  }
+  V dot = b.ReduceSum(b.Mul(dy, y), {axis}, true);
+  V dir = p == 2 ? y : b.Op("Sign", {x});
+  c.SetGrad(0, b.Div(b.Sub(dy, b.Mul(dir, dot)), n));
+  return absl::OkStatus();
+}
+
 MT_REGISTER_GRAD_RULES(extra, {
+    {"TopK", "", TopKGrad, Inputs({0})},
+    {"GlobalMaxPool", "", GlobalMaxPoolGrad},
+    {"LpNormalization", "", LpNormalizationGrad},
     {"HardSwish", "", HardSwishGrad},
     {"HardSigmoid", "", HardSigmoidGrad},
     {"Mish", "", MishGrad},

@@ -65,7 +65,8 @@ MT_REGISTER_COMMAND(
             {
                 {.name = "passes",
                  .default_value = "",
-                 .help = absl::StrCat("comma-separated passes to run first, in order (known: ",
+                 .help = absl::StrCat("comma-separated passes to run first, in order; canonicalize "
+                                      "runs before them, as before training (known: ",
                                       absl::StrJoin(TransformPassNames(), ", "), ")")},
                 {.name = "format",
                  .default_value = "text",

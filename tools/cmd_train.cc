@@ -410,7 +410,7 @@ MT_REGISTER_COMMAND(
                 {"shuffle", "true", "shuffle each epoch (--no-shuffle to keep the order)", true},
                 {"seed", "0", "seed for shuffling and dropout"},
                 {"freeze", "", "regex of initializers to keep frozen"},
-                {"trainable", "", "regex of initializers to train (default: all that reach the loss)"},
+                {"trainable", "", "regex of initializers to train (default: the framework's parameters that reach the loss; see mixtrain check)"},
                 {"limit-train", "0", "use only the first N training examples"},
                 {"limit-test", "0", "use only the first N test examples"},
                 {"log-every", "100", "print a progress line every N steps when not on a terminal"},

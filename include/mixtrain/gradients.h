@@ -22,8 +22,9 @@ struct GradientOptions {
   std::string labels = "labels";  // the batch key of the labels
   std::string output;             // the model output the loss applies to; "" = the first
   int32_t class_axis = 1;         // cross_entropy's class axis in the logits (-1: N x T x V)
-  // Trainable parameters: float initializers reaching the loss whose whole name matches
-  // `trainable` (when set) and does not match `freeze` (when set); ECMAScript regexes.
+  // Trainable parameters: by default the framework's parameters (README "How to export for
+  // training"); `trainable`, when set, replaces them by the float initializers whose whole name
+  // it matches; `freeze` removes matches. ECMAScript regexes. Only those reaching the loss train.
   std::string freeze;
   std::string trainable;
 };

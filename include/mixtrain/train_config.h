@@ -73,7 +73,9 @@ struct TrainConfig {
   // -1 for a language model's N x T x V logits (labels N x T). Negative counts from the end.
   int32_t class_axis = 1;
   std::string freeze;                  // regex of initializers kept frozen
-  std::string trainable;               // regex of initializers trained (overrides freeze)
+  // Regex of initializers trained, replacing the default (the framework's parameters: README
+  // "How to export for training"); freeze still applies.
+  std::string trainable;
   Optimizer optimizer;
   Schedule schedule;
   Precision precision;

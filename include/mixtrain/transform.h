@@ -17,7 +17,8 @@ namespace mixtrain {
 inline namespace v1 {
 
 struct TransformOptions {
-  // The passes to run, in order (names from TransformPassNames(); empty: import only). The ones
+  // The passes to run, in order (names from TransformPassNames(); empty: import only). When any
+  // is given, "canonicalize" runs first (unless listed), as it does before training. The ones
   // below take their options from this struct; every other pass runs with its defaults.
   std::vector<std::string> passes;
   // "precision": preset "fp32", "amp" or "half"; the low type, kFloat16 or kBFloat16; op types

@@ -328,5 +328,26 @@ TEST(GradRulesExtra, ScatterOpset9) {
   }, 9);
 }
 
+TEST(GradRulesExtra, TopK) {  // distinct values, so the selection does not move under h
+  Check([](G& g) {
+    Value* x = g.Param("x", {3, 5}, Distinct(15, 4));
+    Node* n = g.graph().AddNode("TopK", {x, g.Ints({2})}, 2, "topk");
+    n->SetAttr(A::Int("axis", 1));
+    return Vs{n->output(0)};
+  }, 11);
+}
+TEST(GradRulesExtra, GlobalMaxPool) {
+  Check([](G& g) { return Vs{g.Op1("GlobalMaxPool", {g.Param("x", {2, 3, 2, 3}, Distinct(36, 5))})}; }, 13);
+}
+TEST(GradRulesExtra, LpNormalizationL2) {
+  Check([](G& g) { return Vs{g.Op1("LpNormalization", {g.Param("x", {3, 4}, 6)}, {A::Int("axis", 1)})}; }, 13);
+}
+TEST(GradRulesExtra, LpNormalizationL1) {
+  Check([](G& g) {
+    return Vs{g.Op1("LpNormalization", {g.Param("x", {4, 3}, AwayFromZero(12, 7))},
+                    {A::Int("axis", 0), A::Int("p", 1)})};
+  }, 13);
+}
+
 }  // namespace
 }  // namespace mixtrain::gradcheck

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <set>
@@ -85,6 +86,12 @@ TEST_P(ZooTest, MatchesTheFramework) {
     return;
   }
   ASSERT_TRUE(got.ok()) << got.status();
+  // `mixtrain check` agrees before any training.
+  CheckOptions co;
+  co.class_axis = m.class_axis;
+  auto check = CheckModel(kZoo + m.name + ".onnx", co);
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_TRUE(check->trains) << (check->blockers.empty() ? "" : check->blockers.front());
   const double want_loss = Get(ref->at("loss"), 0), got_loss = Get(got->loss, 0);
   EXPECT_LE(std::fabs(got_loss - want_loss), 1e-5 * std::max(1.0, std::fabs(want_loss)));
   // Each gradient within 1e-4 of its own largest entry. A gradient that is zero in exact
@@ -95,6 +102,7 @@ TEST_P(ZooTest, MatchesTheFramework) {
   for (const auto& [name, want] : want_grads)
     for (int64_t i = 0; i < want->num_elements(); ++i) model_max = std::max(model_max, std::fabs(Get(*want, i)));
   EXPECT_GT(model_max, 0) << "every reference gradient is zero";
+  double worst_grad = 0;  // max error / max |ref| over the parameters, for the table below
   for (const auto& [name, want] : want_grads) {
     auto it = got->gradients.find(name);
     ASSERT_NE(it, got->gradients.end()) << "no gradient for parameter " << name;
@@ -104,6 +112,7 @@ TEST_P(ZooTest, MatchesTheFramework) {
       max_ref = std::max(max_ref, std::fabs(Get(*want, i)));
       max_err = std::max(max_err, std::fabs(Get(it->second, i) - Get(*want, i)));
     }
+    worst_grad = std::max(worst_grad, max_err / std::max(max_ref, 1e-2 * model_max));
     EXPECT_LE(max_err, 1e-4 * std::max(max_ref, 1e-2 * model_max))
         << name << ": max error " << max_err << ", max |ref| " << max_ref << ", model's max |ref| " << model_max;
   }
@@ -134,6 +143,65 @@ TEST_P(ZooTest, MatchesTheFramework) {
     return;
   }
   EXPECT_LE(worst, 1e-3) << "Adam loss trajectory";
+  std::printf("zoo %s: loss error %.2g, worst gradient error %.2g, worst Adam trajectory error %.2g\n",
+              m.name.c_str(), std::fabs(got_loss - want_loss) / std::max(1.0, std::fabs(want_loss)),
+              worst_grad, worst);
+}
+
+// A model exported with a dynamic batch axis trains at batch sizes 1, 7 and 64 in one process
+// (one Trainer, plans per batch size), and a batch of 16 copies of the reference batch has the
+// reference batch's loss and gradients (mean losses; train-mode norms see the same statistics).
+TEST(ZooDynamicBatch, TrainsAtBatch1And7And64) {
+  for (const char* name : {"tfm_encoder_dyn", "groupnorm_cnn"}) {
+    SCOPED_TRACE(name);
+    auto ref = ReadNpz(kZoo + name + ".npz");
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    TensorMap base;
+    for (const auto& [k, v] : *ref)
+      if (k.rfind("grad/", 0) != 0 && k != "loss" && k != "adam_losses") base.emplace(k, v);
+    // Rows i % n of every array.
+    auto batch_of = [&](int64_t rows) {
+      TensorMap out;
+      for (const auto& [k, v] : base) {
+        std::vector<int64_t> dims = v.shape();
+        const int64_t n = dims[0], row = static_cast<int64_t>(v.num_bytes()) / n;
+        dims[0] = rows;
+        std::vector<uint8_t> bytes(rows * row);
+        for (int64_t i = 0; i < rows; ++i)
+          std::memcpy(bytes.data() + i * row, static_cast<const uint8_t*>(v.raw_data()) + (i % n) * row, row);
+        auto t = HostTensor::FromBytes(v.type(), dims, bytes.data(), bytes.size());
+        EXPECT_TRUE(t.ok()) << t.status();
+        out.emplace(k, *std::move(t));
+      }
+      return out;
+    };
+    const int64_t n = base.at("labels").shape()[0];
+    GradientOptions go;
+    auto small = ComputeGradients(kZoo + name + ".onnx", base, go);
+    auto tiled = ComputeGradients(kZoo + name + ".onnx", batch_of(16 * n), go);
+    ASSERT_TRUE(small.ok()) << small.status();
+    ASSERT_TRUE(tiled.ok()) << tiled.status();
+    EXPECT_NEAR(Get(tiled->loss, 0), Get(small->loss, 0), 1e-5 * std::fabs(Get(small->loss, 0)));
+    for (const auto& [p, g] : small->gradients) {
+      const HostTensor& t = tiled->gradients.at(p);
+      double max_ref = 0, max_err = 0;
+      for (int64_t i = 0; i < g.num_elements(); ++i) {
+        max_ref = std::max(max_ref, std::fabs(Get(g, i)));
+        max_err = std::max(max_err, std::fabs(Get(t, i) - Get(g, i)));
+      }
+      EXPECT_LE(max_err, 1e-4 * max_ref + 1e-9) << p;
+    }
+    TrainConfig c;
+    c.precision.preset = TrainConfig::Precision::Preset::kFp32;
+    auto t = Trainer::Create(kZoo + name + ".onnx", c);
+    ASSERT_TRUE(t.ok()) << t.status();
+    for (int64_t rows : {1, 7, 64, 7}) {
+      auto r = (*t)->Step(batch_of(rows));
+      ASSERT_TRUE(r.ok()) << "batch " << rows << ": " << r.status();
+      ASSERT_TRUE(r->loss.has_value());
+      EXPECT_TRUE(std::isfinite(*r->loss)) << "batch " << rows;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Exports, ZooTest, ::testing::ValuesIn(Manifest()),
