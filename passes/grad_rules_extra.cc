@@ -14,6 +14,7 @@
 #include "graph/ops/extra_einsum.h"
 #include "graph/ops/reduce_params.h"
 #include "passes/autodiff.h"
+#include "passes/grad_reduce.h"
 
 namespace mixtrain {
 namespace {
@@ -210,30 +211,6 @@ absl::Status CastLikeGrad(GradContext& c) {
 }
 
 // --- reductions ---------------------------------------------------------------------------------
-
-// dY and Y with the reduced axes restored (size 1), so they broadcast against X.
-struct Reduced {
-  V dy_keep = nullptr;
-  V y_keep = nullptr;
-};
-absl::StatusOr<Reduced> ReducedOf(GradContext& c) {
-  const int64_t r = Rank(c.X(0));
-  if (r < 0) return c.Error("input rank must be known statically");
-  std::vector<int64_t> axes_in;
-  const std::vector<int64_t>* axes_ptr = nullptr;
-  if (c.X(1)) {
-    if (!c.X(1)->is_initializer()) return c.Error("the axes input must be a constant (initializer)");
-    axes_in = c.X(1)->initializer->ToInt64Vector();
-    axes_ptr = &axes_in;
-  }
-  auto mask = reduce::ReduceMask(c.node(), axes_ptr, r);
-  if (!mask.ok()) return c.Error(std::string(mask.status().message()));
-  std::vector<int64_t> lost;
-  if (c.node().attr_int("keepdims", 1) == 0)
-    for (int64_t i = 0; i < r; ++i)
-      if ((*mask)[i]) lost.push_back(i);
-  return Reduced{c.b().Unsqueeze(c.dY(0), lost), c.b().Unsqueeze(c.Y(0), lost)};
-}
 
 // dX = dY where X equals the min (every tied element gets dY, as ReduceMax's rule)
 absl::Status ReduceMinGrad(GradContext& c) {

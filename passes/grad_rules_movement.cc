@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/ops/reduce_params.h"
 #include "passes/autodiff.h"
+#include "passes/grad_reduce.h"
 
 namespace mixtrain {
 namespace {
@@ -263,17 +264,8 @@ absl::Status ResizeGrad(GradContext& c) {
   return absl::OkStatus();
 }
 
-// Which axes a Reduce* node reduced (`mask`, when known statically), and dY and Y with those
-// axes restored as size 1 so they broadcast against X. Axes computed at run time (or X's rank
-// unknown) need no statics: with keepdims=1 dY already broadcasts; with keepdims=0 Unsqueeze
-// takes the same run-time axes (negative ones count from X's rank, which is Unsqueeze's output
-// rank). Empty or absent axes need nothing either way: a full reduction leaves a scalar, which
-// broadcasts, and noop_with_empty_axes leaves Y = X.
-struct Reduced {
-  std::optional<std::vector<bool>> mask;
-  V dy_keep = nullptr;  // dY broadcastable against X
-  V y_keep = nullptr;   // Y broadcastable against X
-};
+}  // namespace
+
 absl::StatusOr<Reduced> ReducedOf(GradContext& c) {
   const Node& n = c.node();
   auto& b = c.b();
@@ -301,6 +293,8 @@ absl::StatusOr<Reduced> ReducedOf(GradContext& c) {
   red.y_keep = b.Unsqueeze(c.Y(0), lost);
   return red;
 }
+
+namespace {
 
 // dX = Expand(dY)
 absl::Status ReduceSumGrad(GradContext& c) {

@@ -13,8 +13,8 @@
 // the transposed per-axis maps one axis at a time, every dY element adding weight * itself into
 // the elements it was read from. Axis by axis, rows of different outer indices never collide,
 // so the scatter parallelizes without atomics. The per-axis maps come from the same functions
-// as the forward kernels' (movement::PlanSlice, resize_taps.h; PadSource mirrors
-// kernels/cpu/movement_index.cc), so forward and backward cannot disagree. Sums in double.
+// as the forward kernels' (movement::PlanSlice, resize_taps.h, cpu_movement::PadSource in
+// movement_util.h), so forward and backward cannot disagree. Sums in double.
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -119,20 +119,6 @@ absl::StatusOr<std::vector<int64_t>> OptionalInts(const KernelContext& ctx, size
   return ReadInts(ctx, *ctx.input(i));
 }
 
-// Source index along one dim for output index o, or -1 for the constant fill. The same mapping
-// as Pad's forward kernel (kernels/cpu/movement_index.cc).
-int64_t PadSource(const std::string& mode, int64_t o, int64_t begin, int64_t n) {
-  int64_t i = o - begin;
-  if (i >= 0 && i < n) return i;
-  if (mode == "constant" || n == 0) return -1;
-  if (mode == "edge") return std::clamp<int64_t>(i, 0, n - 1);
-  if (mode == "wrap") return ((i % n) + n) % n;
-  if (n == 1) return 0;  // reflect
-  const int64_t period = 2 * (n - 1);
-  i = ((i % period) + period) % period;
-  return i < n ? i : period - i;
-}
-
 absl::Status PadGradKernel(KernelContext& ctx) {
   const TensorView* dy = ctx.input(0);
   if (dy == nullptr || ctx.input(1) == nullptr || ctx.output(0) == nullptr)
@@ -152,7 +138,7 @@ absl::Status PadGradKernel(KernelContext& ctx) {
     if (mode != "constant" && n == 0 && dy->dims[d] > 0)
       return ctx.Error(absl::StrCat("cannot ", mode, "-pad the empty dim ", d));
     maps[d].in_len = n;
-    for (int64_t o = 0; o < dy->dims[d]; ++o) maps[d].idx.push_back(PadSource(mode, o, begin, n));
+    for (int64_t o = 0; o < dy->dims[d]; ++o) maps[d].idx.push_back(cpu_movement::PadSource(mode, o, begin, n));
   }
   return RunAdjoint(ctx, maps);
 }

@@ -152,19 +152,6 @@ absl::Status Gather(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
-// Source index along one dim for output index o, or -1 for the constant fill.
-int64_t PadSource(const std::string& mode, int64_t o, int64_t begin, int64_t n) {
-  int64_t i = o - begin;
-  if (i >= 0 && i < n) return i;
-  if (mode == "constant" || n == 0) return -1;
-  if (mode == "edge") return std::clamp<int64_t>(i, 0, n - 1);
-  if (mode == "wrap") return ((i % n) + n) % n;
-  if (n == 1) return 0;  // reflect
-  const int64_t period = 2 * (n - 1);
-  i = ((i % period) + period) % period;
-  return i < n ? i : period - i;
-}
-
 absl::Status Pad(KernelContext& ctx) {
   const TensorView& in = *ctx.input(0);
   TensorView& out = *ctx.output(0);
@@ -191,7 +178,7 @@ absl::Status Pad(KernelContext& ctx) {
     if (mode != "constant" && n == 0 && out.dims[d] > 0)
       return ctx.Error(absl::StrCat("cannot ", mode, "-pad the empty dim ", d));
     maps[d].resize(out.dims[d]);
-    for (int64_t o = 0; o < out.dims[d]; ++o) maps[d][o] = PadSource(mode, o, begin, n);
+    for (int64_t o = 0; o < out.dims[d]; ++o) maps[d][o] = cpu_movement::PadSource(mode, o, begin, n);
   }
   cpu_movement::IndexMapCopy(out.data, in.data, esize, in.dims, out.dims, maps, fill.data());
   return absl::OkStatus();
