@@ -8,10 +8,12 @@
 #include "graph/onnx_import.h"
 #include "graph/shape_inference.h"
 #include "graph/text_format.h"
+#include "kernels/cpu/dnnl_common.h"
 #include "mixtrain/transform.h"
 #include "passes/pass.h"
 #include "passes/pass_registry.h"
 #include "passes/passes.h"
+#include "passes/pipeline.h"
 #include "passes/precision.h"
 #include "passes/training.h"
 
@@ -63,15 +65,61 @@ absl::Status BuildPipeline(const TransformOptions& options, PassManager& pm) {
   return absl::OkStatus();
 }
 
+constexpr char kTrainStage[] = "train";
+constexpr char kEvalStage[] = "eval";
+
+// The TrainConfig `dump --passes=train|eval` builds from: options.train_config, else one made of
+// the precision, loss and optimizer fields.
+absl::StatusOr<pb::TrainConfig> TrainConfigOf(const TransformOptions& o) {
+  if (o.train_config) return api::ToProto(*o.train_config);
+  TrainConfig c;
+  using P = TrainConfig::Precision;
+  if (o.precision == "fp32") c.precision.preset = P::Preset::kFp32;
+  else if (o.precision == "half") c.precision.preset = P::Preset::kHalf;
+  else if (o.precision == "amp") c.precision.preset = P::Preset::kAmp;
+  else return absl::InvalidArgumentError(absl::StrCat("TransformOptions::precision '", o.precision, "' is not fp32, amp or half"));
+  c.precision.low_dtype = o.low_type == ElementType::kFloat16 ? P::LowType::kFp16 : P::LowType::kBf16;
+  c.precision.allow = o.allow;
+  c.precision.deny = o.deny;
+  if (o.fp32_nodes) c.precision.fp32_nodes.push_back(*o.fp32_nodes);
+  c.loss = o.loss;
+  c.class_axis = o.class_axis;
+  using K = TrainConfig::Optimizer::Kind;
+  if (o.optimizer == "adam") c.optimizer.kind = K::kAdam;
+  else if (o.optimizer == "adamw") c.optimizer.kind = K::kAdamW;
+  else if (o.optimizer == "sgd") c.optimizer.kind = K::kSgd;
+  else if (o.optimizer == "adagrad") c.optimizer.kind = K::kAdagrad;
+  else return absl::InvalidArgumentError(absl::StrCat("TransformOptions::optimizer '", o.optimizer, "' is unknown"));
+  return api::ToProto(c);
+}
+
 }  // namespace
 
 absl::StatusOr<TransformedModel> TransformModel(const std::string& model_path, const TransformOptions& options,
                                                 GraphFormat format, const std::string& out_path) {
   return api::Guarded("TransformModel", [&]() -> absl::StatusOr<TransformedModel> {
-    PassManager pm;
-    MT_RETURN_IF_ERROR(BuildPipeline(options, pm));
-    MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxFile(model_path));
-    MT_RETURN_IF_ERROR(pm.Run(*g));
+    const std::vector<std::string>& names = options.passes;
+    const bool stage = std::find(names.begin(), names.end(), kTrainStage) != names.end() ||
+                       std::find(names.begin(), names.end(), kEvalStage) != names.end();
+    std::unique_ptr<Graph> g;
+    if (stage) {  // the trainer's own pipeline (passes/pipeline.h)
+      if (names.size() != 1)
+        return absl::InvalidArgumentError("passes: 'train' and 'eval' are whole pipelines; give one of them alone");
+      MT_ASSIGN_OR_RETURN(pb::TrainConfig config, TrainConfigOf(options));
+      MT_ASSIGN_OR_RETURN(g, ImportOnnxFile(model_path));
+      MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(config, *g, dnnl_util::NativeBf16()));
+      MT_RETURN_IF_ERROR(PrepareModel(*g, recipe));
+      if (names[0] == kTrainStage) {
+        MT_RETURN_IF_ERROR(BuildTrainingStep(*g, recipe).status());
+      } else {
+        MT_RETURN_IF_ERROR(BuildEvalGraph(*g, recipe));
+      }
+    } else {
+      PassManager pm;
+      MT_RETURN_IF_ERROR(BuildPipeline(options, pm));
+      MT_ASSIGN_OR_RETURN(g, ImportOnnxFile(model_path));
+      MT_RETURN_IF_ERROR(pm.Run(*g));
+    }
 
     TransformedModel out;
     if (format == GraphFormat::kOnnx) {
@@ -84,7 +132,7 @@ absl::StatusOr<TransformedModel> TransformModel(const std::string& model_path, c
     }
     MT_RETURN_IF_ERROR(InferShapes(*g));
     out.graph = format == GraphFormat::kDot ? GraphToDot(*g) : GraphToText(*g);
-    if (std::find(options.passes.begin(), options.passes.end(), "precision") != options.passes.end()) {
+    if (stage || std::find(names.begin(), names.end(), "precision") != names.end()) {
       out.precision_report = PrecisionReport(*g);
       if (format == GraphFormat::kText) out.graph += "\n" + out.precision_report;
     }
@@ -96,7 +144,13 @@ absl::StatusOr<TransformedModel> TransformModel(const std::string& model_path, c
   });
 }
 
-std::vector<std::string> TransformPassNames() { return RegisteredPassNames(); }
+std::vector<std::string> TransformPassNames() {
+  std::vector<std::string> names = RegisteredPassNames();
+  names.push_back(kTrainStage);
+  names.push_back(kEvalStage);
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 }  // namespace v1
 }  // namespace mixtrain

@@ -14,7 +14,6 @@
 #include "absl/strings/str_cat.h"
 #include "graph/check.h"
 #include "graph/shape_inference.h"
-#include "passes/canonicalize.h"
 #include "passes/parameters.h"
 #include "passes/pass_registry.h"
 #include "passes/passes.h"
@@ -237,20 +236,6 @@ std::unique_ptr<Pass> MakeAutodiffPass(AutodiffOptions options) {
 }
 
 MT_REGISTER_PASS(autodiff, [] { return MakeAutodiffPass(); });
-
-absl::StatusOr<std::unique_ptr<Graph>> BuildGradientGraph(const Graph& model,
-                                                          const GradientGraphOptions& options) {
-  std::unique_ptr<Graph> g = model.Clone();
-  PassManager pm;
-  CanonicalizeOptions canon;
-  canon.params = {options.autodiff.trainable, options.autodiff.freeze};
-  pm.Add(MakeCanonicalizePass(canon));
-  pm.Add(MakeTrainModePass(options.train_mode));
-  pm.Add(MakeLossPass(options.loss));
-  pm.Add(MakeAutodiffPass(options.autodiff));
-  MT_RETURN_IF_ERROR(pm.Run(*g));
-  return g;
-}
 
 std::vector<std::string> GradientOutputs(const Graph& g) {
   std::vector<std::string> names;

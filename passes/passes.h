@@ -67,8 +67,8 @@ struct GradientGraphOptions {
   LossOptions loss;
   AutodiffOptions autodiff;
 };
-// train_mode, loss and autodiff on a copy of `model`, verified after each pass (what
-// `mixtrain grad` runs). Outputs: "loss", then the model's, state and "grad/<param>" ones.
+// canonicalize, train_mode, loss and autodiff on a copy of `model`, verified after each pass
+// (what `mixtrain grad` and ComputeGradients run; defined in passes/pipeline.cc). Outputs: "loss", then the model's, state and "grad/<param>" ones.
 absl::StatusOr<std::unique_ptr<Graph>> BuildGradientGraph(const Graph& model,
                                                           const GradientGraphOptions& options);
 // The names of g's gradient outputs, in output order.

@@ -14,7 +14,7 @@
 #include "graph/onnx_import.h"
 #include "graph/shape_inference.h"
 #include "onnx/defs/schema.h"
-#include "passes/canonicalize.h"
+#include "passes/pipeline.h"
 #include "passes/passes.h"
 #include "passes/precision.h"
 #include "passes/training.h"
@@ -23,28 +23,6 @@ namespace mixtrain {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
-
-// Inference form: BatchNormalization uses its running statistics, Dropout is the identity.
-void ToInferenceForm(Graph& g) {
-  for (const auto& up : g.nodes()) {
-    Node* n = up.get();
-    if (n->op_type() == "BatchNormalization" && n->domain().empty()) {
-      if (n->attr_int("training_mode", 0) != 0) n->SetAttr(Attribute::Int("training_mode", 0));
-      while (n->num_outputs() > 1) g.DropNodeOutput(n, n->num_outputs() - 1);
-    }
-  }
-}
-
-absl::StatusOr<PrecisionPolicy> MakePolicy(const pb::PrecisionPolicy& p, PrecisionPreset preset,
-                                           DType low) {
-  PrecisionPolicy policy = PrecisionPolicy::Default(preset, low);
-  for (const std::string& op : p.allow()) policy.SetClass(op, PrecisionClass::kAllow);
-  for (const std::string& op : p.deny()) policy.SetClass(op, PrecisionClass::kDeny);
-  for (const std::string& op : p.infer()) policy.SetClass(op, PrecisionClass::kInfer);
-  for (const std::string& op : p.clear()) policy.SetClass(op, PrecisionClass::kClear);
-  for (const std::string& re : p.fp32_nodes()) MT_RETURN_IF_ERROR(policy.AddFp32NodeRegex(re));
-  return policy;
-}
 
 // Whether ONNX's schema of `n` at the model's opset lets its first input be `dtype` (Conv, for
 // one, accepts bfloat16 only from opset 22). Unknown ops count as accepting.
@@ -94,35 +72,14 @@ absl::Status Trainer::Build(std::unique_ptr<Graph> model) {
   if (c.device() != "cpu" && c.device() != "auto")
     return absl::UnimplementedError(absl::StrCat("device '", c.device(),
                                                  "': this build trains on the CPU only"));
-  // --- resolve the precision: AUTO is bf16 where the CPU computes bf16 natively. Elsewhere the
-  // run stays in fp32: bf16 storage with fp32 math costs conversions and buys nothing but memory,
-  // so it is there for those who ask (--dtype=bf16|fp16); fp16 is for GPUs. ---
-  const auto& pp = c.precision();
-  PrecisionPreset preset = pp.preset() == pb::PrecisionPolicy::FP32   ? PrecisionPreset::kFp32
-                           : pp.preset() == pb::PrecisionPolicy::HALF ? PrecisionPreset::kHalf
-                                                                            : PrecisionPreset::kAmp;
-  if (pp.low_dtype() == pb::PrecisionPolicy::AUTO && preset != PrecisionPreset::kFp32 &&
-      !dnnl_util::NativeBf16()) {
-    preset = PrecisionPreset::kFp32;
-    precision_.note = absl::StrCat(
-        "this CPU has no native bf16 (oneDNN ISA ", dnnl_util::DnnlIsaName(),
-        "), so --dtype=auto trains in fp32; --dtype=bf16 or --dtype=fp16 forces mixed precision "
-        "(low-precision storage, fp32 math)");
-  }
-  DType low = pp.low_dtype() == pb::PrecisionPolicy::FP16 ? DType::kF16 : DType::kBF16;
-  precision_.preset = preset == PrecisionPreset::kFp32 ? "fp32" : preset == PrecisionPreset::kHalf ? "half" : "amp";
-  precision_.low = preset == PrecisionPreset::kFp32 ? DType::kF32 : low;
-  auto mode = c.loss_scaler().mode();
-  bool scaling = false, dynamic = false;
-  if (mode == pb::LossScalerConfig::AUTO) {
-    scaling = dynamic = precision_.low == DType::kF16;
-  } else if (mode == pb::LossScalerConfig::STATIC) {
-    scaling = true;
-  } else if (mode == pb::LossScalerConfig::DYNAMIC) {
-    scaling = dynamic = true;
-  }
-  precision_.scaling = !scaling ? "off" : dynamic ? "dynamic" : "static";
-  if (c.accumulate() < 1) return absl::InvalidArgumentError("accumulate must be >= 1");
+  MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(c, *model, dnnl_util::NativeBf16()));
+  precision_.preset = recipe.preset == PrecisionPreset::kFp32   ? "fp32"
+                      : recipe.preset == PrecisionPreset::kHalf ? "half"
+                                                                : "amp";
+  precision_.low = recipe.low;
+  precision_.scaling = !recipe.scaling ? "off" : recipe.dynamic_scaling ? "dynamic" : "static";
+  if (!recipe.note.empty())
+    precision_.note = absl::StrCat(recipe.note, " (oneDNN ISA ", dnnl_util::DnnlIsaName(), ")");
 
   // --- names ---
   for (Value* v : model->inputs())
@@ -130,84 +87,17 @@ absl::Status Trainer::Build(std::unique_ptr<Graph> model) {
       input_name_ = v->name;
       break;
     }
-  output_name_ = c.output();
-  if (output_name_.empty()) {
-    if (model->outputs().empty()) return absl::InvalidArgumentError("the model has no outputs");
-    output_name_ = model->outputs()[0]->name;
-  } else if (model->FindValue(output_name_) == nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat("--output: the model has no value '", output_name_, "'"));
-  }
-  labels_name_ = c.data().labels_key();
+  output_name_ = recipe.loss.output;
+  labels_name_ = recipe.loss.labels;
   classification_ = c.loss() == "cross_entropy";
-  // --- import canonicalization: one form for the step, the eval graph and the export ---
-  {
-    std::vector<std::unique_ptr<Pass>> ps;
-    CanonicalizeOptions co;
-    co.params = {c.trainable(), c.freeze()};
-    ps.push_back(MakeCanonicalizePass(co));
-    MT_RETURN_IF_ERROR(RunPasses(*model, std::move(ps)));
-  }
-  model_ = model->Clone();
 
-  LossOptions loss;
-  loss.kind = c.loss();
-  loss.output = output_name_;
-  loss.labels = labels_name_;
-  loss.class_axis = c.class_axis();
-  MT_ASSIGN_OR_RETURN(PrecisionPolicy policy, MakePolicy(pp, preset, low == DType::kF16 ? DType::kF16 : DType::kBF16));
+  // --- one canonical model for the step, the eval graph and the export ---
+  MT_RETURN_IF_ERROR(PrepareModel(*model, recipe));
+  model_ = model->Clone();
 
   // --- the training step ---
   std::unique_ptr<Graph> g = model->Clone();
-  {
-    std::vector<std::unique_ptr<Pass>> ps;
-    TrainModeOptions tm;
-    tm.seed = static_cast<int64_t>(c.data().seed());
-    ps.push_back(MakeTrainModePass(tm));
-    ps.push_back(MakeLossPass(loss));
-    if (preset != PrecisionPreset::kFp32) ps.push_back(MakePrecisionPass(policy));
-    if (scaling) ps.push_back(MakeLossScalePass({c.loss_scaler().init_scale()}));
-    AutodiffOptions ad;
-    ad.loss = scaling ? kScaledLossName : kLossName;
-    ad.trainable = c.trainable();
-    // The loss scale is an fp32 initializer on the loss path, but state, never a parameter.
-    ad.freeze = c.freeze().empty() ? std::string(kLossScaleName)
-                                   : absl::StrCat("(", c.freeze(), ")|", kLossScaleName);
-    ps.push_back(MakeAutodiffPass(ad));
-    MT_RETURN_IF_ERROR(RunPasses(*g, std::move(ps)));
-  }
-  for (Value* out : g->outputs())
-    if (out->name.rfind(kGradPrefix, 0) == 0) params_.push_back(out->name.substr(std::string(kGradPrefix).size()));
-  if (params_.empty()) return absl::InvalidArgumentError("no trainable parameters reach the loss");
-  {
-    const pb::OptimizerConfig& oc = c.optimizer();
-    OptimizerOptions o;
-    switch (oc.kind()) {
-      case pb::OptimizerConfig::ADAM: o.kind = OptimizerOptions::kAdam; break;
-      case pb::OptimizerConfig::ADAMW: o.kind = OptimizerOptions::kAdamW; break;
-      case pb::OptimizerConfig::SGD: o.kind = OptimizerOptions::kSgd; break;
-      case pb::OptimizerConfig::ADAGRAD: o.kind = OptimizerOptions::kAdagrad; break;
-    }
-    o.beta1 = oc.beta1();
-    o.beta2 = oc.beta2();
-    o.epsilon = oc.kind() == pb::OptimizerConfig::ADAGRAD && !oc.has_epsilon() ? 1e-10f : oc.epsilon();
-    o.weight_decay = oc.weight_decay();
-    if (oc.kind() == pb::OptimizerConfig::ADAMW && !oc.has_weight_decay()) o.weight_decay = 0.01f;  // torch's default
-    o.momentum = oc.momentum();
-    o.nesterov = oc.nesterov();
-    o.clip_grad_norm = oc.clip_grad_norm();
-    o.unscale = scaling;
-    o.dynamic_scale = dynamic;
-    o.growth_factor = c.loss_scaler().growth_factor();
-    o.backoff_factor = c.loss_scaler().backoff_factor();
-    o.growth_interval = c.loss_scaler().growth_interval();
-    o.max_scale = c.loss_scaler().max_scale();
-    o.accumulate = c.accumulate();
-    std::vector<std::unique_ptr<Pass>> ps;
-    ps.push_back(MakeOptimizerPass(o));
-    ps.push_back(MakeCleanupPass());
-    MT_RETURN_IF_ERROR(RunPasses(*g, std::move(ps)));
-  }
-  MT_RETURN_IF_ERROR(InferShapes(*g));
+  MT_ASSIGN_OR_RETURN(params_, BuildTrainingStep(*g, recipe));
   SessionOptions so;
   for (const auto& [from, to] : StateUpdates(*g)) {
     so.state_updates[from] = to;
@@ -218,15 +108,7 @@ absl::Status Trainer::Build(std::unique_ptr<Graph> model) {
 
   // --- the eval graph: inference form, same loss and precision ---
   std::unique_ptr<Graph> e = model->Clone();
-  ToInferenceForm(*e);
-  {
-    std::vector<std::unique_ptr<Pass>> ps;
-    ps.push_back(MakeLossPass(loss));
-    if (preset != PrecisionPreset::kFp32) ps.push_back(MakePrecisionPass(policy));
-    ps.push_back(MakeCleanupPass());
-    MT_RETURN_IF_ERROR(RunPasses(*e, std::move(ps)));
-  }
-  MT_RETURN_IF_ERROR(InferShapes(*e));
+  MT_RETURN_IF_ERROR(BuildEvalGraph(*e, recipe));
   eval_graph_ = std::shared_ptr<Graph>(e.release());
   MT_ASSIGN_OR_RETURN(eval_, Session::Create(std::const_pointer_cast<const Graph>(eval_graph_)));
   return absl::OkStatus();

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "mixtrain/tensor.h"
+#include "mixtrain/train_config.h"
 #include "mixtrain/trainer.h"  // GraphFormat
 
 namespace mixtrain {
@@ -33,6 +34,11 @@ struct TransformOptions {
   // "optimizer": adam, adamw, sgd or adagrad. With "loss_scale" among the passes, autodiff
   // differentiates the scaled loss and the optimizer unscales (dynamic scaling).
   std::string optimizer = "adam";
+  // passes = {"train"} or {"eval"}: the training step or the eval graph exactly as a Trainer
+  // builds it (canonicalize, train_mode, loss, precision, loss_scale, autodiff, optimizer,
+  // cleanup), from this config; unset: a TrainConfig made of the fields above (precision
+  // preset and low type, lists, loss, class axis, optimizer; loss scaling as train's default).
+  std::optional<TrainConfig> train_config;
 };
 
 struct TransformedModel {

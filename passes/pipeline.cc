@@ -1,0 +1,164 @@
+// See pipeline.h.
+#include "passes/pipeline.h"
+
+#include "absl/strings/str_cat.h"
+#include "graph/shape_inference.h"
+#include "passes/canonicalize.h"
+#include "passes/precision.h"
+
+namespace mixtrain {
+namespace {
+
+absl::Status RunPasses(Graph& g, std::vector<std::unique_ptr<Pass>> passes) {
+  PassManager pm;
+  for (auto& p : passes) pm.Add(std::move(p));
+  return pm.Run(g);
+}
+
+absl::StatusOr<OptimizerOptions> Optimizer(const pb::TrainConfig& c) {
+  const pb::OptimizerConfig& oc = c.optimizer();
+  OptimizerOptions o;
+  switch (oc.kind()) {
+    case pb::OptimizerConfig::ADAM: o.kind = OptimizerOptions::kAdam; break;
+    case pb::OptimizerConfig::ADAMW: o.kind = OptimizerOptions::kAdamW; break;
+    case pb::OptimizerConfig::SGD: o.kind = OptimizerOptions::kSgd; break;
+    case pb::OptimizerConfig::ADAGRAD: o.kind = OptimizerOptions::kAdagrad; break;
+    default: return absl::InvalidArgumentError(absl::StrCat("unknown optimizer kind ", oc.kind()));
+  }
+  o.beta1 = oc.beta1();
+  o.beta2 = oc.beta2();
+  o.epsilon = oc.kind() == pb::OptimizerConfig::ADAGRAD && !oc.has_epsilon() ? 1e-10f : oc.epsilon();
+  o.weight_decay = oc.weight_decay();
+  if (oc.kind() == pb::OptimizerConfig::ADAMW && !oc.has_weight_decay()) o.weight_decay = 0.01f;  // torch's default
+  o.momentum = oc.momentum();
+  o.nesterov = oc.nesterov();
+  o.clip_grad_norm = oc.clip_grad_norm();
+  o.growth_factor = c.loss_scaler().growth_factor();
+  o.backoff_factor = c.loss_scaler().backoff_factor();
+  o.growth_interval = c.loss_scaler().growth_interval();
+  o.max_scale = c.loss_scaler().max_scale();
+  o.accumulate = c.accumulate();
+  return o;
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingRecipe> ResolveTrainingRecipe(const pb::TrainConfig& c, const Graph& model,
+                                                     bool native_bf16) {
+  TrainingRecipe r;
+  // AUTO is bf16 where the CPU computes bf16 natively. Elsewhere the run stays in fp32: bf16
+  // storage with fp32 math costs conversions and buys nothing but memory, so it is there for
+  // those who ask (--dtype=bf16|fp16); fp16 is for GPUs.
+  const pb::PrecisionPolicy& pp = c.precision();
+  r.preset = pp.preset() == pb::PrecisionPolicy::FP32   ? PrecisionPreset::kFp32
+             : pp.preset() == pb::PrecisionPolicy::HALF ? PrecisionPreset::kHalf
+                                                        : PrecisionPreset::kAmp;
+  if (pp.low_dtype() == pb::PrecisionPolicy::AUTO && r.preset != PrecisionPreset::kFp32 && !native_bf16) {
+    r.preset = PrecisionPreset::kFp32;
+    r.note = "this CPU has no native bf16, so --dtype=auto trains in fp32; --dtype=bf16 or "
+             "--dtype=fp16 forces mixed precision (low-precision storage, fp32 math)";
+  }
+  const DType low = pp.low_dtype() == pb::PrecisionPolicy::FP16 ? DType::kF16 : DType::kBF16;
+  r.low = r.preset == PrecisionPreset::kFp32 ? DType::kF32 : low;
+  r.policy = PrecisionPolicy::Default(r.preset, low);
+  for (const std::string& op : pp.allow()) r.policy.SetClass(op, PrecisionClass::kAllow);
+  for (const std::string& op : pp.deny()) r.policy.SetClass(op, PrecisionClass::kDeny);
+  for (const std::string& op : pp.infer()) r.policy.SetClass(op, PrecisionClass::kInfer);
+  for (const std::string& op : pp.clear()) r.policy.SetClass(op, PrecisionClass::kClear);
+  for (const std::string& re : pp.fp32_nodes()) MT_RETURN_IF_ERROR(r.policy.AddFp32NodeRegex(re));
+
+  switch (c.loss_scaler().mode()) {
+    case pb::LossScalerConfig::AUTO: r.scaling = r.dynamic_scaling = r.low == DType::kF16; break;
+    case pb::LossScalerConfig::STATIC: r.scaling = true; break;
+    case pb::LossScalerConfig::DYNAMIC: r.scaling = r.dynamic_scaling = true; break;
+    default: break;  // OFF
+  }
+  r.init_scale = c.loss_scaler().init_scale();
+  if (c.accumulate() < 1) return absl::InvalidArgumentError("accumulate must be >= 1");
+
+  r.train_mode.seed = static_cast<int64_t>(c.data().seed());
+  r.loss.kind = c.loss();
+  r.loss.output = c.output();
+  if (r.loss.output.empty()) {
+    if (model.outputs().empty()) return absl::InvalidArgumentError("the model has no outputs");
+    r.loss.output = model.outputs()[0]->name;
+  } else if (model.FindValue(r.loss.output) == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat("--output: the model has no value '", r.loss.output, "'"));
+  }
+  r.loss.labels = c.data().labels_key();
+  r.loss.class_axis = c.class_axis();
+  r.params = {c.trainable(), c.freeze()};
+  MT_ASSIGN_OR_RETURN(r.optimizer, Optimizer(c));
+  r.optimizer.unscale = r.scaling;
+  r.optimizer.dynamic_scale = r.dynamic_scaling;
+  return r;
+}
+
+absl::Status PrepareModel(Graph& model, const TrainingRecipe& recipe) {
+  std::vector<std::unique_ptr<Pass>> ps;
+  CanonicalizeOptions co;
+  co.params = recipe.params;
+  ps.push_back(MakeCanonicalizePass(co));
+  return RunPasses(model, std::move(ps));
+}
+
+absl::StatusOr<std::vector<std::string>> BuildTrainingStep(Graph& g, const TrainingRecipe& r) {
+  std::vector<std::unique_ptr<Pass>> ps;
+  ps.push_back(MakeTrainModePass(r.train_mode));
+  ps.push_back(MakeLossPass(r.loss));
+  if (r.preset != PrecisionPreset::kFp32) ps.push_back(MakePrecisionPass(r.policy));
+  if (r.scaling) ps.push_back(MakeLossScalePass({r.init_scale}));
+  AutodiffOptions ad;
+  ad.loss = r.scaling ? kScaledLossName : kLossName;
+  ad.trainable = r.params.trainable;
+  // The loss scale is an fp32 initializer on the loss path, but state, never a parameter.
+  ad.freeze = r.params.freeze.empty() ? std::string(kLossScaleName)
+                                      : absl::StrCat("(", r.params.freeze, ")|", kLossScaleName);
+  ps.push_back(MakeAutodiffPass(ad));
+  MT_RETURN_IF_ERROR(RunPasses(g, std::move(ps)));
+  std::vector<std::string> params;
+  for (const std::string& grad : GradientOutputs(g)) params.push_back(grad.substr(std::string(kGradPrefix).size()));
+  if (params.empty()) return absl::InvalidArgumentError("no trainable parameters reach the loss");
+  ps.clear();
+  ps.push_back(MakeOptimizerPass(r.optimizer));
+  ps.push_back(MakeCleanupPass());
+  MT_RETURN_IF_ERROR(RunPasses(g, std::move(ps)));
+  MT_RETURN_IF_ERROR(InferShapes(g));
+  return params;
+}
+
+absl::Status BuildEvalGraph(Graph& g, const TrainingRecipe& r) {
+  ToInferenceForm(g);
+  std::vector<std::unique_ptr<Pass>> ps;
+  ps.push_back(MakeLossPass(r.loss));
+  if (r.preset != PrecisionPreset::kFp32) ps.push_back(MakePrecisionPass(r.policy));
+  ps.push_back(MakeCleanupPass());
+  MT_RETURN_IF_ERROR(RunPasses(g, std::move(ps)));
+  return InferShapes(g);
+}
+
+absl::StatusOr<std::unique_ptr<Graph>> BuildGradientGraph(const Graph& model,
+                                                          const GradientGraphOptions& options) {
+  std::unique_ptr<Graph> g = model.Clone();
+  PassManager pm;
+  CanonicalizeOptions canon;
+  canon.params = {options.autodiff.trainable, options.autodiff.freeze};
+  pm.Add(MakeCanonicalizePass(canon));
+  pm.Add(MakeTrainModePass(options.train_mode));
+  pm.Add(MakeLossPass(options.loss));
+  pm.Add(MakeAutodiffPass(options.autodiff));
+  MT_RETURN_IF_ERROR(pm.Run(*g));
+  return g;
+}
+
+void ToInferenceForm(Graph& g) {
+  for (const auto& up : g.nodes()) {
+    Node* n = up.get();
+    if (n->op_type() == "BatchNormalization" && n->domain().empty()) {
+      if (n->attr_int("training_mode", 0) != 0) n->SetAttr(Attribute::Int("training_mode", 0));
+      while (n->num_outputs() > 1) g.DropNodeOutput(n, n->num_outputs() - 1);
+    }
+  }
+}
+
+}  // namespace mixtrain

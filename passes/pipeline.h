@@ -1,0 +1,55 @@
+// The one place the training step is assembled (DESIGN.md's pass pipeline). A TrainConfig
+// resolves once into a TrainingRecipe (precision preset and low type with AUTO decided, loss
+// scaling, the precision policy with all four lists and the fp32 node regexes, loss, trainable
+// selection, optimizer); the trainer, `mixtrain dump --passes=train|eval`, and the public
+// API's TransformModel build their graphs from it with the functions below, so what `dump`
+// prints is what `train` runs:
+//
+//   import -> canonicalize -> [step] train_mode -> loss -> precision -> loss_scale -> autodiff
+//                                    -> optimizer -> cleanup
+//                          -> [eval] inference form -> loss -> precision -> cleanup
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/graph.h"
+#include "passes/parameters.h"
+#include "passes/passes.h"
+#include "passes/precision_policy.h"
+#include "passes/training.h"
+#include "proto/mixtrain_pb.h"
+
+namespace mixtrain {
+
+struct TrainingRecipe {
+  PrecisionPreset preset = PrecisionPreset::kAmp;  // after AUTO
+  DType low = DType::kBF16;                        // the low type (kF32 when preset is fp32)
+  bool scaling = false, dynamic_scaling = false;
+  float init_scale = 65536.0f;
+  std::string note;  // why AUTO chose what it did, when the user should know
+  PrecisionPolicy policy = PrecisionPolicy::Default(PrecisionPreset::kAmp, DType::kBF16);
+  TrainModeOptions train_mode;
+  LossOptions loss;  // output and labels resolved against the model
+  TrainableSelection params;
+  OptimizerOptions optimizer;
+};
+
+// Resolves `config` for `model` (its first output when the config names none). `native_bf16`:
+// whether this machine computes bf16 natively; --dtype=auto picks bf16 AMP only then, else fp32.
+absl::StatusOr<TrainingRecipe> ResolveTrainingRecipe(const pb::TrainConfig& config, const Graph& model,
+                                                     bool native_bf16);
+
+// The import stage every graph below starts from (canonicalization with the recipe's parameters).
+absl::Status PrepareModel(Graph& model, const TrainingRecipe& recipe);
+// The training step from a prepared model, in place: gradients, update, state outputs. Returns
+// the parameters it trains (those with a gradient), in order.
+absl::StatusOr<std::vector<std::string>> BuildTrainingStep(Graph& g, const TrainingRecipe& recipe);
+// The eval graph from a prepared model, in place: inference form, the same loss and precision.
+absl::Status BuildEvalGraph(Graph& g, const TrainingRecipe& recipe);
+// BatchNormalization on running statistics (its extra outputs dropped); Dropout stays (it is the
+// identity in ONNX's inference semantics).
+void ToInferenceForm(Graph& g);
+
+}  // namespace mixtrain
