@@ -68,6 +68,16 @@ std::vector<const OpSchema*> AllOpSchemas() {
   return v;
 }
 
+bool HasOpTraits(const Node& n, uint32_t traits) {
+  const OpSchema* s = FindOpSchema(n.domain(), n.op_type());
+  return s != nullptr && (s->traits & traits) == traits;
+}
+
+bool MayDiffer(const Node& n) {
+  const OpSchema* s = FindOpSchema(n.domain(), n.op_type());
+  return s == nullptr || (s->traits & kOpRandom) != 0;
+}
+
 absl::Status InferNode(const Node& node, int64_t opset, std::vector<TypeInfo> inputs,
                        std::vector<TypeInfo>* outputs) {
   const OpSchema* schema = FindOpSchema(node.domain(), node.op_type());

@@ -72,12 +72,29 @@ class InferContext {
 
 using InferFn = absl::Status (*)(InferContext&);
 
+// What passes and the planner need to know about an op beyond its shapes, kept on its row so no
+// pass keeps its own list of op names.
+enum OpTrait : uint32_t {
+  kOpView = 1u << 0,               // output 0 is input 0's bytes under new dims (zero-copy)
+  kOpRandom = 1u << 1,             // draws random numbers: never folded, merged or cached
+  kOpElementwiseUnary = 1u << 2,   // output element i depends on input 0's element i only
+  kOpElementwiseBinary = 1u << 3,  // numpy-broadcast elementwise of two inputs
+  kOpOverwritesInput0 = 1u << 4,   // its kernel may write its output over a dying input 0
+};
+
 // One row of the op table.
 struct OpSchema {
   std::string_view op_type;
   std::string_view domain;  // "" for ai.onnx
   InferFn infer;
+  uint32_t traits = 0;      // OpTrait bits
 };
+
+// Whether the node's op (by its schema row) has all of `traits`; false for unknown ops.
+bool HasOpTraits(const Node& n, uint32_t traits);
+// Whether two runs of the node on equal inputs may differ (random ops, and ops with no schema,
+// whose behaviour nothing here knows): never folded or merged.
+bool MayDiffer(const Node& n);
 
 // Null when the op is unknown. Unknown ops still import and dump; only execution refuses them.
 const OpSchema* FindOpSchema(std::string_view domain, std::string_view op_type);

@@ -36,11 +36,11 @@ HostEvaluator& Evaluator() {
   return e;
 }
 
-// Ops whose result is not a function of their inputs, or that training changes.
+// Ops whose result is not a function of their inputs (random, or unknown here), that training
+// changes (BatchNormalization's statistics), or that hold graphs or sequences.
 bool NeverFold(const Node& n) {
   const std::string& op = n.op_type();
-  return !n.domain().empty() || op == "Constant" || op == "Dropout" || op.rfind("Random", 0) == 0 ||
-         op == "Multinomial" || op == "Bernoulli" || op == "BatchNormalization" ||
+  return !n.domain().empty() || MayDiffer(n) || op == "Constant" || op == "BatchNormalization" ||
          op == "SplitToSequence" || op == "SequenceAt" || op == "SequenceConstruct" ||
          op == "If" || op == "Loop" || op == "Scan";
 }

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/check.h"
+#include "graph/shape_inference.h"
 #include "passes/precision.h"
 
 namespace mixtrain {
@@ -25,12 +26,9 @@ bool Widens(DType from, DType to) {
   return false;
 }
 
-// Ops whose results differ between two calls with equal inputs.
-bool HasSideEffects(const Node& n) {
-  const std::string& op = n.op_type();
-  return op == "Dropout" || op.rfind("Random", 0) == 0 || op == "Multinomial" ||
-         !n.domain().empty();
-}
+// Ops whose results differ between two calls with equal inputs (the op table's kOpRandom, and
+// ops of other domains or without a schema, which nothing here knows).
+bool HasSideEffects(const Node& n) { return !n.domain().empty() || MayDiffer(n); }
 
 // Replaces uses of `from` by `to`, unless `from` is a graph output (whose name must survive).
 bool Forward(Graph& g, Value* from, Value* to) {

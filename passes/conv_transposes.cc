@@ -14,8 +14,8 @@
 // pass's permutation (other Transposes, e.g. attention's, are left where they are). The Reshape
 // rules bring the blocked layout's conversions, Transpose(Reshape(Reshape(Transpose(y)))),
 // together so that their Transposes cancel too.
-#include "absl/container/flat_hash_set.h"
 #include "graph/check.h"
+#include "graph/shape_inference.h"
 #include "passes/conv_pass_util.h"
 #include "passes/inference.h"
 
@@ -54,18 +54,10 @@ bool CancelPair(Graph& g, Node* outer) {
   return true;
 }
 
-bool IsElementwiseUnary(const Node& n) {
-  static const absl::flat_hash_set<std::string> kOps = {
-      "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "Identity", "Cast", "Neg", "Abs", "Elu",
-      "Selu", "HardSigmoid", "HardSwish", "Softplus", "Softsign", "Erf", "Sqrt", "Exp", "Log",
-      "Reciprocal", "Floor", "Ceil", "Round", "Sign"};
-  return n.domain().empty() && kOps.contains(n.op_type());
-}
+bool IsElementwiseUnary(const Node& n) { return n.domain().empty() && HasOpTraits(n, kOpElementwiseUnary); }
 
 bool IsElementwiseBinary(const Node& n) {
-  static const absl::flat_hash_set<std::string> kOps = {"Add", "Sub", "Mul", "Div",
-                                                        "Max", "Min", "Pow"};
-  return n.domain().empty() && kOps.contains(n.op_type()) && n.num_inputs() == 2;
+  return n.domain().empty() && HasOpTraits(n, kOpElementwiseBinary) && n.num_inputs() == 2;
 }
 
 // x when `v` is Transpose(x, to_first) and the transpose feeds only `user`.

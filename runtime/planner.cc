@@ -17,30 +17,12 @@ namespace {
 
 bool IsDefaultDomain(const Node& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
 
-// Ops whose output is input 0's bytes under new dims: zero-copy views, never executed.
-bool IsViewOp(const Node& n) {
-  static const absl::flat_hash_set<std::string> kOps = {"Reshape", "Flatten", "Squeeze",
-                                                        "Unsqueeze", "Identity"};
-  return IsDefaultDomain(n) && kOps.contains(n.op_type());
-}
-
-// Elementwise ops whose output element i depends only on element i of input 0 (other inputs
-// broadcast into it), so the output may overwrite input 0 when it dies there. Max/Min are
-// missing on purpose: a variadic kernel may combine the other inputs first.
-bool MayOverwriteInput0(const Node& n) {
-  static const absl::flat_hash_set<std::string> kOps = {
-      "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "Log",  "Neg", "Abs", "Sqrt", "Reciprocal",
-      "Erf",  "Gelu",      "Softplus", "Clip", "Add", "Sub", "Mul", "Div", "Pow"};
-  return IsDefaultDomain(n) && kOps.contains(n.op_type());
-}
-
-// Ops that draw random numbers must run every time.
-bool IsRandom(const Node& n) {
-  static const absl::flat_hash_set<std::string> kOps = {
-      "Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-      "Bernoulli", "Multinomial"};
-  return IsDefaultDomain(n) && kOps.contains(n.op_type());
-}
+// Views (zero-copy, never executed), in-place candidates and random ops: the op table's traits.
+bool IsViewOp(const Node& n) { return IsDefaultDomain(n) && HasOpTraits(n, kOpView); }
+// Output element i depends only on element i of input 0 (other inputs broadcast into it), so the
+// output may overwrite input 0 when it dies there.
+bool MayOverwriteInput0(const Node& n) { return IsDefaultDomain(n) && HasOpTraits(n, kOpOverwritesInput0); }
+bool IsRandom(const Node& n) { return HasOpTraits(n, kOpRandom); }
 
 std::string DimsString(const std::vector<int64_t>& d) {
   return absl::StrCat("[", absl::StrJoin(d, ","), "]");

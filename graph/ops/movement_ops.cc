@@ -436,19 +436,19 @@ absl::Status InferDropout(InferContext& ctx) {
 
 }  // namespace
 
-MT_REGISTER_OP_SCHEMAS(movement, {{"Identity", "", InferIdentity},
-                                  {"Reshape", "", InferReshape},
-                                  {"Flatten", "", InferFlatten},
+MT_REGISTER_OP_SCHEMAS(movement, {{"Identity", "", InferIdentity, kOpView | kOpElementwiseUnary},
+                                  {"Reshape", "", InferReshape, kOpView},
+                                  {"Flatten", "", InferFlatten, kOpView},
                                   {"Transpose", "", InferTranspose},
                                   {"Concat", "", InferConcat},
                                   {"Split", "", InferSplit},
                                   {"Slice", "", InferSlice},
                                   {"Gather", "", InferGather},
-                                  {"Unsqueeze", "", InferUnsqueeze},
-                                  {"Squeeze", "", InferSqueeze},
+                                  {"Unsqueeze", "", InferUnsqueeze, kOpView},
+                                  {"Squeeze", "", InferSqueeze, kOpView},
                                   {"Expand", "", InferExpand},
                                   {"Tile", "", InferTile},
                                   {"Pad", "", InferPad},
-                                  {"Dropout", "", InferDropout}});
+                                  {"Dropout", "", InferDropout, kOpRandom}});
 
 }  // namespace mixtrain
