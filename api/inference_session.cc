@@ -1,12 +1,12 @@
 // mixtrain::v1::InferenceSession: a locked pimpl over the runtime's Session (runtime/session.h)
-// for an imported ONNX model, optionally lowered to compute in fp16/bf16 (runtime/low_precision.h).
+// for an imported ONNX model, optionally lowered to compute in fp16/bf16 (passes/low_precision.h).
 #include <mutex>
 
 #include "api/convert.h"
 #include "graph/onnx_import.h"
 #include "mixtrain/inference_session.h"
 #include "passes/inference.h"
-#include "runtime/low_precision.h"
+#include "passes/low_precision.h"
 #include "runtime/session.h"
 
 namespace mixtrain {

@@ -2,8 +2,7 @@
 #include <cstring>
 
 #include "api/convert.h"
-#include "kernels/common/half.h"
-#include "runtime/low_precision.h"
+#include "graph/half.h"
 #include "mixtrain/mixtrain.h"
 
 namespace mixtrain {

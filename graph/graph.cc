@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/check.h"
-#include "kernels/common/half.h"
+#include "graph/half.h"
 
 namespace mixtrain {
 

@@ -3,7 +3,7 @@
 #include <cstdlib>
 #include <new>
 
-#include "kernels/common/half.h"
+#include "graph/half.h"
 
 namespace mixtrain {
 
@@ -76,6 +76,19 @@ bool Tensor::Identical(const Tensor& other) const {
   if (dtype_ != other.dtype_ || dims_ != other.dims_) return false;
   if (nbytes() == 0) return true;
   return std::memcmp(data(), other.data(), nbytes()) == 0;
+}
+
+Tensor ConvertFloat(const Tensor& t, DType to) {
+  auto is_f = [](DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; };
+  if (t.dtype() == to || !is_f(t.dtype()) || !is_f(to)) return t;
+  Tensor out(to, t.dims());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    float v = static_cast<float>(t.GetDouble(i));
+    if (to == DType::kF32) out.data_as<float>()[i] = v;
+    else if (to == DType::kF16) out.data_as<uint16_t>()[i] = FloatToHalf(v);
+    else out.data_as<uint16_t>()[i] = FloatToBFloat16(v);
+  }
+  return out;
 }
 
 }  // namespace mixtrain

@@ -68,4 +68,8 @@ class Tensor {
   std::shared_ptr<uint8_t> buffer_;
 };
 
+// `t` converted between float types (f32, f16, bf16), rounding to nearest even; other dtypes and
+// same-type conversions return `t` itself.
+Tensor ConvertFloat(const Tensor& t, DType to);
+
 }  // namespace mixtrain

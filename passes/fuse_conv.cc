@@ -17,7 +17,6 @@
 #include "graph/shape_inference.h"
 #include "passes/conv_pass_util.h"
 #include "passes/inference.h"
-#include "runtime/low_precision.h"
 
 namespace mixtrain {
 namespace {

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/check.h"
 #include "graph/shape_inference.h"
-#include "kernels/common/half.h"
+#include "graph/half.h"
 
 namespace mixtrain {
 

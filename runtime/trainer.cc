@@ -8,7 +8,6 @@
 #include "graph/atomic_file.h"
 #include "graph/check.h"
 #include "graph/external_data.h"
-#include "kernels/common/half.h"
 #include "kernels/cpu/dnnl_common.h"
 #include "graph/onnx_export.h"
 #include "graph/onnx_import.h"
@@ -313,13 +312,7 @@ absl::Status Trainer::ExportInferenceModel(const std::string& path, DType dtype)
     for (Node* n : casts) {
       Value* w = n->input(0);
       Value* out = n->output(0);
-      const Tensor& src = *w->initializer;
-      Tensor low(dtype, src.dims());
-      uint16_t* d = low.data_as<uint16_t>();
-      for (int64_t i = 0; i < src.numel(); ++i) {
-        float f = static_cast<float>(src.GetDouble(i));
-        d[i] = dtype == DType::kF16 ? FloatToHalf(f) : FloatToBFloat16(f);
-      }
+      Tensor low = ConvertFloat(*w->initializer, dtype);
       g->RemoveNode(n);  // `out` stays (it is used) without producer; `w` loses its last use
       g->RemoveValue(w);
       g->SetInitializer(out, low);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "kernels/common/half.h"
+#include "graph/half.h"
 
 namespace mixtrain {
 

@@ -14,7 +14,7 @@
 #include <type_traits>
 
 #include "kernels/common/fastmath.h"
-#include "kernels/common/half.h"
+#include "graph/half.h"
 
 namespace mixtrain::ew {
 

@@ -17,7 +17,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "kernels/common/half.h"
+#include "graph/half.h"
 
 namespace mixtrain::fm {
 

@@ -5,7 +5,7 @@
 
 #include <cmath>
 
-#include "kernels/common/half.h"
+#include "graph/half.h"
 
 namespace mixtrain {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "kernels/common/fastmath.h"
-#include "kernels/common/half.h"
+#include "graph/half.h"
 
 #if defined(__CUDACC__)
 #define MT_SIMD_SUM(var)

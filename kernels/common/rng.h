@@ -11,7 +11,7 @@
 
 #include <cstdint>
 
-#include "kernels/common/half.h"  // MT_HD
+#include "graph/half.h"  // MT_HD
 
 namespace mixtrain {
 

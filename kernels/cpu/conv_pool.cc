@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/ops/nn_geometry.h"
-#include "kernels/common/half.h"
+#include "graph/half.h"
 #include "kernels/cpu/float_element.h"
 #include "kernels/cpu/conv_pool_stem.h"
 

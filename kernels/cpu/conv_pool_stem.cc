@@ -23,7 +23,7 @@
 #include <cstring>
 
 #include "graph/check.h"
-#include "kernels/common/half.h"
+#include "graph/half.h"
 #include "kernels/cpu/float_element.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/rows_avx512.h"

@@ -3,7 +3,7 @@
 // fp16 loops of the elementwise kernels. They run on every CPU of the build's x86-64-v3
 // baseline: fp16 with F16C (vcvtph2ps / vcvtps2ph, round to nearest even, exact on subnormals),
 // bf16 with integer shifts and round-to-nearest-even in AVX2 registers. Results are bit-identical
-// to kernels/common/half.h's scalar functions, NaN payloads included; tests/kernels/convert_test.cc
+// to graph/half.h's scalar functions, NaN payloads included; tests/kernels/convert_test.cc
 // checks every 16-bit pattern and the fp32 rounding boundaries.
 //
 // Tails shorter than a vector go through an 8-lane stack buffer, so every element is converted
@@ -17,7 +17,7 @@
 #include <immintrin.h>
 #define MT_CONVERT_VECTOR 1
 #else
-#include "kernels/common/half.h"  // a generic build (-DMIXTRAIN_ARCH=): the scalar functions
+#include "graph/half.h"  // a generic build (-DMIXTRAIN_ARCH=): the scalar functions
 #endif
 
 namespace mixtrain::cpu {

@@ -11,7 +11,7 @@
 
 #include "graph/check.h"
 #include "graph/ops/nn_geometry.h"
-#include "kernels/common/half.h"
+#include "graph/half.h"
 #include "kernels/cpu/float_element.h"
 #include "kernels/cpu/dnnl_common.h"
 #include "kernels/cpu/dnnl_layout.h"

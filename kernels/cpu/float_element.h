@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "graph/dtype.h"
-#include "kernels/common/half.h"
+#include "graph/half.h"
 
 namespace mixtrain::cpu {
 

@@ -5,7 +5,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/common/half.h"
+#include "graph/half.h"
 #include "kernels/cpu/movement_util.h"
 #include "kernels/cpu/parallel.h"
 

@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/ops/movement_params.h"
-#include "kernels/common/half.h"
+#include "graph/half.h"
 #include "kernels/common/rng.h"
 #include "kernels/cpu/movement_util.h"
 #include "kernels/cpu/parallel.h"

@@ -4,7 +4,7 @@
 // store; the generic loops (softmax.cc, norm.cc) spend most of their time in the prologues,
 // epilogues and horizontal reductions of `omp simd` loops that are only 2-4 vectors long.
 // Storage is fp32 or bf16 (uint16_t bits, rounded to nearest even exactly like
-// kernels/common/half.h, NaN and subnormals included). Call only when Avx512Enabled().
+// graph/half.h, NaN and subnormals included). Call only when Avx512Enabled().
 #pragma once
 
 #include <cstdint>

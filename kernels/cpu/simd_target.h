@@ -1,7 +1,7 @@
 // Run-time choice of the AVX-512 code path for our own CPU kernels. The build's baseline ISA is
 // x86-64-v3 (AVX2), so AVX-512 code lives in functions marked MT_TARGET_AVX512: GCC compiles
 // them (and whatever baseline inline code they call: the elementwise functors, fastmath, the
-// bf16/fp16 conversions of kernels/common/half.h) for AVX-512, and the kernels call them only
+// bf16/fp16 conversions of graph/half.h) for AVX-512, and the kernels call them only
 // when the CPU and the OS support it.
 //
 // Why it pays even on CPUs that split 512-bit operations in two (Zen 4): the bf16 conversions

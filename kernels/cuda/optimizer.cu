@@ -4,7 +4,7 @@
 // a step needs no host round trip (DESIGN.md: "the step needs no host round trip").
 #include <cmath>
 
-#include "kernels/common/half.h"
+#include "graph/half.h"
 #include "kernels/common/optimizer.h"
 #include "kernels/cuda/launch.h"
 #include "runtime/cuda/cuda_check.h"

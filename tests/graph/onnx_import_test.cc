@@ -7,7 +7,7 @@
 
 #include "graph/onnx_export.h"
 #include "graph/onnx_import.h"
-#include "kernels/common/half.h"
+#include "graph/half.h"
 
 namespace mixtrain {
 namespace {

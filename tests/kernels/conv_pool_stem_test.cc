@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "kernels/common/half.h"
+#include "graph/half.h"
 #include "kernels/cpu/simd_target.h"
 
 namespace mixtrain::cpu {

@@ -1,4 +1,4 @@
-// kernels/cpu/convert.h's vector conversions against kernels/common/half.h's portable scalar
+// kernels/cpu/convert.h's vector conversions against graph/half.h's portable scalar
 // code (itself checked against independent references in half_test.cc): bit for bit, on every
 // 16-bit pattern, on the fp32 values around every rounding boundary, on random bit patterns,
 // and on every tail length. Also the F16C scalar functions of half.h against the portable ones.
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/common/half.h"
+#include "graph/half.h"
 
 namespace mixtrain::cpu {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/common/half.h"
+#include "graph/half.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace mixtrain {

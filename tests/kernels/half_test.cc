@@ -1,4 +1,4 @@
-// Exhaustive checks of kernels/common/half.h: every fp16 and bf16 bit pattern widens to fp32
+// Exhaustive checks of graph/half.h: every fp16 and bf16 bit pattern widens to fp32
 // exactly, and fp32 -> fp16/bf16 rounds to nearest even bit-exactly. The references are computed a
 // different way: widening from sign/exponent/mantissa with long double arithmetic, narrowing by
 // searching the sorted table of representable values and applying the tie rule explicitly.
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/common/half.h"
+#include "graph/half.h"
 
 namespace mixtrain {
 namespace {

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "graph/tensor.h"
-#include "kernels/common/half.h"
+#include "graph/half.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace mixtrain::movement_test {

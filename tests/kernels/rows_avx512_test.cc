@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "kernels/common/half.h"
+#include "graph/half.h"
 #include "kernels/cpu/simd_target.h"
 
 namespace mixtrain::cpu {

@@ -15,7 +15,7 @@
 #include "kernels/cpu/simd_target.h"
 #include "passes/inference.h"
 #include "passes/pass_registry.h"
-#include "runtime/low_precision.h"
+#include "passes/low_precision.h"
 #include "runtime/session.h"
 #include "tests/passes/autodiff_test_util.h"
 #include "tests/passes/inference_test_util.h"

@@ -15,7 +15,7 @@
 #include "graph/shape_inference.h"
 #include "graph/verifier.h"
 #include "passes/pass_registry.h"
-#include "runtime/low_precision.h"
+#include "passes/low_precision.h"
 #include "runtime/session.h"
 
 namespace mixtrain::inference_test {

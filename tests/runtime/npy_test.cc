@@ -11,7 +11,7 @@
 #include <iterator>
 #include <random>
 
-#include "kernels/common/half.h"
+#include "graph/half.h"
 
 namespace mixtrain {
 namespace {

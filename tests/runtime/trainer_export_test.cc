@@ -12,7 +12,7 @@
 
 #include "graph/onnx_export.h"
 #include "graph/onnx_import.h"
-#include "kernels/common/half.h"
+#include "graph/half.h"
 #include "onnx/onnx_pb.h"
 #include "runtime/session.h"
 #include "tests/runtime/train_test_util.h"

@@ -12,8 +12,4 @@ namespace mixtrain {
 // Rewrites `g` in place to compute in `low` (f16 or bf16) instead of f32.
 absl::Status LowerFloatModel(Graph& g, DType low);
 
-// `t` converted between float types (f32, f16, bf16), rounding to nearest even; other dtypes and
-// same-type conversions return `t` itself.
-Tensor ConvertFloat(const Tensor& t, DType to);
-
 }  // namespace mixtrain

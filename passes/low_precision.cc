@@ -1,24 +1,10 @@
 // Lowering a model to compute in fp16/bf16 (see low_precision.h).
-#include "runtime/low_precision.h"
+#include "passes/low_precision.h"
 
 #include "absl/strings/str_cat.h"
 #include "graph/shape_inference.h"
-#include "kernels/common/half.h"
 
 namespace mixtrain {
-
-Tensor ConvertFloat(const Tensor& t, DType to) {
-  auto is_f = [](DType d) { return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16; };
-  if (t.dtype() == to || !is_f(t.dtype()) || !is_f(to)) return t;
-  Tensor out(to, t.dims());
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    float v = static_cast<float>(t.GetDouble(i));
-    if (to == DType::kF32) out.data_as<float>()[i] = v;
-    else if (to == DType::kF16) out.data_as<uint16_t>()[i] = FloatToHalf(v);
-    else out.data_as<uint16_t>()[i] = FloatToBFloat16(v);
-  }
-  return out;
-}
 
 absl::Status LowerFloatModel(Graph& g, DType low) {
   if (low != DType::kF16 && low != DType::kBF16)
