@@ -26,10 +26,35 @@ class OptimizerPass final : public Pass {
   explicit OptimizerPass(OptimizerOptions o) : o_(o) {}
   absl::string_view name() const override { return "optimizer"; }
 
+  // The step, in order: gradients read, accumulated, checked for overflow (state kept on a bad
+  // step), unscaled, clipped; each parameter updated; the step counter and the loss scale moved.
   absl::StatusOr<bool> Run(Graph& g) override {
     g_ = &g;
-    // The parameters and their gradients, in graph-output order.
-    std::vector<std::pair<Value*, Value*>> pg;  // (param, grad)
+    MT_ASSIGN_OR_RETURN(std::vector<Value*> keep_outputs, TakeGradients(g));
+    Value* lr = g.AddValue(kLrName, DType::kF32, Shape(std::vector<Dim>{}));
+    g.AddInput(lr);
+    Value* step = g.AddInitializer(kStepName, Tensor::ScalarI64(0));
+    Value* apply = Accumulate(g);
+    Value* found_inf = CheckOverflow(g, keep_outputs);
+    Value* all_finite = found_inf->producer->input(0);
+    Value* good_step = apply ? Op("And", {all_finite, apply}, "accum/apply_and_finite") : all_finite;
+    Value* skip = apply ? Op("Not", {good_step}, "accum/skip") : found_inf;
+    MT_RETURN_IF_ERROR(Unscale(g));
+    Clip(g);
+    for (size_t i = 0; i < params_.size(); ++i) AddUpdate(params_[i], grads_[i], lr, step, skip);
+    // step' = step + good_step
+    Node* as_int = g.AddNode("Cast", {good_step}, 1, "step/as_int");
+    as_int->SetAttr(Attribute::Int("to", ToOnnxType(DType::kI64)));
+    State(Op("Add", {step, as_int->output(0)}, "step/next"), step);
+    MT_RETURN_IF_ERROR(UpdateLossScale(g, found_inf, apply));
+    MT_RETURN_IF_ERROR(g.TopoSort());
+    return true;
+  }
+
+ private:
+  // The parameters and their gradients (params_, grads_), in graph-output order; the gradient
+  // outputs are consumed here, not returned. Returns the outputs that stay.
+  absl::StatusOr<std::vector<Value*>> TakeGradients(Graph& g) {
     std::vector<Value*> keep_outputs;
     for (Value* out : g.outputs()) {
       if (out->name.rfind(kGradPrefix, 0) != 0) {
@@ -45,47 +70,45 @@ class OptimizerPass final : public Pass {
       if (param->dtype != DType::kF32 || out->dtype != DType::kF32)
         return absl::InvalidArgumentError(absl::StrCat(
             "parameter '", param->name, "' and its gradient must be f32 (fp32 master weights)"));
-      pg.emplace_back(param, out);
+      params_.push_back(param);
+      grads_.push_back(out);
     }
-    if (pg.empty()) return absl::InvalidArgumentError("no gradients: run the autodiff pass first");
-    g.mutable_outputs() = keep_outputs;  // gradients are consumed here, not returned
+    if (params_.empty()) return absl::InvalidArgumentError("no gradients: run the autodiff pass first");
+    g.mutable_outputs() = keep_outputs;
+    return keep_outputs;
+  }
 
-    Value* lr = g.AddValue(kLrName, DType::kF32, Shape(std::vector<Dim>{}));
-    g.AddInput(lr);
-    Value* step = g.AddInitializer(kStepName, Tensor::ScalarI64(0));
-
-    std::vector<Value*> grads;
-    for (auto& [p, gr] : pg) grads.push_back(gr);
-
-    // Accumulation: g_total = accum + g; accum' = apply ? 0 : g_total; use g_total / N.
-    Value* apply = nullptr;
-    if (o_.accumulate > 1) {
-      apply = g.AddValue(kApplyName, DType::kBool, Shape(std::vector<Dim>{}));
-      g.AddInput(apply);
-      Value* zero = Const("accum/zero", 0.0f);
-      Value* inv_n = Const("accum/inv_n", 1.0f / static_cast<float>(o_.accumulate));
-      for (size_t i = 0; i < pg.size(); ++i) {
-        Value* param = pg[i].first;
-        Value* acc = g.AddInitializer(absl::StrCat("accum/", param->name),
-                                      Tensor(DType::kF32, param->initializer->dims()));
-        Value* total = Op("Add", {acc, grads[i]}, absl::StrCat("accum/add/", param->name));
-        State(Op("Where", {apply, zero, total}, absl::StrCat("accum/reset/", param->name)), acc);
-        grads[i] = Op("Mul", {total, inv_n}, absl::StrCat("accum/mean/", param->name));
-      }
+  // Accumulation over N micro-batches: g_total = accum + g; accum' = apply ? 0 : g_total; the
+  // update uses g_total / N. Returns the `apply` input (null without accumulation).
+  Value* Accumulate(Graph& g) {
+    if (o_.accumulate <= 1) return nullptr;
+    Value* apply = g.AddValue(kApplyName, DType::kBool, Shape(std::vector<Dim>{}));
+    g.AddInput(apply);
+    Value* zero = Const("accum/zero", 0.0f);
+    Value* inv_n = Const("accum/inv_n", 1.0f / static_cast<float>(o_.accumulate));
+    for (size_t i = 0; i < params_.size(); ++i) {
+      Value* param = params_[i];
+      Value* acc = g.AddInitializer(absl::StrCat("accum/", param->name),
+                                    Tensor(DType::kF32, param->initializer->dims()));
+      Value* total = Op("Add", {acc, grads_[i]}, absl::StrCat("accum/add/", param->name));
+      State(Op("Where", {apply, zero, total}, absl::StrCat("accum/reset/", param->name)), acc);
+      grads_[i] = Op("Mul", {total, inv_n}, absl::StrCat("accum/mean/", param->name));
     }
+    return apply;
+  }
 
-    // Overflow check on the gradients as computed (an inf stays inf after scaling).
-    Node* af = g.AddNode("AllFinite", grads, 1, "amp/all_finite", kMt);
+  // The overflow check on the gradients as computed (an inf stays inf after scaling): the
+  // `found_inf` output. Other state (BatchNorm running statistics) is kept on such a step too,
+  // so one bad batch cannot poison it for good: state/X = Where(found_inf, X, state/X computed).
+  Value* CheckOverflow(Graph& g, const std::vector<Value*>& outputs) {
+    Node* af = g.AddNode("AllFinite", grads_, 1, "amp/all_finite", kMt);
     Value* all_finite = af->output(0);
     all_finite->dtype = DType::kBool;
     all_finite->shape = Shape(std::vector<Dim>{});
     Value* found_inf = g.AddValue(kFoundInfName, DType::kBool, Shape(std::vector<Dim>{}));
     g.AddNode("Not", {all_finite}, {found_inf}, "amp/found_inf");
     g.AddOutput(found_inf);
-    // Other state (BatchNorm running statistics): a step with a non-finite gradient leaves it
-    // untouched too, so one bad batch cannot poison the running statistics for good.
-    //   state/X = Where(found_inf, X, state/X as computed)
-    for (Value* out : keep_outputs) {
+    for (Value* out : outputs) {
       if (out->name.rfind(kStatePrefix, 0) != 0 || out->producer == nullptr) continue;
       Value* init = g.FindValue(out->name.substr(std::string(kStatePrefix).size()));
       if (init == nullptr || !init->is_initializer()) continue;
@@ -93,70 +116,65 @@ class OptimizerPass final : public Pass {
       g.SetNodeOutput(out->producer, out->producer_output, computed);
       g.AddNode("Where", {found_inf, init, computed}, {out}, g.UniqueName(absl::StrCat("amp/keep/", init->name)));
     }
-    Value* good_step = all_finite;  // an update happens
-    if (apply) good_step = Op("And", {all_finite, apply}, "accum/apply_and_finite");
-    Value* skip = found_inf;
-    if (apply) skip = Op("Not", {good_step}, "accum/skip");
-
-    if (o_.unscale) {
-      Value* scale = g.FindValue(kLossScaleName);
-      if (scale == nullptr || !scale->is_initializer())
-        return absl::InvalidArgumentError("unscaling needs the 'loss_scale' state (loss_scale pass)");
-      Value* inv = Op("Reciprocal", {scale}, "amp/inv_scale");
-      for (size_t i = 0; i < grads.size(); ++i)
-        grads[i] = Op("Mul", {grads[i], inv}, absl::StrCat("amp/unscale/", pg[i].first->name));
-    }
-
-    if (o_.clip_grad_norm > 0) {
-      Value* total = nullptr;
-      for (size_t i = 0; i < grads.size(); ++i) {
-        Node* ss = g.AddNode("ReduceSumSquare", {grads[i]}, 1,
-                             absl::StrCat("clip/sumsq/", pg[i].first->name));
-        ss->SetAttr(Attribute::Int("keepdims", 0));
-        Value* s = ss->output(0);
-        total = total ? Op("Add", {total, s}, absl::StrCat("clip/sum/", i)) : s;
-      }
-      Value* norm = Op("Sqrt", {total}, "clip/norm");
-      Value* denom = Op("Add", {norm, Const("clip/eps", 1e-6f)}, "clip/denom");
-      Value* ratio = Op("Div", {Const("clip/max_norm", o_.clip_grad_norm), denom}, "clip/ratio");
-      Value* coef = Op("Min", {ratio, Const("clip/one", 1.0f)}, "clip/coef");
-      for (size_t i = 0; i < grads.size(); ++i)
-        grads[i] = Op("Mul", {grads[i], coef}, absl::StrCat("clip/scale/", pg[i].first->name));
-    }
-
-    for (size_t i = 0; i < pg.size(); ++i) AddUpdate(pg[i].first, grads[i], lr, step, skip);
-
-    // step' = step + good_step
-    Node* as_int = g.AddNode("Cast", {good_step}, 1, "step/as_int");
-    as_int->SetAttr(Attribute::Int("to", ToOnnxType(DType::kI64)));
-    State(Op("Add", {step, as_int->output(0)}, "step/next"), step);
-
-    if (o_.dynamic_scale) {
-      Value* scale = g.FindValue(kLossScaleName);
-      if (scale == nullptr || !scale->is_initializer())
-        return absl::InvalidArgumentError("dynamic loss scaling needs the 'loss_scale' state");
-      Value* good = g.AddInitializer(kGoodStepsName, Tensor::ScalarI64(0));
-      Node* u = g.AddNode("UpdateLossScale", {found_inf, scale, good}, 2, "amp/update_scale", kMt);
-      u->SetAttr(Attribute::Float("growth_factor", o_.growth_factor));
-      u->SetAttr(Attribute::Float("backoff_factor", o_.backoff_factor));
-      u->SetAttr(Attribute::Float("max_scale", o_.max_scale));
-      u->SetAttr(Attribute::Int("growth_interval", o_.growth_interval));
-      Value* new_scale = u->output(0);
-      Value* new_good = u->output(1);
-      new_scale->dtype = DType::kF32;
-      new_good->dtype = DType::kI64;
-      if (apply) {  // only micro-batches that apply move the scaler
-        new_scale = Op("Where", {apply, new_scale, scale}, "amp/scale_if_apply");
-        new_good = Op("Where", {apply, new_good, good}, "amp/good_if_apply");
-      }
-      State(new_scale, scale);
-      State(new_good, good);
-    }
-    MT_RETURN_IF_ERROR(g.TopoSort());
-    return true;
+    return found_inf;
   }
 
- private:
+  // grads *= 1 / loss_scale
+  absl::Status Unscale(Graph& g) {
+    if (!o_.unscale) return absl::OkStatus();
+    Value* scale = g.FindValue(kLossScaleName);
+    if (scale == nullptr || !scale->is_initializer())
+      return absl::InvalidArgumentError("unscaling needs the 'loss_scale' state (loss_scale pass)");
+    Value* inv = Op("Reciprocal", {scale}, "amp/inv_scale");
+    for (size_t i = 0; i < grads_.size(); ++i)
+      grads_[i] = Op("Mul", {grads_[i], inv}, absl::StrCat("amp/unscale/", params_[i]->name));
+    return absl::OkStatus();
+  }
+
+  // grads *= min(1, max_norm / (||grads||_2 + 1e-6)), the global norm of the unscaled gradients
+  void Clip(Graph& g) {
+    if (o_.clip_grad_norm <= 0) return;
+    Value* total = nullptr;
+    for (size_t i = 0; i < grads_.size(); ++i) {
+      Node* ss = g.AddNode("ReduceSumSquare", {grads_[i]}, 1, absl::StrCat("clip/sumsq/", params_[i]->name));
+      ss->SetAttr(Attribute::Int("keepdims", 0));
+      Value* s = ss->output(0);
+      total = total ? Op("Add", {total, s}, absl::StrCat("clip/sum/", i)) : s;
+    }
+    Value* norm = Op("Sqrt", {total}, "clip/norm");
+    Value* denom = Op("Add", {norm, Const("clip/eps", 1e-6f)}, "clip/denom");
+    Value* ratio = Op("Div", {Const("clip/max_norm", o_.clip_grad_norm), denom}, "clip/ratio");
+    Value* coef = Op("Min", {ratio, Const("clip/one", 1.0f)}, "clip/coef");
+    for (size_t i = 0; i < grads_.size(); ++i)
+      grads_[i] = Op("Mul", {grads_[i], coef}, absl::StrCat("clip/scale/", params_[i]->name));
+  }
+
+  // Dynamic loss scaling: UpdateLossScale moves the scale and the clean-step count (only on
+  // micro-batches that apply, with accumulation).
+  absl::Status UpdateLossScale(Graph& g, Value* found_inf, Value* apply) {
+    if (!o_.dynamic_scale) return absl::OkStatus();
+    Value* scale = g.FindValue(kLossScaleName);
+    if (scale == nullptr || !scale->is_initializer())
+      return absl::InvalidArgumentError("dynamic loss scaling needs the 'loss_scale' state");
+    Value* good = g.AddInitializer(kGoodStepsName, Tensor::ScalarI64(0));
+    Node* u = g.AddNode("UpdateLossScale", {found_inf, scale, good}, 2, "amp/update_scale", kMt);
+    u->SetAttr(Attribute::Float("growth_factor", o_.growth_factor));
+    u->SetAttr(Attribute::Float("backoff_factor", o_.backoff_factor));
+    u->SetAttr(Attribute::Float("max_scale", o_.max_scale));
+    u->SetAttr(Attribute::Int("growth_interval", o_.growth_interval));
+    Value* new_scale = u->output(0);
+    Value* new_good = u->output(1);
+    new_scale->dtype = DType::kF32;
+    new_good->dtype = DType::kI64;
+    if (apply) {
+      new_scale = Op("Where", {apply, new_scale, scale}, "amp/scale_if_apply");
+      new_good = Op("Where", {apply, new_good, good}, "amp/good_if_apply");
+    }
+    State(new_scale, scale);
+    State(new_good, good);
+    return absl::OkStatus();
+  }
+
   Value* Const(const std::string& name, float v) {
     return g_->AddInitializer(g_->UniqueName(name), Tensor::Scalar(v));
   }
@@ -236,6 +254,7 @@ class OptimizerPass final : public Pass {
 
   OptimizerOptions o_;
   Graph* g_ = nullptr;
+  std::vector<Value*> params_, grads_;  // (parameter, its gradient as the step uses it)
 };
 
 }  // namespace

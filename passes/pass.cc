@@ -11,13 +11,9 @@ absl::Status PassManager::Run(Graph& g) {
     if (!changed.ok())
       return absl::Status(changed.status().code(),
                           absl::StrCat("pass ", pass->name(), ": ", changed.status().message()));
-    if (verify_) {
-      absl::Status v = Verify(g);
-      if (!v.ok())
-        return absl::InternalError(
-            absl::StrCat("graph invalid after pass ", pass->name(), ": ", v.message()));
-    }
-    if (after_pass_) after_pass_(pass->name(), g);
+    absl::Status v = Verify(g);
+    if (!v.ok())
+      return absl::InternalError(absl::StrCat("graph invalid after pass ", pass->name(), ": ", v.message()));
   }
   return absl::OkStatus();
 }

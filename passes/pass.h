@@ -2,7 +2,6 @@
 // the graph after any pass by name (DESIGN.md).
 #pragma once
 
-#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -22,23 +21,16 @@ class Pass {
   virtual absl::StatusOr<bool> Run(Graph& g) = 0;
 };
 
+// Runs passes in order, verifying the graph after each (a pass that leaves it invalid is a bug,
+// reported with the pass's name).
 class PassManager {
  public:
   void Add(std::unique_ptr<Pass> pass) { passes_.push_back(std::move(pass)); }
-  // Verify the graph after every pass (on by default; always on in tests).
-  void set_verify(bool v) { verify_ = v; }
-  // Called after each pass with its name and the graph (for --dump-after).
-  void set_after_pass(std::function<void(absl::string_view, const Graph&)> cb) {
-    after_pass_ = std::move(cb);
-  }
   // Runs every pass in order. An error is prefixed with the pass name.
   absl::Status Run(Graph& g);
-  const std::vector<std::unique_ptr<Pass>>& passes() const { return passes_; }
 
  private:
   std::vector<std::unique_ptr<Pass>> passes_;
-  bool verify_ = true;
-  std::function<void(absl::string_view, const Graph&)> after_pass_;
 };
 
 }  // namespace mixtrain
