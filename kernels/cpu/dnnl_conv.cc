@@ -129,10 +129,20 @@ int64_t Product(std::span<const int64_t> v) {
   return p;
 }
 
-absl::StatusOr<std::unique_ptr<ConvEntry>> BuildConv(const KernelContext& ctx, bool transposed,
-                                                     const ConvFusion& f) {
+// What BuildConv reads off the node and its operands: X's logical dims (after undoing a
+// channels-last or blocked layout), group, channels, kernel, window geometry.
+struct ConvShape {
+  TensorView x;  // logical [N, C, sp...]
+  int64_t group = 1, n = 0, c = 0, m = 0;  // m: output channels
+  std::vector<int64_t> kernel;
+  WindowGeometry g;
+};
+
+absl::StatusOr<ConvShape> ReadConvShape(const KernelContext& ctx, bool transposed, const ConvFusion& f) {
   const Node& node = ctx.node();
-  TensorView x = *ctx.input(0);  // logical [N, C, sp...]
+  ConvShape s;
+  TensorView& x = s.x;
+  x = *ctx.input(0);
   if (f.x_layout == Layout::kChannelsLast) {
     if (x.rank() < 3) return ctx.Error("channels_last X must be [N, spatial..., C]");
     x.dims = dnnl_util::ChannelsFirst(x.dims);
@@ -148,143 +158,159 @@ absl::StatusOr<std::unique_ptr<ConvEntry>> BuildConv(const KernelContext& ctx, b
     return ctx.Error(absl::StrCat("X must be [N, C, spatial...] with 1 to 3 spatial dims, got rank ",
                                   x.rank()));
   if (w.rank() != x.rank()) return ctx.Error("W and X differ in rank");
-  const int64_t group = node.attr_int("group", 1);
-  const int64_t n = x.dims[0], c = x.dims[1];
+  s.group = node.attr_int("group", 1);
+  s.n = x.dims[0];
+  s.c = x.dims[1];
   std::vector<int64_t> in_sp(x.dims.begin() + 2, x.dims.end());
-  std::vector<int64_t> kernel(w.dims.begin() + 2, w.dims.end());
-  if (node.has_attr("kernel_shape") && node.attr_ints("kernel_shape") != kernel)
+  s.kernel.assign(w.dims.begin() + 2, w.dims.end());
+  if (node.has_attr("kernel_shape") && node.attr_ints("kernel_shape") != s.kernel)
     return ctx.Error("kernel_shape does not match W");
-  if (group < 1 || c % group != 0) return ctx.Error(absl::StrCat("bad group ", group));
-  const int64_t m = transposed ? w.dims[1] * group : w.dims[0];
-  if (transposed ? w.dims[0] != c : w.dims[1] * group != c || m % group != 0)
-    return ctx.Error(absl::StrCat("X has ", c, " channels, which W and group ", group,
+  if (s.group < 1 || s.c % s.group != 0) return ctx.Error(absl::StrCat("bad group ", s.group));
+  s.m = transposed ? w.dims[1] * s.group : w.dims[0];
+  if (transposed ? w.dims[0] != s.c : w.dims[1] * s.group != s.c || s.m % s.group != 0)
+    return ctx.Error(absl::StrCat("X has ", s.c, " channels, which W and group ", s.group,
                                   " do not fit"));
-  if (b != nullptr && (b->rank() != 1 || b->dims[0] != m))
-    return ctx.Error(absl::StrCat("bias must be [", m, "]"));
-  MT_ASSIGN_OR_RETURN(WindowGeometry g, transposed ? TransposedWindowGeometry(node, in_sp, kernel)
-                                                   : ForwardWindowGeometry(node, in_sp, kernel));
-  auto dt_or = dnnl_util::ToDnnl(dnnl_util::ComputeType(x.dtype));
+  if (b != nullptr && (b->rank() != 1 || b->dims[0] != s.m))
+    return ctx.Error(absl::StrCat("bias must be [", s.m, "]"));
+  MT_ASSIGN_OR_RETURN(s.g, transposed ? TransposedWindowGeometry(node, in_sp, s.kernel)
+                                      : ForwardWindowGeometry(node, in_sp, s.kernel));
+  return s;
+}
+
+// The weights as oneDNN sees them: logical [G,] O, I, k...; ONNX bytes are [O, I/G, k] (Conv)
+// or [I, O/G, k] (ConvTranspose). Returns (dims, strides).
+std::pair<std::vector<int64_t>, std::vector<int64_t>> WeightLayout(const ConvShape& s, const TensorView& w,
+                                                                   bool transposed) {
+  const int64_t kprod = Product(s.kernel);
+  std::vector<int64_t> w_dims, w_strides;
+  if (transposed) {
+    const int64_t og = s.m / s.group, ig = s.c / s.group;
+    w_dims = {og, ig};
+    w_strides = {kprod, og * kprod};
+    if (s.group > 1) {
+      w_dims.insert(w_dims.begin(), s.group);
+      w_strides.insert(w_strides.begin(), ig * og * kprod);
+    }
+    std::vector<int64_t> ks = dnnl_util::DenseStrides(s.kernel);
+    w_dims.insert(w_dims.end(), s.kernel.begin(), s.kernel.end());
+    w_strides.insert(w_strides.end(), ks.begin(), ks.end());
+  } else {
+    w_dims = w.dims;
+    if (s.group > 1) {
+      w_dims[0] = s.m / s.group;
+      w_dims.insert(w_dims.begin(), s.group);
+    }
+    w_strides = dnnl_util::DenseStrides(w_dims);
+  }
+  return {w_dims, w_strides};
+}
+
+// The forward convolution primitive for e's descriptors, with its layout choice (see inside),
+// post-ops and Winograd where it pays; fills e->prim and the reorders to and from its layouts.
+void MakeConvPrimitive(const KernelContext& ctx, const ConvShape& s, const ConvFusion& f,
+                       dnnl::memory::data_type dt, const std::vector<int64_t>& dil,
+                       const std::vector<int64_t>& pad_r, ConvEntry* e) {
+  const auto strides = dnnl_util::ToDims(s.g.strides), dils = dnnl_util::ToDims(dil),
+             pl = dnnl_util::ToDims(s.g.pads_begin), pr = dnnl_util::ToDims(pad_r);
+  const auto prop = dnnl::prop_kind::forward_inference;
+  // With few input channels per group (an image's first layer) the GEMM on plain layouts
+  // is as fast as the blocked kernel, and reordering the large output would be pure cost
+  // (fashion_cnn's 1->32 conv: 1.25 ms plain vs 0.9 + 0.87 ms blocked + reorder; its
+  // 32->64 conv: 3.8 ms plain vs 2.6 + 0.6 ms; bf16: 4.0 vs 1.1 + 0.4 ms).
+  // Channels-last X and Y are what oneDNN's brgconv kernels read and write (fashion_cnn's
+  // convs: 0.15 + 0.96 ms vs 2.9 ms above), so only the weights get its layout then; the
+  // same for channel-blocked X and Y (its jit kernels' own layout).
+  using tag = dnnl::memory::format_tag;
+  const bool blocked = s.c / s.group >= 4;
+  const bool chosen = f.x_layout != Layout::kChannelsFirst || f.y_layout != Layout::kChannelsFirst;
+  const bool fixed_io = chosen || !blocked, fixed_w = !chosen && !blocked;
+  const auto pick = [&](const dnnl::memory::desc& md, bool fixed) {
+    return fixed ? md : dnnl::memory::desc(md.dims(), dt, tag::any);
+  };
+  dnnl::post_ops ops;
+  if (f.has_z) ops.append_sum(1.0f);
+  if (f.has_act) ops.append_eltwise(1.0f, f.act, f.alpha, f.beta);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(ops);
+  const auto make_pd = [&](dnnl::algorithm alg) {
+    dnnl::convolution_forward::desc d(prop, alg, pick(e->x_md, fixed_io), pick(e->w_md, fixed_w), e->b_md,
+                                      pick(e->y_md, fixed_io), strides, dils, pl, pr);
+    return dnnl::convolution_forward::primitive_desc(d, attr, dnnl_util::Engine());
+  };
+  // Winograd F(4x4, 3x3) (oneDNN's jit_wino_4x3, only for fp32 on blocked X and Y) does
+  // ~2.2x fewer multiplications than the direct conv: fashion_cnn's 32->64 conv at batch
+  // 64 takes 0.70 instead of 0.97 ms. It reorders the weights into transformed tiles,
+  // worth it only when they are constant. Its error is a few times the direct conv's
+  // (tests/kernels/fused_conv_test.cc measures and bounds it).
+  std::optional<dnnl::convolution_forward::primitive_desc> wino;
+  const bool unit = std::all_of(s.g.strides.begin(), s.g.strides.end(), [](int64_t v) { return v == 1; }) &&
+                    std::all_of(dil.begin(), dil.end(), [](int64_t d) { return d == 0; });
+  if (dt == dnnl::memory::data_type::f32 && f.x_layout == Layout::kBlocked &&
+      f.y_layout == Layout::kBlocked && s.group == 1 && unit &&
+      s.kernel == std::vector<int64_t>{3, 3} && ctx.input_constant(1)) {
+    try {
+      wino = make_pd(dnnl::algorithm::convolution_winograd);
+    } catch (const dnnl::error&) {
+      // No Winograd kernel for this shape or CPU: the direct one below.
+    }
+  }
+  const dnnl::convolution_forward::primitive_desc pd = wino ? *wino : make_pd(dnnl::algorithm::convolution_direct);
+  e->prim = dnnl::convolution_forward(pd);
+  e->bx = MakeBlocked(e->x_md, pd.src_desc(), false);
+  e->bw = MakeBlocked(e->w_md, pd.weights_desc(), false);
+  e->by = MakeBlocked(e->y_md, pd.dst_desc(), true);
+  if (f.has_z && e->by) e->bz = MakeBlocked(e->y_md, pd.dst_desc(), false);
+}
+
+absl::StatusOr<std::unique_ptr<ConvEntry>> BuildConv(const KernelContext& ctx, bool transposed,
+                                                     const ConvFusion& f) {
+  MT_ASSIGN_OR_RETURN(ConvShape s, ReadConvShape(ctx, transposed, f));
+  const TensorView* b = ctx.input(2);
+  auto dt_or = dnnl_util::ToDnnl(dnnl_util::ComputeType(s.x.dtype));
   if (!dt_or.ok()) return ctx.Error(std::string(dt_or.status().message()));
   const dnnl::memory::data_type dt = *dt_or;
 
   auto e = std::make_unique<ConvEntry>();
   e->has_bias = b != nullptr;
   std::vector<int64_t>& y_dims = e->y_dims;
-  y_dims = {n, m};
-  y_dims.insert(y_dims.end(), g.out.begin(), g.out.end());
-  std::vector<int64_t> pad_r = g.pads_end_effective;
-  if (transposed) {
-    bool crop_negative = false;
-    for (int64_t p : pad_r) crop_negative |= p < 0;
-    if (crop_negative) {
-      e->reach_dims = y_dims;
-      for (size_t i = 0; i < pad_r.size(); ++i) {
-        if (pad_r[i] < 0) e->reach_dims[2 + i] += pad_r[i];
-        pad_r[i] = std::max<int64_t>(pad_r[i], 0);
-      }
-      e->tmp.resize(Product(e->reach_dims));
+  y_dims = {s.n, s.m};
+  y_dims.insert(y_dims.end(), s.g.out.begin(), s.g.out.end());
+  // A transposed conv whose end pads are negative crops: the primitive computes the reachable
+  // box (reach_dims) into a scratch buffer, and the rest of Y is the bias.
+  std::vector<int64_t> pad_r = s.g.pads_end_effective;
+  if (transposed && std::any_of(pad_r.begin(), pad_r.end(), [](int64_t p) { return p < 0; })) {
+    e->reach_dims = y_dims;
+    for (size_t i = 0; i < pad_r.size(); ++i) {
+      if (pad_r[i] < 0) e->reach_dims[2 + i] += pad_r[i];
+      pad_r[i] = std::max<int64_t>(pad_r[i], 0);
     }
+    e->tmp.resize(Product(e->reach_dims));
   }
-  std::vector<int64_t> dil(g.dilations);
+  std::vector<int64_t> dil(s.g.dilations);
   for (int64_t& d : dil) d -= 1;  // oneDNN counts the gaps
 
-  // Weights: logical [G,] O, I, k...; ONNX bytes are [O, I/G, k] (Conv) or [I, O/G, k]
-  // (ConvTranspose).
-  const int64_t kprod = Product(kernel);
-  std::vector<int64_t> w_dims, w_strides;
-  if (transposed) {
-    const int64_t og = m / group, ig = c / group;
-    w_dims = {og, ig};
-    w_strides = {kprod, og * kprod};
-    if (group > 1) {
-      w_dims.insert(w_dims.begin(), group);
-      w_strides.insert(w_strides.begin(), ig * og * kprod);
-    }
-    std::vector<int64_t> ks = dnnl_util::DenseStrides(kernel);
-    w_dims.insert(w_dims.end(), kernel.begin(), kernel.end());
-    w_strides.insert(w_strides.end(), ks.begin(), ks.end());
-  } else {
-    w_dims = w.dims;
-    if (group > 1) {
-      w_dims[0] = m / group;
-      w_dims.insert(w_dims.begin(), group);
-    }
-    w_strides = dnnl_util::DenseStrides(w_dims);
-  }
+  const auto [w_dims, w_strides] = WeightLayout(s, *ctx.input(1), transposed);
   const std::vector<int64_t> y_prim_dims = e->reach_dims.empty() ? y_dims : e->reach_dims;
-  if (f.y_layout == Layout::kBlocked && m % dnnl_util::kChannelBlock != 0)
+  if (f.y_layout == Layout::kBlocked && s.m % dnnl_util::kChannelBlock != 0)
     return ctx.Error(absl::StrCat("channel-blocked Y needs output channels in multiples of ",
-                                  dnnl_util::kChannelBlock, ", got ", m));
+                                  dnnl_util::kChannelBlock, ", got ", s.m));
   y_dims = dnnl_util::StoredDims(y_dims, f.y_layout);
   if (const TensorView* z = ctx.input(3); f.has_z && z->dims != y_dims)
     return ctx.Error("Z must have Y's shape");
-  MT_RETURN_IF_ERROR(Guard(ctx, transposed ? "building deconvolution" : "building convolution",
-                           [&] {
-    e->x_md = ActivationDesc(x.dims, dt, f.x_layout);
+  MT_RETURN_IF_ERROR(Guard(ctx, transposed ? "building deconvolution" : "building convolution", [&] {
+    e->x_md = ActivationDesc(s.x.dims, dt, f.x_layout);
     e->w_md = dnnl_util::StridedDesc(w_dims, w_strides, dt);
     e->y_md = ActivationDesc(y_prim_dims, dt, f.y_layout);
     e->b_md = e->has_bias ? dnnl_util::PlainDesc(b->dims, dt) : dnnl::memory::desc();
-    const auto strides = dnnl_util::ToDims(g.strides), dils = dnnl_util::ToDims(dil),
-               pl = dnnl_util::ToDims(g.pads_begin), pr = dnnl_util::ToDims(pad_r);
-    const auto prop = dnnl::prop_kind::forward_inference;
-    if (transposed) {
-      dnnl::deconvolution_forward::desc d(prop, dnnl::algorithm::deconvolution_direct, e->x_md,
-                                          e->w_md, e->b_md, e->y_md, strides, dils, pl, pr);
-      e->prim = dnnl::deconvolution_forward(
-          dnnl::deconvolution_forward::primitive_desc(d, dnnl_util::Engine()));
-    } else {
-      // With few input channels per group (an image's first layer) the GEMM on plain layouts
-      // is as fast as the blocked kernel, and reordering the large output would be pure cost
-      // (fashion_cnn's 1->32 conv: 1.25 ms plain vs 0.9 + 0.87 ms blocked + reorder; its
-      // 32->64 conv: 3.8 ms plain vs 2.6 + 0.6 ms; bf16: 4.0 vs 1.1 + 0.4 ms).
-      // Channels-last X and Y are what oneDNN's brgconv kernels read and write (fashion_cnn's
-      // convs: 0.15 + 0.96 ms vs 2.9 ms above), so only the weights get its layout then; the
-      // same for channel-blocked X and Y (its jit kernels' own layout).
-      using tag = dnnl::memory::format_tag;
-      const bool blocked = c / group >= 4;
-      const bool chosen = f.x_layout != Layout::kChannelsFirst ||
-                          f.y_layout != Layout::kChannelsFirst;
-      const bool fixed_io = chosen || !blocked, fixed_w = !chosen && !blocked;
-      const auto pick = [&](const dnnl::memory::desc& md, bool fixed) {
-        return fixed ? md : dnnl::memory::desc(md.dims(), dt, tag::any);
-      };
-      dnnl::post_ops ops;
-      if (f.has_z) ops.append_sum(1.0f);
-      if (f.has_act) ops.append_eltwise(1.0f, f.act, f.alpha, f.beta);
-      dnnl::primitive_attr attr;
-      attr.set_post_ops(ops);
-      const auto make_pd = [&](dnnl::algorithm alg) {
-        dnnl::convolution_forward::desc d(prop, alg, pick(e->x_md, fixed_io),
-                                          pick(e->w_md, fixed_w), e->b_md,
-                                          pick(e->y_md, fixed_io), strides, dils, pl, pr);
-        return dnnl::convolution_forward::primitive_desc(d, attr, dnnl_util::Engine());
-      };
-      // Winograd F(4x4, 3x3) (oneDNN's jit_wino_4x3, only for fp32 on blocked X and Y) does
-      // ~2.2x fewer multiplications than the direct conv: fashion_cnn's 32->64 conv at batch
-      // 64 takes 0.70 instead of 0.97 ms. It reorders the weights into transformed tiles,
-      // worth it only when they are constant. Its error is a few times the direct conv's
-      // (tests/kernels/fused_conv_test.cc measures and bounds it).
-      std::optional<dnnl::convolution_forward::primitive_desc> wino;
-      const bool unit = std::all_of(g.strides.begin(), g.strides.end(),
-                                    [](int64_t s) { return s == 1; }) &&
-                        std::all_of(dil.begin(), dil.end(), [](int64_t d) { return d == 0; });
-      if (dt == dnnl::memory::data_type::f32 && f.x_layout == Layout::kBlocked &&
-          f.y_layout == Layout::kBlocked && group == 1 && unit &&
-          kernel == std::vector<int64_t>{3, 3} && ctx.input_constant(1)) {
-        try {
-          wino = make_pd(dnnl::algorithm::convolution_winograd);
-        } catch (const dnnl::error&) {
-          // No Winograd kernel for this shape or CPU: the direct one below.
-        }
-      }
-      const dnnl::convolution_forward::primitive_desc pd =
-          wino ? *wino : make_pd(dnnl::algorithm::convolution_direct);
-      e->prim = dnnl::convolution_forward(pd);
-      e->bx = MakeBlocked(e->x_md, pd.src_desc(), false);
-      e->bw = MakeBlocked(e->w_md, pd.weights_desc(), false);
-      e->by = MakeBlocked(e->y_md, pd.dst_desc(), true);
-      if (f.has_z && e->by) e->bz = MakeBlocked(e->y_md, pd.dst_desc(), false);
+    if (!transposed) {
+      MakeConvPrimitive(ctx, s, f, dt, dil, pad_r, e.get());
+      return;
     }
+    dnnl::deconvolution_forward::desc d(dnnl::prop_kind::forward_inference, dnnl::algorithm::deconvolution_direct,
+                                        e->x_md, e->w_md, e->b_md, e->y_md, dnnl_util::ToDims(s.g.strides),
+                                        dnnl_util::ToDims(dil), dnnl_util::ToDims(s.g.pads_begin),
+                                        dnnl_util::ToDims(pad_r));
+    e->prim = dnnl::deconvolution_forward(dnnl::deconvolution_forward::primitive_desc(d, dnnl_util::Engine()));
   }));
   return e;
 }
