@@ -2,12 +2,27 @@
 #include "passes/pipeline.h"
 
 #include "absl/strings/str_cat.h"
+#include "onnx/defs/schema.h"
 #include "graph/shape_inference.h"
 #include "passes/canonicalize.h"
 #include "passes/precision.h"
 
 namespace mixtrain {
 namespace {
+
+// Whether ONNX's schema of `n` at the model's opset lets its first input be `dtype` (Conv, for
+// one, accepts bfloat16 only from opset 22). Unknown ops count as accepting.
+bool OnnxAcceptsType(const Graph& g, const Node& n, DType dtype) {
+  const onnx::OpSchema* s = onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(g.opset(n.domain())),
+                                                           n.domain());
+  if (s == nullptr || s->inputs().empty()) return true;
+  const std::string type = absl::StrCat("tensor(", dtype == DType::kBF16 ? "bfloat16" : "float16", ")");
+  const std::string& param = s->inputs()[0].GetTypeStr();
+  for (const auto& tc : s->typeConstraintParams())
+    if (tc.type_param_str == param)
+      return std::find(tc.allowed_type_strs.begin(), tc.allowed_type_strs.end(), type) != tc.allowed_type_strs.end();
+  return param == type;
+}
 
 absl::Status RunPasses(Graph& g, std::vector<std::unique_ptr<Pass>> passes) {
   PassManager pm;
@@ -149,6 +164,36 @@ absl::StatusOr<std::unique_ptr<Graph>> BuildGradientGraph(const Graph& model,
   pm.Add(MakeAutodiffPass(options.autodiff));
   MT_RETURN_IF_ERROR(pm.Run(*g));
   return g;
+}
+
+absl::Status LowerForExport(Graph& g, DType dtype) {
+  ToInferenceForm(g);
+  if (dtype == DType::kF32) return absl::OkStatus();
+  if (!IsLowFloat(dtype)) return absl::InvalidArgumentError("export dtype must be fp32, fp16 or bf16");
+  // The exported file must be valid ONNX: ops whose schema at this opset has no `dtype` form
+  // stay fp32 (denied, so what follows them stays fp32 too).
+  PrecisionPolicy policy = PrecisionPolicy::Default(PrecisionPreset::kHalf, dtype);
+  for (const auto& n : g.nodes())
+    if (!OnnxAcceptsType(g, *n, dtype)) policy.SetClass(n->op_type(), PrecisionClass::kDeny);
+  std::vector<std::unique_ptr<Pass>> ps;
+  ps.push_back(MakePrecisionPass(policy));
+  ps.push_back(MakeCleanupPass());
+  MT_RETURN_IF_ERROR(RunPasses(g, std::move(ps)));
+  // Store weights in the low type: Cast(W) of an initializer becomes the cast initializer.
+  std::vector<Node*> casts;
+  for (const auto& n : g.nodes())
+    if (n->op_type() == "Cast" && n->input(0) && n->input(0)->is_initializer() &&
+        n->input(0)->consumers.size() == 1 && !g.IsGraphOutput(n->output(0)))
+      casts.push_back(n.get());
+  for (Node* n : casts) {
+    Value* w = n->input(0);
+    Value* out = n->output(0);
+    Tensor low = ConvertFloat(*w->initializer, dtype);
+    g.RemoveNode(n);  // `out` stays (it is used) without producer; `w` loses its last use
+    g.RemoveValue(w);
+    g.SetInitializer(out, low);
+  }
+  return g.TopoSort();
 }
 
 void ToInferenceForm(Graph& g) {

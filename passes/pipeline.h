@@ -8,6 +8,7 @@
 //   import -> canonicalize -> [step] train_mode -> loss -> precision -> loss_scale -> autodiff
 //                                    -> optimizer -> cleanup
 //                          -> [eval] inference form -> loss -> precision -> cleanup
+//                          -> [export] inference form -> precision (half) -> cleanup -> weight casts
 #pragma once
 
 #include <string>
@@ -48,6 +49,10 @@ absl::Status PrepareModel(Graph& model, const TrainingRecipe& recipe);
 absl::StatusOr<std::vector<std::string>> BuildTrainingStep(Graph& g, const TrainingRecipe& recipe);
 // The eval graph from a prepared model, in place: inference form, the same loss and precision.
 absl::Status BuildEvalGraph(Graph& g, const TrainingRecipe& recipe);
+// The exported inference model, in place: inference form; with dtype f16/bf16 the precision pass
+// in "half" (ops whose ONNX schema at the model's opset has no such form stay fp32) and the
+// weights stored in that type.
+absl::Status LowerForExport(Graph& g, DType dtype);
 // BatchNormalization on running statistics (its extra outputs dropped); Dropout stays (it is the
 // identity in ONNX's inference semantics).
 void ToInferenceForm(Graph& g);

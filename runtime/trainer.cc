@@ -12,7 +12,6 @@
 #include "graph/onnx_export.h"
 #include "graph/onnx_import.h"
 #include "graph/shape_inference.h"
-#include "onnx/defs/schema.h"
 #include "passes/pipeline.h"
 #include "passes/passes.h"
 #include "passes/precision.h"
@@ -22,26 +21,6 @@ namespace mixtrain {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
-
-// Whether ONNX's schema of `n` at the model's opset lets its first input be `dtype` (Conv, for
-// one, accepts bfloat16 only from opset 22). Unknown ops count as accepting.
-bool OnnxAcceptsType(const Graph& g, const Node& n, DType dtype) {
-  const onnx::OpSchema* s = onnx::OpSchemaRegistry::Schema(n.op_type(), static_cast<int>(g.opset(n.domain())),
-                                                           n.domain());
-  if (s == nullptr || s->inputs().empty()) return true;
-  const std::string type = absl::StrCat("tensor(", dtype == DType::kBF16 ? "bfloat16" : "float16", ")");
-  const std::string& param = s->inputs()[0].GetTypeStr();
-  for (const auto& tc : s->typeConstraintParams())
-    if (tc.type_param_str == param)
-      return std::find(tc.allowed_type_strs.begin(), tc.allowed_type_strs.end(), type) != tc.allowed_type_strs.end();
-  return param == type;
-}
-
-absl::Status RunPasses(Graph& g, std::vector<std::unique_ptr<Pass>> passes) {
-  PassManager pm;
-  for (auto& p : passes) pm.Add(std::move(p));
-  return pm.Run(g);
-}
 
 }  // namespace
 
@@ -291,34 +270,7 @@ absl::Status Trainer::ExportInferenceModel(const std::string& path, DType dtype)
     MT_ASSIGN_OR_RETURN(Tensor t, train_->GetInitializer(v->name));
     g->SetInitializer(v, t);
   }
-  ToInferenceForm(*g);
-  if (dtype != DType::kF32) {
-    if (!IsLowFloat(dtype)) return absl::InvalidArgumentError("export dtype must be fp32, fp16 or bf16");
-    // The exported file must be valid ONNX: ops whose schema at this opset has no `dtype` form
-    // stay fp32 (denied, so what follows them stays fp32 too).
-    PrecisionPolicy policy = PrecisionPolicy::Default(PrecisionPreset::kHalf, dtype);
-    for (const auto& n : g->nodes())
-      if (!OnnxAcceptsType(*g, *n, dtype)) policy.SetClass(n->op_type(), PrecisionClass::kDeny);
-    std::vector<std::unique_ptr<Pass>> ps;
-    ps.push_back(MakePrecisionPass(policy));
-    ps.push_back(MakeCleanupPass());
-    MT_RETURN_IF_ERROR(RunPasses(*g, std::move(ps)));
-    // Store weights in the low type: Cast(W) of an initializer becomes the cast initializer.
-    std::vector<Node*> casts;
-    for (const auto& n : g->nodes())
-      if (n->op_type() == "Cast" && n->input(0) && n->input(0)->is_initializer() &&
-          n->input(0)->consumers.size() == 1 && !g->IsGraphOutput(n->output(0)))
-        casts.push_back(n.get());
-    for (Node* n : casts) {
-      Value* w = n->input(0);
-      Value* out = n->output(0);
-      Tensor low = ConvertFloat(*w->initializer, dtype);
-      g->RemoveNode(n);  // `out` stays (it is used) without producer; `w` loses its last use
-      g->RemoveValue(w);
-      g->SetInitializer(out, low);
-    }
-    MT_RETURN_IF_ERROR(g->TopoSort());
-  }
+  MT_RETURN_IF_ERROR(LowerForExport(*g, dtype));
   return SaveOnnxFile(*g, path);
 }
 
