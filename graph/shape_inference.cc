@@ -73,6 +73,11 @@ bool HasOpTraits(const Node& n, uint32_t traits) {
   return s != nullptr && (s->traits & traits) == traits;
 }
 
+bool KeepsInputFp32(const Node& n, size_t i) {
+  const OpSchema* s = FindOpSchema(n.domain(), n.op_type());
+  return s != nullptr && i < 32 && (s->fp32_inputs >> i & 1u) != 0;
+}
+
 bool MayDiffer(const Node& n) {
   const OpSchema* s = FindOpSchema(n.domain(), n.op_type());
   return s == nullptr || (s->traits & kOpRandom) != 0;

@@ -88,7 +88,17 @@ struct OpSchema {
   std::string_view domain;  // "" for ai.onnx
   InferFn infer;
   uint32_t traits = 0;      // OpTrait bits
+  // Inputs (a bit per index) that stay fp32 when the op runs in a low type: statistics, scales,
+  // ratios (the precision pass reads this).
+  uint32_t fp32_inputs = 0;
 };
+constexpr uint32_t InputBits(std::initializer_list<int> idx) {
+  uint32_t m = 0;
+  for (int i : idx) m |= 1u << i;
+  return m;
+}
+// Whether input `i` of the node stays fp32 in a low-precision region (OpSchema::fp32_inputs).
+bool KeepsInputFp32(const Node& n, size_t i);
 
 // Whether the node's op (by its schema row) has all of `traits`; false for unknown ops.
 bool HasOpTraits(const Node& n, uint32_t traits);

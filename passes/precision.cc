@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "graph/check.h"
+#include "graph/shape_inference.h"
 
 namespace mixtrain {
 namespace {
@@ -18,7 +19,7 @@ bool IsWorkFloat(DType t) { return t == DType::kF32 || t == DType::kF16 || t == 
 // Whether the node computes on floats: a float input (that is not pinned fp32) or float output.
 bool IsFloatNode(const Node& n) {
   for (size_t i = 0; i < n.num_inputs(); ++i)
-    if (Value* v = n.input(i); v && IsWorkFloat(v->dtype) && !PrecisionPolicy::KeepsInputFp32(n, i))
+    if (Value* v = n.input(i); v && IsWorkFloat(v->dtype) && !KeepsInputFp32(n, i))
       return true;
   for (Value* v : n.outputs())
     if (v && IsWorkFloat(v->dtype)) return true;
@@ -29,7 +30,7 @@ bool IsFloatNode(const Node& n) {
 std::vector<Value*> DataInputs(const Node& n) {
   std::vector<Value*> r;
   for (size_t i = 0; i < n.num_inputs(); ++i)
-    if (Value* v = n.input(i); v && IsWorkFloat(v->dtype) && !PrecisionPolicy::KeepsInputFp32(n, i))
+    if (Value* v = n.input(i); v && IsWorkFloat(v->dtype) && !KeepsInputFp32(n, i))
       r.push_back(v);
   return r;
 }
@@ -40,7 +41,7 @@ std::vector<Node*> FloatConsumers(const Node& n) {
     if (!o || !IsWorkFloat(o->dtype)) continue;
     for (Node* c : o->consumers)
       for (size_t i = 0; i < c->num_inputs(); ++i)
-        if (c->input(i) == o && !PrecisionPolicy::KeepsInputFp32(*c, i)) r.push_back(c);
+        if (c->input(i) == o && !KeepsInputFp32(*c, i)) r.push_back(c);
   }
   return r;
 }
@@ -173,7 +174,7 @@ class PrecisionPass final : public Pass {
       for (size_t i = 0; i < n->num_inputs(); ++i) {
         Value* v = n->input(i);
         if (!v || !IsWorkFloat(v->dtype)) continue;
-        DType want = PrecisionPolicy::KeepsInputFp32(*n, i) ? DType::kF32 : t;
+        DType want = KeepsInputFp32(*n, i) ? DType::kF32 : t;
         if (v->dtype == want) continue;
         g.SetInput(n, i, cast_of(v, want));
         changed = true;

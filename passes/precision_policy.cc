@@ -145,14 +145,6 @@ bool PrecisionPolicy::PinnedFp32(const Node& n) const {
   return false;
 }
 
-bool PrecisionPolicy::KeepsInputFp32(const Node& n, size_t input) {
-  const std::string& op = n.op_type();
-  if (op == "BatchNormalization") return input >= 1;
-  if (op == "Dropout") return input >= 1;
-  if (op == "Resize") return input == 1 || input == 2;
-  return false;
-}
-
 absl::StatusOr<PrecisionPreset> ParsePrecisionPreset(const std::string& s) {
   if (s == "fp32") return PrecisionPreset::kFp32;
   if (s == "amp") return PrecisionPreset::kAmp;

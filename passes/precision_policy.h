@@ -41,9 +41,6 @@ class PrecisionPolicy {
   PrecisionClass ClassOf(const std::string& op_type) const;
   bool Listed(const std::string& op_type) const { return classes_.contains(op_type); }
   bool PinnedFp32(const Node& n) const;
-  // Inputs that stay fp32 whatever the node runs in: BatchNormalization's scale/bias/mean/var
-  // (ONNX allows fp16 X with fp32 stats), Dropout's ratio, Resize's roi/scales.
-  static bool KeepsInputFp32(const Node& n, size_t input);
 
  private:
   PrecisionPreset preset_ = PrecisionPreset::kAmp;

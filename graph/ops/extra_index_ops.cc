@@ -260,7 +260,7 @@ absl::Status InferMaxUnpool(InferContext& ctx) {
 MT_REGISTER_OP_SCHEMAS(extra_index_ops, {
     {"MaxUnpool", "", InferMaxUnpool},
     {"GridSample", "", InferGridSample},
-    {"Resize", "", InferResize},
+    {"Resize", "", InferResize, 0, InputBits({1, 2})},
     {"Upsample", "", InferResize},
     {"GatherElements", "", InferGatherElements},
     {"ScatterElements", "", InferScatter},

@@ -449,6 +449,6 @@ MT_REGISTER_OP_SCHEMAS(movement, {{"Identity", "", InferIdentity, kOpView | kOpE
                                   {"Expand", "", InferExpand},
                                   {"Tile", "", InferTile},
                                   {"Pad", "", InferPad},
-                                  {"Dropout", "", InferDropout, kOpRandom}});
+                                  {"Dropout", "", InferDropout, kOpRandom, InputBits({1, 2})}});
 
 }  // namespace mixtrain

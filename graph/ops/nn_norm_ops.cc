@@ -130,7 +130,7 @@ absl::Status InferLoss(InferContext& ctx) {
 MT_REGISTER_OP_SCHEMAS(nn_norm_ops, {{"Softmax", "", InferSameAsInput},
                                      {"LogSoftmax", "", InferSameAsInput},
                                      {"LayerNormalization", "", InferLayerNorm},
-                                     {"BatchNormalization", "", InferBatchNorm},
+                                     {"BatchNormalization", "", InferBatchNorm, 0, InputBits({1, 2, 3, 4})},
                                      {"GroupNormalization", "", InferGroupNorm},
                                      {"SoftmaxCrossEntropyLoss", "", InferLoss},
                                      {"NegativeLogLikelihoodLoss", "", InferLoss}});
