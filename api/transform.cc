@@ -12,6 +12,7 @@
 #include "mixtrain/transform.h"
 #include "passes/pass.h"
 #include "passes/pass_registry.h"
+#include "passes/canonicalize.h"
 #include "passes/passes.h"
 #include "passes/pipeline.h"
 #include "passes/precision.h"
@@ -20,50 +21,6 @@
 namespace mixtrain {
 inline namespace v1 {
 namespace {
-
-// The pipeline for options.passes; fails naming a bad pass or option before any model is read.
-absl::Status BuildPipeline(const TransformOptions& options, PassManager& pm) {
-  MT_ASSIGN_OR_RETURN(PrecisionPreset preset, ParsePrecisionPreset(options.precision));
-  const DType low = api::ToDType(options.low_type);
-  if (!IsLowFloat(low)) return absl::InvalidArgumentError("TransformOptions::low_type must be fp16 or bf16");
-  PrecisionPolicy policy = PrecisionPolicy::Default(preset, low);
-  for (const std::string& op : options.allow) policy.SetClass(op, PrecisionClass::kAllow);
-  for (const std::string& op : options.deny) policy.SetClass(op, PrecisionClass::kDeny);
-  if (options.fp32_nodes) MT_RETURN_IF_ERROR(policy.AddFp32NodeRegex(*options.fp32_nodes));
-  // Canonicalization runs first whenever passes run, as it does before training.
-  std::vector<std::string> names = options.passes;
-  if (!names.empty() && std::find(names.begin(), names.end(), "canonicalize") == names.end())
-    names.insert(names.begin(), "canonicalize");
-  const bool scaled = std::find(names.begin(), names.end(), "loss_scale") != names.end();
-  for (const std::string& name : names) {
-    absl::StatusOr<std::unique_ptr<Pass>> p;
-    if (name == "precision") {
-      p = MakePrecisionPass(policy);
-    } else if (name == "loss") {
-      LossOptions lo;
-      lo.kind = options.loss;
-      lo.class_axis = options.class_axis;
-      p = MakeLossPass(lo);
-    } else if (name == "autodiff") {
-      AutodiffOptions ad;
-      if (scaled) {
-        ad.loss = kScaledLossName;
-        ad.freeze = kLossScaleName;  // the scale is state, not a parameter
-      }
-      p = MakeAutodiffPass(ad);
-    } else if (name == "optimizer") {
-      OptimizerOptions oo;
-      MT_ASSIGN_OR_RETURN(oo.kind, ParseOptimizerKind(options.optimizer));
-      oo.unscale = oo.dynamic_scale = scaled;
-      p = MakeOptimizerPass(oo);
-    } else {
-      p = CreatePassByName(name);
-    }
-    if (!p.ok()) return absl::InvalidArgumentError(absl::StrCat("passes: ", p.status().message()));
-    pm.Add(std::move(*p));
-  }
-  return absl::OkStatus();
-}
 
 constexpr char kTrainStage[] = "train";
 constexpr char kEvalStage[] = "eval";
@@ -77,7 +34,9 @@ absl::StatusOr<pb::TrainConfig> TrainConfigOf(const TransformOptions& o) {
   if (o.precision == "fp32") c.precision.preset = P::Preset::kFp32;
   else if (o.precision == "half") c.precision.preset = P::Preset::kHalf;
   else if (o.precision == "amp") c.precision.preset = P::Preset::kAmp;
-  else return absl::InvalidArgumentError(absl::StrCat("TransformOptions::precision '", o.precision, "' is not fp32, amp or half"));
+  else return absl::InvalidArgumentError(absl::StrCat("unknown precision '", o.precision, "' (expected fp32, amp or half)"));
+  if (o.low_type != ElementType::kFloat16 && o.low_type != ElementType::kBFloat16)
+    return absl::InvalidArgumentError("TransformOptions::low_type must be fp16 or bf16");
   c.precision.low_dtype = o.low_type == ElementType::kFloat16 ? P::LowType::kFp16 : P::LowType::kBf16;
   c.precision.allow = o.allow;
   c.precision.deny = o.deny;
@@ -93,6 +52,62 @@ absl::StatusOr<pb::TrainConfig> TrainConfigOf(const TransformOptions& o) {
   return api::ToProto(c);
 }
 
+// Fails naming a pass that does not exist, before any model is read.
+absl::Status CheckPassNames(const std::vector<std::string>& names) {
+  for (const std::string& name : names)
+    if (name != "train" && name != "eval") {
+      absl::StatusOr<std::unique_ptr<Pass>> p = CreatePassByName(name);
+      if (!p.ok()) return absl::InvalidArgumentError(absl::StrCat("passes: ", p.status().message()));
+    }
+  return absl::OkStatus();
+}
+
+// Single passes, named in options.passes, with their options from the recipe the trainer would
+// use (passes/pipeline.h): the same policy, loss, trainable selection and optimizer. With
+// "loss_scale" among them, autodiff differentiates the scaled loss and the optimizer unscales
+// and moves the scale. Canonicalization runs first, as it does before training.
+absl::Status BuildPasses(const TransformOptions& options, const TrainingRecipe& recipe, PassManager& pm) {
+  std::vector<std::string> names = options.passes;
+  if (!names.empty() && std::find(names.begin(), names.end(), "canonicalize") == names.end())
+    names.insert(names.begin(), "canonicalize");
+  const bool scaled = std::find(names.begin(), names.end(), "loss_scale") != names.end();
+  for (const std::string& name : names) {
+    absl::StatusOr<std::unique_ptr<Pass>> p;
+    if (name == "canonicalize") {
+      CanonicalizeOptions co;
+      co.params = recipe.params;
+      p = MakeCanonicalizePass(co);
+    } else if (name == "train_mode") {
+      p = MakeTrainModePass(recipe.train_mode);
+    } else if (name == "precision") {
+      p = MakePrecisionPass(recipe.policy);
+    } else if (name == "loss") {
+      p = MakeLossPass(recipe.loss);
+    } else if (name == "loss_scale") {
+      p = MakeLossScalePass({recipe.init_scale});
+    } else if (name == "autodiff") {
+      AutodiffOptions ad;
+      ad.trainable = recipe.params.trainable;
+      ad.freeze = recipe.params.freeze;
+      if (scaled) {
+        ad.loss = kScaledLossName;
+        ad.freeze = ad.freeze.empty() ? std::string(kLossScaleName)  // the scale is state
+                                      : absl::StrCat("(", ad.freeze, ")|", kLossScaleName);
+      }
+      p = MakeAutodiffPass(ad);
+    } else if (name == "optimizer") {
+      OptimizerOptions oo = recipe.optimizer;
+      oo.unscale = oo.dynamic_scale = scaled;
+      p = MakeOptimizerPass(oo);
+    } else {
+      p = CreatePassByName(name);
+    }
+    if (!p.ok()) return absl::InvalidArgumentError(absl::StrCat("passes: ", p.status().message()));
+    pm.Add(std::move(*p));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<TransformedModel> TransformModel(const std::string& model_path, const TransformOptions& options,
@@ -101,24 +116,25 @@ absl::StatusOr<TransformedModel> TransformModel(const std::string& model_path, c
     const std::vector<std::string>& names = options.passes;
     const bool stage = std::find(names.begin(), names.end(), kTrainStage) != names.end() ||
                        std::find(names.begin(), names.end(), kEvalStage) != names.end();
-    std::unique_ptr<Graph> g;
-    if (stage) {  // the trainer's own pipeline (passes/pipeline.h)
-      if (names.size() != 1)
-        return absl::InvalidArgumentError("passes: 'train' and 'eval' are whole pipelines; give one of them alone");
-      MT_ASSIGN_OR_RETURN(pb::TrainConfig config, TrainConfigOf(options));
-      MT_ASSIGN_OR_RETURN(g, ImportOnnxFile(model_path));
+    if (stage && names.size() != 1)
+      return absl::InvalidArgumentError("passes: 'train' and 'eval' are whole pipelines; give one of them alone");
+    MT_RETURN_IF_ERROR(CheckPassNames(names));
+    MT_ASSIGN_OR_RETURN(pb::TrainConfig config, TrainConfigOf(options));
+    MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxFile(model_path));
+    if (!names.empty()) {
       MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(config, *g, dnnl_util::NativeBf16()));
-      MT_RETURN_IF_ERROR(PrepareModel(*g, recipe));
-      if (names[0] == kTrainStage) {
-        MT_RETURN_IF_ERROR(BuildTrainingStep(*g, recipe).status());
+      if (stage) {  // the trainer's own pipeline (passes/pipeline.h)
+        MT_RETURN_IF_ERROR(PrepareModel(*g, recipe));
+        if (names[0] == kTrainStage) {
+          MT_RETURN_IF_ERROR(BuildTrainingStep(*g, recipe).status());
+        } else {
+          MT_RETURN_IF_ERROR(BuildEvalGraph(*g, recipe));
+        }
       } else {
-        MT_RETURN_IF_ERROR(BuildEvalGraph(*g, recipe));
+        PassManager pm;
+        MT_RETURN_IF_ERROR(BuildPasses(options, recipe, pm));
+        MT_RETURN_IF_ERROR(pm.Run(*g));
       }
-    } else {
-      PassManager pm;
-      MT_RETURN_IF_ERROR(BuildPipeline(options, pm));
-      MT_ASSIGN_OR_RETURN(g, ImportOnnxFile(model_path));
-      MT_RETURN_IF_ERROR(pm.Run(*g));
     }
 
     TransformedModel out;
