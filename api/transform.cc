@@ -2,6 +2,7 @@
 // TransformOptions (passes/ registry plus the passes that take options), run on an imported model.
 #include <algorithm>
 
+#include "absl/strings/str_join.h"
 #include "api/convert.h"
 #include "graph/atomic_file.h"
 #include "graph/onnx_export.h"
@@ -56,8 +57,9 @@ absl::StatusOr<pb::TrainConfig> TrainConfigOf(const TransformOptions& o) {
 absl::Status CheckPassNames(const std::vector<std::string>& names) {
   for (const std::string& name : names)
     if (name != "train" && name != "eval") {
-      absl::StatusOr<std::unique_ptr<Pass>> p = CreatePassByName(name);
-      if (!p.ok()) return absl::InvalidArgumentError(absl::StrCat("passes: ", p.status().message()));
+      if (!CreatePassByName(name).ok())
+        return absl::InvalidArgumentError(absl::StrCat("passes: unknown pass '", name, "' (known: ",
+                                                       absl::StrJoin(TransformPassNames(), ", "), ")"));
     }
   return absl::OkStatus();
 }
