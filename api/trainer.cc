@@ -218,7 +218,7 @@ int64_t Trainer::steps_taken() const {
 ResolvedPrecision Trainer::precision() const {
   auto lock = impl_->Lock();
   const auto& p = impl_->rt->precision();
-  return {p.preset, api::ToElementType(p.low).value_or(ElementType::kFloat32), p.scaling, p.note};
+  return {PrecisionPresetName(p.preset), api::ToElementType(p.low).value_or(ElementType::kFloat32), p.scaling, p.note};
 }
 
 const TrainConfig& Trainer::config() const { return impl_->config; }

@@ -145,6 +145,15 @@ bool PrecisionPolicy::PinnedFp32(const Node& n) const {
   return false;
 }
 
+const char* PrecisionPresetName(PrecisionPreset p) {
+  switch (p) {
+    case PrecisionPreset::kFp32: return "fp32";
+    case PrecisionPreset::kAmp: return "amp";
+    case PrecisionPreset::kHalf: return "half";
+  }
+  return "?";
+}
+
 absl::StatusOr<PrecisionPreset> ParsePrecisionPreset(const std::string& s) {
   if (s == "fp32") return PrecisionPreset::kFp32;
   if (s == "amp") return PrecisionPreset::kAmp;

@@ -52,5 +52,7 @@ class PrecisionPolicy {
 
 // Parses "fp32" | "amp" | "half".
 absl::StatusOr<PrecisionPreset> ParsePrecisionPreset(const std::string& s);
+// "fp32", "amp" or "half": the inverse of ParsePrecisionPreset.
+const char* PrecisionPresetName(PrecisionPreset p);
 
 }  // namespace mixtrain

@@ -51,9 +51,7 @@ absl::Status Trainer::Build(std::unique_ptr<Graph> model) {
     return absl::UnimplementedError(absl::StrCat("device '", c.device(),
                                                  "': this build trains on the CPU only"));
   MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(c, *model, dnnl_util::NativeBf16()));
-  precision_.preset = recipe.preset == PrecisionPreset::kFp32   ? "fp32"
-                      : recipe.preset == PrecisionPreset::kHalf ? "half"
-                                                                : "amp";
+  precision_.preset = recipe.preset;
   precision_.low = recipe.low;
   precision_.scaling = !recipe.scaling ? "off" : recipe.dynamic_scaling ? "dynamic" : "static";
   if (!recipe.note.empty())

@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "graph/graph.h"
+#include "passes/precision_policy.h"
 #include "proto/mixtrain_pb.h"
 #include "runtime/session.h"
 
@@ -34,7 +35,7 @@ struct EvalResult {
 
 // How the trainer resolved the config (printed by `train`, kept in checkpoints).
 struct ResolvedPrecision {
-  std::string preset;   // fp32 | amp | half
+  PrecisionPreset preset = PrecisionPreset::kFp32;
   DType low = DType::kF32;
   std::string scaling;  // off | static | dynamic
   std::string note;     // why --dtype=auto chose what it did, when the user should know
