@@ -76,6 +76,7 @@ absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const Check
     out.nodes_folded = report.folded_nodes;
     out.nodes_simplified = report.simplified;
     out.nodes_removed = report.removed_nodes;
+    out.initializers_removed = report.removed_initializers;
     out.not_folded = report.not_folded;
     std::set<std::string> ops;
     for (const auto& n : g->nodes()) ops.insert(n->domain().empty() ? n->op_type() : n->domain() + "." + n->op_type());

@@ -130,7 +130,6 @@ absl::Status PrecisionPolicy::AddFp32NodeRegex(const std::string& pattern) {
     return absl::InvalidArgumentError(
         absl::StrCat("bad node regex '", pattern, "': ", e.what()));
   }
-  fp32_patterns_.push_back(pattern);
   return absl::OkStatus();
 }
 

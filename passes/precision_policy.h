@@ -47,7 +47,6 @@ class PrecisionPolicy {
   DType low_ = DType::kF16;
   std::map<std::string, PrecisionClass> classes_;
   std::vector<std::regex> fp32_nodes_;
-  std::vector<std::string> fp32_patterns_;
 };
 
 // Parses "fp32" | "amp" | "half".

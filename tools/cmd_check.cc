@@ -45,9 +45,9 @@ int Check(const cli::Args& args) {
 
   std::printf("%s: %s\n", path.c_str(), r->trains ? "trains" : "does NOT train");
   std::printf("canonicalization: %d nodes -> %d (%d shape values and %d constant nodes folded, %d "
-              "simplified, %d dead removed)\n",
+              "simplified, %d dead nodes and %d unused initializers removed)\n",
               r->nodes_imported, r->nodes_after, r->shape_values_folded, r->nodes_folded,
-              r->nodes_simplified, r->nodes_removed);
+              r->nodes_simplified, r->nodes_removed, r->initializers_removed);
   for (const std::string& s : r->not_folded) std::printf("  not folded: %s\n", s.c_str());
   std::printf("ops: %s\n", absl::StrJoin(r->op_types, " ").c_str());
   std::printf("dynamic dims: %s\n", r->dynamic_dims.empty() ? "none" : absl::StrJoin(r->dynamic_dims, "; ").c_str());

@@ -41,6 +41,7 @@ struct ModelCheck {
   // What canonicalization did.
   int nodes_imported = 0, nodes_after = 0;
   int shape_values_folded = 0, nodes_folded = 0, nodes_simplified = 0, nodes_removed = 0;
+  int initializers_removed = 0;  // nothing used them any more
   std::vector<std::string> not_folded;
   std::vector<InitializerReport> initializers;  // in the model's order (after canonicalization)
   std::vector<std::string> dynamic_dims;        // "input 'x': [batch,3,32,32]"
