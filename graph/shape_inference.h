@@ -80,6 +80,7 @@ enum OpTrait : uint32_t {
   kOpElementwiseUnary = 1u << 2,   // output element i depends on input 0's element i only
   kOpElementwiseBinary = 1u << 3,  // numpy-broadcast elementwise of two inputs
   kOpOverwritesInput0 = 1u << 4,   // its kernel may write its output over a dying input 0
+  kOpReadsOnlyDims = 1u << 5,      // reads its input's dims only (Shape, Size): computed at plan time
 };
 
 // One row of the op table.

@@ -29,9 +29,7 @@ std::string DimsString(const std::vector<int64_t>& d) {
 }
 
 // Ops whose outputs depend on their inputs' dims only: always computed at plan time.
-bool ReadsOnlyDims(const Node& n) {
-  return IsDefaultDomain(n) && (n.op_type() == "Shape" || n.op_type() == "Size");
-}
+bool ReadsOnlyDims(const Node& n) { return IsDefaultDomain(n) && HasOpTraits(n, kOpReadsOnlyDims); }
 
 TensorView ViewOf(const Tensor& t) { return {t.dtype(), t.dims(), const_cast<void*>(t.data())}; }
 

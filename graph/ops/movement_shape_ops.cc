@@ -103,8 +103,8 @@ absl::Status InferRange(InferContext& ctx) {
 }  // namespace
 
 MT_REGISTER_OP_SCHEMAS(movement_shape, {{"Constant", "", InferConstant},
-                                        {"Shape", "", InferShapeOp},
-                                        {"Size", "", InferSize},
+                                        {"Shape", "", InferShapeOp, kOpReadsOnlyDims},
+                                        {"Size", "", InferSize, kOpReadsOnlyDims},
                                         {"ConstantOfShape", "", InferConstantOfShape},
                                         {"Range", "", InferRange}});
 
