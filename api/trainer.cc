@@ -223,5 +223,23 @@ ResolvedPrecision Trainer::precision() const {
 
 const TrainConfig& Trainer::config() const { return impl_->config; }
 
+void Trainer::SetProfiling(bool on) {
+  auto lock = impl_->Lock();
+  impl_->rt->set_profiling(on);
+}
+
+std::vector<Trainer::NodeTime> Trainer::Profile() const {
+  auto lock = impl_->Lock();
+  std::vector<NodeTime> out;
+  for (const StepNodeTime& t : impl_->rt->Profile())
+    out.push_back({t.node->name(), t.node->op_type(), StepPhaseName(t.phase), t.calls, t.seconds});
+  return out;
+}
+
+void Trainer::ResetProfile() {
+  auto lock = impl_->Lock();
+  impl_->rt->ResetProfile();
+}
+
 }  // namespace v1
 }  // namespace mixtrain

@@ -308,6 +308,24 @@ std::vector<OpProfile> Session::Profile() const {
   return v;
 }
 
+std::vector<NodeProfile> Session::ProfileByNode() const {
+  std::map<const Node*, NodeProfile> by_node;
+  for (const auto& [key, p] : plans_) {
+    const auto& steps = p->plan->steps;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (p->executor->step_runs()[i] == 0) continue;
+      NodeProfile& n = by_node[steps[i].node];
+      n.node = steps[i].node;
+      n.calls += p->executor->step_runs()[i];
+      n.seconds += p->executor->step_seconds()[i];
+    }
+  }
+  std::vector<NodeProfile> v;
+  for (const auto& up : graph_->nodes())
+    if (auto it = by_node.find(up.get()); it != by_node.end()) v.push_back(it->second);
+  return v;
+}
+
 void Session::ResetProfile() {
   for (auto& [key, p] : plans_) p->executor->ResetProfile();
 }

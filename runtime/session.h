@@ -29,6 +29,13 @@ struct SessionOptions {
   bool profile = false;  // time every kernel (see Session::Profile)
 };
 
+// Time spent in one node (summed over every plan that ran it).
+struct NodeProfile {
+  const Node* node = nullptr;
+  int64_t calls = 0;
+  double seconds = 0;
+};
+
 // Time spent in one op type.
 struct OpProfile {
   std::string op_type;
@@ -65,6 +72,8 @@ class Session {
   // Kernel time by op type over the runs made with profiling on, slowest first.
   void set_profiling(bool on);
   std::vector<OpProfile> Profile() const;
+  // By node, in graph order; nodes that never ran (folded, views) are left out.
+  std::vector<NodeProfile> ProfileByNode() const;
   void ResetProfile();
 
  private:

@@ -24,6 +24,32 @@ constexpr double kPi = 3.14159265358979323846;
 
 }  // namespace
 
+StepPhase PhaseOf(const Node& n) {
+  const std::string& name = n.name();
+  if (name.find("/grad") != std::string::npos) return StepPhase::kBackward;
+  if (name.rfind("loss/", 0) == 0 || name.rfind("loss_scale/", 0) == 0) return StepPhase::kLoss;
+  for (const char* p : {"adam/", "adamw/", "sgd/", "adagrad/", "amp/", "step/", "clip/", "accum/"})
+    if (name.rfind(p, 0) == 0) return StepPhase::kOptimizer;
+  return StepPhase::kForward;
+}
+
+const char* StepPhaseName(StepPhase p) {
+  switch (p) {
+    case StepPhase::kForward: return "forward";
+    case StepPhase::kLoss: return "loss";
+    case StepPhase::kBackward: return "backward";
+    case StepPhase::kOptimizer: return "optimizer";
+  }
+  return "?";
+}
+
+std::vector<StepNodeTime> Trainer::Profile() const {
+  std::vector<StepNodeTime> out;
+  for (const NodeProfile& p : train_->ProfileByNode())
+    out.push_back({p.node, PhaseOf(*p.node), p.calls, p.seconds});
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const std::string& model_path,
                                                          const pb::TrainConfig& config) {
   MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxFile(model_path));

@@ -41,6 +41,20 @@ struct ResolvedPrecision {
   std::string note;     // why --dtype=auto chose what it did, when the user should know
 };
 
+// Where a training-step node's time goes, from the names the passes give the nodes they add:
+// the loss and loss-scale passes "loss/...", "loss_scale/...", autodiff "<node>/grad/...", the optimizer pass "adam/", "sgd/",
+// "adagrad/", "amp/", "step/", "clip/", "accum/"; everything else is the model's forward.
+enum class StepPhase { kForward, kLoss, kBackward, kOptimizer };
+StepPhase PhaseOf(const Node& n);
+const char* StepPhaseName(StepPhase p);
+
+struct StepNodeTime {
+  const Node* node = nullptr;
+  StepPhase phase = StepPhase::kForward;
+  int64_t calls = 0;
+  double seconds = 0;
+};
+
 class Trainer {
  public:
   // The model from a file (or ONNX bytes with CreateFromBytes), configured by `config`.
@@ -74,6 +88,11 @@ class Trainer {
   absl::StatusOr<std::map<std::string, Tensor>> State() const;
 
   int64_t calls() const { return calls_; }  // Step() calls so far
+  // Per-node kernel timing of the training step (each kernel synchronized and timed; a little
+  // slower while on). Profile() sums the steps run with it on, by node in graph order.
+  void set_profiling(bool on) { train_->set_profiling(on); }
+  std::vector<StepNodeTime> Profile() const;
+  void ResetProfile() { train_->ResetProfile(); }
   const ResolvedPrecision& precision() const { return precision_; }
   const pb::TrainConfig& config() const { return config_; }
   // Learning rate for update number `update` (0-based) by the schedule.

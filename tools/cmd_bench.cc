@@ -18,6 +18,7 @@
 #include "mixtrain/mixtrain.h"
 #include "mixtrain/status_macros.h"
 #include "tools/cli.h"
+#include "tools/step_profile.h"
 
 namespace mixtrain {
 namespace {
@@ -46,6 +47,59 @@ std::string Bytes(size_t n) {
   return absl::StrFormat("%.2f MiB", n / 1048576.0);
 }
 
+// Symbolic dims: by name from --dims, else the batch size for dim 0, else 1.
+std::vector<int64_t> ConcreteDims(const TensorInfo& in, int64_t batch, const std::map<std::string, int64_t>& sym) {
+  std::vector<int64_t> dims;
+  for (size_t d = 0; d < in.shape.size(); ++d) {
+    if (in.shape[d] >= 0) dims.push_back(in.shape[d]);
+    else if (auto it = sym.find(in.dim_names[d]); it != sym.end()) dims.push_back(it->second);
+    else dims.push_back(d == 0 ? batch : 1);
+  }
+  return dims;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+// --train: the whole training step (forward, loss, backward, optimizer) of a Trainer on random
+// inputs and labels 0/1, as `mixtrain train` would build it with --dtype and --loss.
+absl::Status BenchTrain(const cli::Args& args, const std::string& path, int64_t batch, int64_t warmup,
+                        int64_t iters, ElementType dtype, const std::map<std::string, int64_t>& sym) {
+  TrainConfig c;
+  using P = TrainConfig::Precision;
+  c.precision.preset = dtype == ElementType::kFloat32 ? P::Preset::kFp32 : P::Preset::kAmp;
+  c.precision.low_dtype = dtype == ElementType::kFloat16 ? P::LowType::kFp16 : P::LowType::kBf16;
+  c.loss = args.str("loss");
+  MIXTRAIN_ASSIGN_OR_RETURN(int64_t axis, args.integer("class-axis"));
+  c.class_axis = static_cast<int32_t>(axis);
+  MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, Trainer::Create(path, c));
+  std::mt19937 rng(1234);
+  TensorMap feeds;
+  for (const TensorInfo& in : t->BatchInputs()) {
+    MIXTRAIN_ASSIGN_OR_RETURN(feeds[in.name], RandomTensor(in.type, ConcreteDims(in, batch, sym), rng));
+  }
+  using Clock = std::chrono::steady_clock;
+  for (int64_t i = 0; i < warmup; ++i) MIXTRAIN_RETURN_IF_ERROR(t->Step(feeds, {.read_loss = false}).status());
+  t->SetProfiling(args.flag("profile"));
+  std::vector<double> ms;
+  for (int64_t i = 0; i < iters; ++i) {
+    auto t0 = Clock::now();
+    MIXTRAIN_RETURN_IF_ERROR(t->Step(feeds, {.read_loss = false}).status());
+    ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
+  }
+  const ResolvedPrecision p = t->precision();
+  std::printf("model %s, batch %lld, train step, precision %s (%s), loss scaling %s, %lld iterations after %lld warm-up\n",
+              path.c_str(), static_cast<long long>(batch), p.preset.c_str(), ElementTypeName(p.low_type),
+              p.loss_scaling.c_str(), static_cast<long long>(iters), static_cast<long long>(warmup));
+  std::printf("train step: median %.3f ms, min %.3f ms, max %.3f ms\n", Median(ms),
+              *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()));
+  std::printf("throughput: %.1f samples/s\n", batch * 1000.0 / Median(ms));
+  if (args.flag("profile")) cli::PrintStepProfile(t->Profile(), iters);
+  return absl::OkStatus();
+}
+
 absl::Status Bench(const cli::Args& args) {
   if (args.positional().size() != 1)
     return absl::InvalidArgumentError(absl::StrCat(
@@ -70,6 +124,7 @@ absl::Status Bench(const cli::Args& args) {
   }
 
   const std::string& path = args.positional()[0];
+  if (args.flag("train")) return BenchTrain(args, path, batch, warmup, iters, *dtype, sym_sizes);
   InferenceOptions options;
   options.compute_type = *dtype;
   options.optimize = args.flag("optimize");
@@ -128,8 +183,10 @@ MT_REGISTER_COMMAND(
     bench, cli::Command{
                .name = "bench",
                .usage = "mixtrain bench MODEL.onnx --batch-size=N [--dtype=fp32|bf16|fp16] [--warmup=5] "
-                        "[--iters=20] [--dims=SYM=SIZE,...] [--profile] [--no-optimize]",
-               .summary = "time the forward pass on random inputs; prints time per batch and peak memory",
+                        "[--iters=20] [--dims=SYM=SIZE,...] [--profile] [--no-optimize] [--train [--loss=...] "
+                        "[--class-axis=N]]",
+               .summary = "time the forward pass (or with --train the training step) on random inputs; prints "
+                          "time per batch and peak memory",
                .flags =
                    {
                        {.name = "batch-size", .default_value = "1",
@@ -144,7 +201,16 @@ MT_REGISTER_COMMAND(
                                 "--no-optimize runs the graph as imported",
                         .is_bool = true},
                        {.name = "profile", .default_value = "false",
-                        .help = "print kernel time per op type", .is_bool = true},
+                        .help = "print kernel time per op type (with --train: per phase, op type and node)",
+                        .is_bool = true},
+                       {.name = "train", .default_value = "false",
+                        .help = "time the training step (forward, loss, backward, optimizer) instead of the "
+                                "forward; --dtype fp32 trains in fp32, bf16/fp16 in AMP",
+                        .is_bool = true},
+                       {.name = "loss", .default_value = "cross_entropy",
+                        .help = "--train: the loss (labels are random 0/1)"},
+                       {.name = "class-axis", .default_value = "1",
+                        .help = "--train: cross_entropy's class axis (-1 for N x T x V logits)"},
                    },
                .run = [](const cli::Args& args) {
                  absl::Status s = Bench(args);

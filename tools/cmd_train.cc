@@ -15,6 +15,7 @@
 #include "mixtrain/mixtrain.h"
 #include "mixtrain/status_macros.h"
 #include "tools/cli.h"
+#include "tools/step_profile.h"
 
 namespace mixtrain {
 namespace {
@@ -299,6 +300,9 @@ absl::Status RunTrain(const cli::Args& a) {
                static_cast<long long>(d.train.size()), static_cast<long long>(bs),
                static_cast<long long>(total));
   const bool tty = isatty(fileno(stderr));
+  // --profile: every step after the first (which builds the plans and primitives) is timed.
+  const bool profile = a.flag("profile");
+  const int64_t first_step = t.steps_taken();
   int64_t skipped = 0;
   double window_ms = 0, loss_ema = NAN;
   int64_t window_n = 0;
@@ -312,6 +316,7 @@ absl::Status RunTrain(const cli::Args& a) {
       bool log = step % log_every == 0 || step == total || tty;
       auto s0 = Clock::now();
       MIXTRAIN_ASSIGN_OR_RETURN(StepResult r, t.Step(feeds, {.read_loss = log || json != nullptr}));
+      if (profile && t.steps_taken() == first_step + 1) t.SetProfiling(true);
       const float loss = r.loss.value_or(NAN);
       double ms = std::chrono::duration<double, std::milli>(Clock::now() - s0).count();
       window_ms += ms;
@@ -360,6 +365,7 @@ absl::Status RunTrain(const cli::Args& a) {
   }
   std::printf("trained %lld steps in %.1f s (%lld skipped)\n", static_cast<long long>(t.steps_taken()), secs,
               static_cast<long long>(skipped));
+  if (profile) cli::PrintStepProfile(t.Profile(), t.steps_taken() - first_step - 1);
   if (a.has("save")) MIXTRAIN_RETURN_IF_ERROR(t.SaveCheckpoint(a.str("save"), {epoch, batch}));
   if (a.has("export")) {
     MIXTRAIN_RETURN_IF_ERROR(t.ExportInferenceModel(a.str("export"), export_dtype));
@@ -415,6 +421,7 @@ MT_REGISTER_COMMAND(
                 {"limit-test", "0", "use only the first N test examples"},
                 {"log-every", "100", "print a progress line every N steps when not on a terminal"},
                 {"log-json", "", "write one JSON object per step (step, loss, loss_scale, skipped, lr, ms)"},
+                {"profile", "false", "time every kernel of the step after the first and print where the step's time goes (forward, loss, backward, optimizer; by op type and node)", true},
                 {"save", "", "checkpoint file written at each epoch end and at the end"},
                 {"resume", "", "checkpoint to resume from"},
                 {"export", "", "write the trained inference model (ONNX) here"},

@@ -118,6 +118,18 @@ class Trainer {
   void SetTotalSteps(int64_t steps);
 
   int64_t steps_taken() const;  // Step() calls so far (restored by LoadCheckpoint)
+
+  // Per-node kernel timing of the training step: with it on, each kernel is synchronized and
+  // timed (steps get a little slower). Profile() sums the steps run with it on, one row per node
+  // that ran, in graph order; `phase` is forward, loss, backward or optimizer.
+  struct NodeTime {
+    std::string node, op_type, phase;
+    int64_t calls = 0;
+    double seconds = 0;
+  };
+  void SetProfiling(bool on);
+  std::vector<NodeTime> Profile() const;
+  void ResetProfile();
   ResolvedPrecision precision() const;
   const TrainConfig& config() const;
 

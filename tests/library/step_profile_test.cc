@@ -1,0 +1,55 @@
+// Trainer::SetProfiling / Profile: per-node kernel times of the training step, attributed to the
+// forward, loss, backward and optimizer phases by the names the passes give their nodes.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+#include <string>
+
+#include "mixtrain/mixtrain.h"
+
+namespace mixtrain {
+namespace {
+
+TEST(StepProfile, EveryPhaseAndEveryParameterUpdateIsTimed) {
+  TrainConfig c;
+  c.precision.preset = TrainConfig::Precision::Preset::kFp32;
+  auto t = Trainer::Create(std::string(MT_SOURCE_DIR) + "/models/mlp.onnx", c);
+  ASSERT_TRUE(t.ok()) << t.status();
+  TensorMap batch;
+  for (const TensorInfo& in : (*t)->BatchInputs()) {
+    std::vector<int64_t> dims = in.shape;
+    for (int64_t& d : dims) d = d < 0 ? 8 : d;
+    auto z = HostTensor::Zeros(in.type, dims);
+    ASSERT_TRUE(z.ok());
+    batch[in.name] = *z;
+  }
+  ASSERT_TRUE((*t)->Step(batch).ok());  // unprofiled
+  EXPECT_TRUE((*t)->Profile().empty());
+  (*t)->SetProfiling(true);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*t)->Step(batch, {.read_loss = false}).ok());
+  auto rows = (*t)->Profile();
+  ASSERT_FALSE(rows.empty());
+  std::set<std::string> phases;
+  std::map<std::string, int64_t> adam_calls;
+  double total = 0;
+  for (const auto& r : rows) {
+    phases.insert(r.phase);
+    EXPECT_GE(r.seconds, 0);
+    total += r.seconds;
+    if (r.op_type == "Adam") adam_calls[r.node] = r.calls;
+    if (r.node.find("/grad") != std::string::npos) EXPECT_EQ(r.phase, "backward") << r.node;
+  }
+  EXPECT_GT(total, 0);
+  EXPECT_TRUE(phases.contains("forward"));
+  EXPECT_TRUE(phases.contains("backward"));
+  EXPECT_TRUE(phases.contains("optimizer"));
+  // One Adam update per parameter, run once per profiled step.
+  EXPECT_EQ(adam_calls.size(), (*t)->ParameterNames().size());
+  for (const auto& [node, calls] : adam_calls) EXPECT_EQ(calls, 3) << node;
+  (*t)->ResetProfile();
+  EXPECT_TRUE((*t)->Profile().empty());
+}
+
+}  // namespace
+}  // namespace mixtrain
