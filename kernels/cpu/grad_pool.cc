@@ -100,8 +100,60 @@ void ForPlanes(const PoolArgs& a, const TensorView& dy, TensorView& dx, PlaneFn&
   });
 }
 
+// Windows that tile the input without overlap or padding (kernel == stride, no dilation, every
+// window inside: the usual 2x2/2 pool): each input element is in at most one window, so dX is
+// written directly, zeros and each window's winner, with no accumulator plane and no per-tap
+// index arithmetic. fashion_cnn at batch 64 (AVX-512 CPU): 5.0 -> 1.5 ms per step for its two
+// pools. A plain `if` here measured faster than the general path's mask select (1.5 vs 4.4 ms).
+bool Disjoint(const Window3& w) {
+  for (int i = 0; i < 3; ++i)
+    if (w.k[i] != w.s[i] || w.d[i] != 1 || w.pb[i] != 0 || w.out[i] * w.s[i] > w.in[i]) return false;
+  return true;
+}
+
+absl::Status MaxPoolGradDisjoint(KernelContext& ctx, const Window3& w, int64_t planes) {
+  const TensorView& x = *ctx.input(1);
+  return DispatchFloat(ctx, x.dtype, [&](auto io) {
+    using Io = decltype(io);
+    using T = typename Io::T;
+    const T* dy = ctx.input(0)->as<T>();
+    const T* xs = x.as<T>();
+    T* dx = ctx.output(0)->as<T>();
+    const int64_t in = w.in_size(), out = w.out_size(), hw = w.in[1] * w.in[2], row = w.in[2];
+    ParallelFor(planes, 1, [&](int64_t b, int64_t e) {
+      for (int64_t p = b; p < e; ++p) {
+        const T* xp = xs + p * in;
+        const T* dyp = dy + p * out;
+        T* dxp = dx + p * in;
+        std::fill(dxp, dxp + in, Io::Store(0.0f));
+        int64_t o = 0;
+        for (int64_t od = 0; od < w.out[0]; ++od)
+          for (int64_t oh = 0; oh < w.out[1]; ++oh)
+            for (int64_t ow = 0; ow < w.out[2]; ++ow, ++o) {
+              const int64_t base = od * w.k[0] * hw + oh * w.k[1] * row + ow * w.k[2];
+              int64_t best = base;
+              float best_v = Io::Load(xp[base]);
+              for (int64_t kd = 0; kd < w.k[0]; ++kd)
+                for (int64_t kh = 0; kh < w.k[1]; ++kh)
+                  for (int64_t kw = 0; kw < w.k[2]; ++kw) {
+                    const int64_t i = base + kd * hw + kh * row + kw;
+                    const float v = Io::Load(xp[i]);
+                    if (v > best_v) {  // first maximum in scan order, as the general path
+                      best_v = v;
+                      best = i;
+                    }
+                  }
+              dxp[best] = dyp[o];
+            }
+      }
+    });
+    return absl::OkStatus();
+  });
+}
+
 absl::Status MaxPoolGradKernel(KernelContext& ctx) {
   MT_ASSIGN_OR_RETURN(PoolArgs a, ReadPool(ctx));
+  if (Disjoint(a.w)) return MaxPoolGradDisjoint(ctx, a.w, a.planes);
   const TensorView& x = *ctx.input(1);
   return DispatchFloat(ctx, x.dtype, [&](auto io) {
     using Io = decltype(io);

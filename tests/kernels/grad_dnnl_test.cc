@@ -189,5 +189,35 @@ TEST(GradDnnl, MaxPoolGradTiesAndOverlap) {
   }
 }
 
+// Windows that tile the input (kernel == stride; the kernel's fast path) against a plain loop:
+// ties (values 0..3), odd sizes whose last rows/columns no window covers, non-square windows.
+TEST(GradDnnl, MaxPoolGradDisjointWindowsMatchAPlainLoop) {
+  struct Case { std::vector<int64_t> k; };
+  for (const Case& c : {Case{{2, 2}}, Case{{3, 3}}, Case{{2, 3}}}) {
+    const int64_t n = 2, ch = 3, h = 7, w = 8;
+    const int64_t oh = h / c.k[0], ow = w / c.k[1];
+    Tensor x(DType::kF32, {n, ch, h, w}), dy(DType::kF32, {n, ch, oh, ow});
+    for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = static_cast<float>((i * 7919) % 4);
+    for (int64_t i = 0; i < dy.numel(); ++i) dy.data_as<float>()[i] = 1.0f + static_cast<float>(i % 13);
+    std::vector<double> want(x.numel(), 0.0);
+    for (int64_t p = 0; p < n * ch; ++p)
+      for (int64_t r = 0; r < oh; ++r)
+        for (int64_t q = 0; q < ow; ++q) {
+          int64_t best = -1;
+          for (int64_t a = 0; a < c.k[0]; ++a)
+            for (int64_t b = 0; b < c.k[1]; ++b) {
+              const int64_t i = p * h * w + (r * c.k[0] + a) * w + q * c.k[1] + b;
+              if (best < 0 || x.data_as<float>()[i] > x.data_as<float>()[best]) best = i;
+            }
+          want[best] += dy.data_as<float>()[p * oh * ow + r * ow + q];
+        }
+    auto pool = MakeNode("MaxPoolGrad", {dy, x}, 1, {A::Ints("kernel_shape", c.k), A::Ints("strides", c.k)},
+                         "ai.mixtrain");
+    auto got = RunCpuKernel(*pool.node, {dy, x});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    ExpectClose((*got)[0], want, 0, "dX");
+  }
+}
+
 }  // namespace
 }  // namespace mixtrain
