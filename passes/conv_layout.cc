@@ -24,6 +24,9 @@
 // the first conv is faster blocked). The blocked
 // Transposes cancel like the channels-last ones (conv_transposes merges the Reshapes between
 // them), and conv_flatten_weights folds the last one into the classifier's weights.
+// Only where oneDNN has kernels for that layout (AVX-512; CurrentTargetTraits): on an AVX2 CPU
+// nChw16c convs run oneDNN's reference code (fashion_cnn, batch 64: 4.96 s per forward instead
+// of 2.4 ms), so there the regions stay channels-last.
 #include "graph/check.h"
 #include "passes/conv_pass_util.h"
 #include "passes/inference.h"
@@ -206,7 +209,7 @@ class ConvLayoutPass final : public Pass {
       if (*op != '\0' && (!y->consumers.empty() || g.IsGraphOutput(y)))
         moves.push_back({n.get(), op});
     }
-    const bool blocked = RegionCanBlock(g, moves);
+    const bool blocked = CurrentTargetTraits().channel_blocked && RegionCanBlock(g, moves);
     for (auto& [n, op] : moves) blocked ? MoveBlocked(g, n, op) : MoveChannelsLast(g, n, op);
     if (moves.empty()) return false;
     if (!g.opset_imports.contains("ai.mixtrain")) g.opset_imports["ai.mixtrain"] = 1;

@@ -2,6 +2,7 @@
 #include "passes/inference.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <tuple>
 
@@ -60,6 +61,17 @@ class InferencePass : public Pass {
 };
 
 }  // namespace
+
+namespace {
+std::atomic<TargetTraitsQuery> target_query{nullptr};
+}  // namespace
+
+TargetTraitsQuery RegisterTargetTraits(TargetTraitsQuery query) { return target_query.exchange(query); }
+
+TargetTraits CurrentTargetTraits() {
+  TargetTraitsQuery q = target_query.load();
+  return q == nullptr ? TargetTraits{} : q();
+}
 
 void RegisterInferencePass(const std::string& name, int position, PassFactory factory) {
   Registry& r = GetRegistry();

@@ -15,6 +15,17 @@
 
 namespace mixtrain {
 
+// What the machine the graph will run on does well, as the inference passes need it. The runtime
+// registers the query (from the CPU features and oneDNN's ISA) so passes/ does not include
+// kernels/; without one, every rewrite is allowed.
+struct TargetTraits {
+  bool channel_blocked = true;  // 16-channel-blocked conv/pool kernels (AVX-512)
+};
+using TargetTraitsQuery = TargetTraits (*)();
+// Installs `query`; returns the one it replaces (tests restore it).
+TargetTraitsQuery RegisterTargetTraits(TargetTraitsQuery query);
+TargetTraits CurrentTargetTraits();
+
 void RegisterInferencePass(const std::string& name, int position, PassFactory factory);
 // Registered inference passes, in position order.
 std::vector<std::string> InferencePassNames();

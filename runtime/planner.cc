@@ -9,7 +9,9 @@
 #include "absl/strings/str_join.h"
 #include "graph/check.h"
 #include "graph/shape_inference.h"
+#include "kernels/cpu/dnnl_common.h"
 #include "passes/canonicalize.h"
+#include "passes/inference.h"
 #include "runtime/arena.h"
 
 namespace mixtrain {
@@ -481,5 +483,8 @@ namespace mixtrain {
 namespace {
 // The canonicalization pass folds constants with these kernels (passes/canonicalize.h).
 const bool host_evaluator_registered = (RegisterHostEvaluator(&RunNodeOnHost), true);
+// The inference passes ask what the CPU does well (passes/inference.h).
+const bool target_traits_registered =
+    (RegisterTargetTraits([] { return TargetTraits{.channel_blocked = dnnl_util::NativeChannelBlocked()}; }), true);
 }  // namespace
 }  // namespace mixtrain

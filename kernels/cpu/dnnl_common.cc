@@ -47,6 +47,14 @@ bool NativeBf16() {
   return native;
 }
 
+bool NativeChannelBlocked() {
+  static const bool native = [] {
+    ApplyIsaCap();
+    return GetCpuFeatures().avx512_core && HasIsa(dnnl::get_effective_cpu_isa(), dnnl::cpu_isa::avx512_core);
+  }();
+  return native;
+}
+
 const char* DnnlIsaName() {
   ApplyIsaCap();
   const dnnl::cpu_isa isa = dnnl::get_effective_cpu_isa();

@@ -26,6 +26,9 @@ dnnl::stream& Stream();
 // Whether oneDNN runs bf16 matmul/conv/pool natively: the CPU has bf16 dot products (or AMX),
 // and neither MIXTRAIN_MAX_ISA nor oneDNN's own ISA cap rules them out.
 bool NativeBf16();
+// Whether oneDNN's effective ISA (after the cap) has AVX-512 (avx512_core): its kernels for the
+// 16-channel-blocked layout (nChw16c) need it; below, that layout runs its reference code.
+bool NativeChannelBlocked();
 // oneDNN's effective ISA ("avx2", "avx512_core_bf16", ...), after every cap.
 const char* DnnlIsaName();
 

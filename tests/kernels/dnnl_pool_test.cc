@@ -66,6 +66,14 @@ const PoolCase kStridedPadded = {{2, 3, 7, 8}, {3, 2}, {2, 2}, {1, 1}, {1, 0}, {
                                  {2, 3, 4, 4}};  // (7+2-3)/2+1, (8+1-2)/2+1
 
 TEST(DnnlPool, MaxStridedPadded) { RunPool(kStridedPadded, true); }
+// Windows that tile X (kernel == stride, no pads): the kernel's own loop instead of oneDNN;
+// odd sizes leave the last row/column out; non-square windows; every dtype.
+TEST(DnnlPool, MaxDisjointWindows) {
+  RunPool({{2, 3, 7, 9}, {2, 2}, {2, 2}, {1, 1}, {0, 0}, {0, 0}, {Attribute::Ints("strides", {2, 2})}, {2, 3, 3, 4}},
+          true);
+  RunPool({{1, 4, 6, 9}, {3, 2}, {3, 2}, {1, 1}, {0, 0}, {0, 0}, {Attribute::Ints("strides", {3, 2})}, {1, 4, 2, 4}},
+          true);
+}
 TEST(DnnlPool, AvgExcludePad) { RunPool(kStridedPadded, false); }
 TEST(DnnlPool, AvgIncludePad) { RunPool(kStridedPadded, false, true); }
 

@@ -209,7 +209,21 @@ void ExpectBlocked(const Graph& g) {
 // with 1e-4 instead of 1e-5.
 constexpr double kWinogradTol = 1e-4;
 
+// The blocked rewrite is what the tests below check, on whatever CPU runs them (its kernels
+// exist everywhere; only on AVX-512 are they fast, so the pass asks CurrentTargetTraits).
+class TargetTraitsScope {
+ public:
+  explicit TargetTraitsScope(bool blocked)
+      : saved_(RegisterTargetTraits(blocked ? +[] { return TargetTraits{.channel_blocked = true}; }
+                                            : +[] { return TargetTraits{.channel_blocked = false}; })) {}
+  ~TargetTraitsScope() { RegisterTargetTraits(saved_); }
+
+ private:
+  TargetTraitsQuery saved_;
+};
+
 TEST(ConvLayout, BlockedRegionHasNoConversionLeft) {
+  TargetTraitsScope blocked(true);
   G b;
   BuildCnn(b, 1, false, 16, 32);
   auto opt = RewriteAndCompare(b.graph(), {"inference"}, kWinogradTol);
@@ -230,7 +244,25 @@ TEST(ConvLayout, BlockedRegionHasNoConversionLeft) {
   EXPECT_FALSE(conv2->has_attr("pool_kernel_shape"));  // its input is blocked
 }
 
+// Without AVX-512 (oneDNN would run nChw16c convs in its reference code) the same region runs
+// channels-last.
+TEST(ConvLayout, NoBlockedRegionWithoutBlockedKernels) {
+  TargetTraitsScope avx2(false);
+  G b;
+  BuildCnn(b, 1, false, 16, 32);
+  auto opt = RewriteAndCompare(b.graph(), {"inference"}, 1e-5);
+  int convs = 0;
+  for (const auto& n : opt->nodes())
+    if (n->op_type() == "FusedConv" || n->op_type() == "MaxPool") {
+      EXPECT_EQ(n->attr_int("channel_block", 0), 0) << n->name();
+      EXPECT_EQ(n->attr_int("channels_last", 0), 1) << n->name();
+      convs += n->op_type() == "FusedConv";
+    }
+  EXPECT_EQ(convs, 2);
+}
+
 TEST(ConvLayout, BlockedRegionInBf16) {
+  TargetTraitsScope blocked(true);
   G b;
   BuildCnn(b, 1, false, 16, 32);
   ASSERT_TRUE(LowerFloatModel(b.graph(), DType::kBF16).ok());
@@ -241,6 +273,7 @@ TEST(ConvLayout, BlockedRegionInBf16) {
 }
 
 TEST(ConvPool, PoolWithPadsOrSharedConvOutputStays) {
+  TargetTraitsScope blocked(true);
   for (bool shared : {false, true}) {
     G b;
     Value* x = Input(b, "x", {2, 1, 10, 10});
@@ -259,6 +292,7 @@ TEST(ConvPool, PoolWithPadsOrSharedConvOutputStays) {
 }
 
 TEST(ConvLayout, BlockedGraphOutputKeepsItsConversion) {
+  TargetTraitsScope blocked(true);
   G b;
   BuildCnn(b, 1, true, 16, 32);
   auto opt = RewriteAndCompare(b.graph(), {"inference"}, kWinogradTol);
