@@ -108,16 +108,10 @@ inline void AppendWeightedSumLoss(G& b, const std::vector<Value*>& outs) {
   ASSERT_TRUE(InferShapes(g).ok());
 }
 
-// Runs autodiff on the graph built by `build` (which returns the outputs) and checks every
-// parameter's gradient against central differences. Parameters become graph inputs for the run,
-// so the planner never folds them.
-inline void Check(const std::function<std::vector<Value*>(G&)>& build, int64_t opset = 17,
-                  float h = 1e-2f, float tol = 5e-3f) {
-  G b(opset);
-  std::vector<Value*> outs = build(b);
-  AppendWeightedSumLoss(b, outs);
-  if (::testing::Test::HasFatalFailure()) return;
-  Graph& g = b.graph();
+// Runs autodiff on `g` (which has its "loss" output) and checks every parameter's gradient
+// against central differences, feeding `feeds` to its other inputs. Parameters (float
+// initializers not named c_*) become graph inputs for the run, so the planner never folds them.
+inline void CheckGraph(Graph& g, std::map<std::string, Tensor> feeds, float h, float tol) {
   std::vector<std::string> params;
   for (Value* v : g.initializers())
     if (v->dtype == DType::kF32 && v->name.rfind("c_", 0) != 0) params.push_back(v->name);
@@ -126,7 +120,6 @@ inline void Check(const std::function<std::vector<Value*>(G&)>& build, int64_t o
   auto st = MakeAutodiffPass(opt)->Run(g);
   ASSERT_TRUE(st.ok()) << st.status().message();
   ASSERT_TRUE(Verify(g).ok()) << Verify(g).message();
-  std::map<std::string, Tensor> feeds;
   for (const std::string& p : params) {
     Value* v = g.FindValue(p);
     feeds[p] = *v->initializer;
@@ -165,6 +158,17 @@ inline void Check(const std::function<std::vector<Value*>(G&)>& build, int64_t o
       EXPECT_NEAR(grad.GetDouble(i), num[i], tol * scale)
           << "d loss / d " << params[k] << "[" << i << "]";
   }
+}
+
+// The graph built by `build` (which returns the outputs) with the weighted-sum loss, checked by
+// CheckGraph.
+inline void Check(const std::function<std::vector<Value*>(G&)>& build, int64_t opset = 17,
+                  float h = 1e-2f, float tol = 5e-3f) {
+  G b(opset);
+  std::vector<Value*> outs = build(b);
+  AppendWeightedSumLoss(b, outs);
+  if (::testing::Test::HasFatalFailure()) return;
+  CheckGraph(b.graph(), {}, h, tol);
 }
 
 }  // namespace mixtrain::gradcheck

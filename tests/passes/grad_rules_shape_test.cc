@@ -82,50 +82,7 @@ void DynCheck(const std::function<Vs(G&)>& build, const Feeds& feeds, int64_t op
   g.AddNode("Identity", {total}, {loss}, "loss_identity");
   g.AddOutput(loss);
   ASSERT_TRUE(InferShapes(g).ok()) << InferShapes(g).message();
-  std::vector<std::string> params;
-  for (Value* v : g.initializers())
-    if (v->dtype == DType::kF32 && v->name.rfind("c_", 0) != 0) params.push_back(v->name);
-  AutodiffOptions opt;
-  opt.freeze = "c_.*";
-  auto st = MakeAutodiffPass(opt)->Run(g);
-  ASSERT_TRUE(st.ok()) << st.status().message();
-  ASSERT_TRUE(Verify(g).ok()) << Verify(g).message();
-  for (const std::string& p : params) {
-    Value* v = g.FindValue(p);
-    all[p] = *v->initializer;
-    g.RemoveInitializer(v);
-    g.AddInput(v);
-  }
-  auto session = Session::Create(g);
-  ASSERT_TRUE(session.ok()) << session.status().message();
-  std::vector<std::string> fetch{"loss"};
-  for (const std::string& p : params) fetch.push_back(std::string(kGradPrefix) + p);
-  auto res = (*session)->Run(all, fetch);
-  ASSERT_TRUE(res.ok()) << res.status().message();
-  for (size_t k = 0; k < params.size(); ++k) {
-    const Tensor& grad = (*res)[k + 1];
-    const Tensor base = all[params[k]];
-    ASSERT_EQ(grad.numel(), base.numel()) << params[k];
-    std::vector<double> num(base.numel());
-    double scale = 1.0;
-    for (int64_t i = 0; i < base.numel(); ++i) {
-      double f[2];
-      for (int side = 0; side < 2; ++side) {
-        Feeds moved = all;
-        Tensor t = base.Clone();
-        t.data_as<float>()[i] = base.data_as<float>()[i] + (side == 0 ? h : -h);
-        moved[params[k]] = t;
-        auto r = (*session)->Run(moved, {"loss"});
-        ASSERT_TRUE(r.ok()) << r.status().message();
-        f[side] = (*r)[0].GetDouble(0);
-      }
-      num[i] = (f[0] - f[1]) / (2.0 * h);
-      scale = std::max(scale, std::abs(num[i]));
-    }
-    for (int64_t i = 0; i < base.numel(); ++i)
-      EXPECT_NEAR(grad.GetDouble(i), num[i], tol * scale)
-          << "d loss / d " << params[k] << "[" << i << "]";
-  }
+  CheckGraph(g, all, h, tol);
 }
 
 // Whether the autodiff pass emitted an op of this type (which path a rule took).
