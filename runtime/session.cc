@@ -292,18 +292,14 @@ void Session::set_profiling(bool on) {
 
 std::vector<OpProfile> Session::Profile() const {
   std::map<std::string, OpProfile> by_op;
-  for (const auto& [key, p] : plans_) {
-    const auto& steps = p->plan->steps;
-    for (size_t i = 0; i < steps.size(); ++i) {
-      OpProfile& o = by_op[steps[i].node->op_type()];
-      o.op_type = steps[i].node->op_type();
-      o.calls += p->executor->step_runs()[i];
-      o.seconds += p->executor->step_seconds()[i];
-    }
+  for (const NodeProfile& n : ProfileByNode()) {
+    OpProfile& o = by_op[n.node->op_type()];
+    o.op_type = n.node->op_type();
+    o.calls += n.calls;
+    o.seconds += n.seconds;
   }
   std::vector<OpProfile> v;
-  for (auto& [op, o] : by_op)
-    if (o.calls > 0) v.push_back(o);
+  for (auto& [op, o] : by_op) v.push_back(o);
   std::sort(v.begin(), v.end(), [](const OpProfile& a, const OpProfile& b) { return a.seconds > b.seconds; });
   return v;
 }

@@ -130,18 +130,11 @@ absl::Status Bench(const cli::Args& args) {
   options.optimize = args.flag("optimize");
   options.float32_outputs = false;  // time the forward pass only
   MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> session, InferenceSession::Create(path, options));
-  // Symbolic dims: --dims by name, else the batch size for dim 0, else 1. Inputs() lists lowered
-  // inputs in the compute type, so the timed runs convert nothing.
+  // Inputs() lists lowered inputs in the compute type, so the timed runs convert nothing.
   std::mt19937 rng(1234);
   TensorMap feeds;
   for (const TensorInfo& in : session->Inputs()) {
-    std::vector<int64_t> dims;
-    for (size_t d = 0; d < in.shape.size(); ++d) {
-      if (in.shape[d] >= 0) dims.push_back(in.shape[d]);
-      else if (sym_sizes.contains(in.dim_names[d])) dims.push_back(sym_sizes[in.dim_names[d]]);
-      else dims.push_back(d == 0 ? batch : 1);
-    }
-    MIXTRAIN_ASSIGN_OR_RETURN(feeds[in.name], RandomTensor(in.type, dims, rng));
+    MIXTRAIN_ASSIGN_OR_RETURN(feeds[in.name], RandomTensor(in.type, ConcreteDims(in, batch, sym_sizes), rng));
   }
 
   using Clock = std::chrono::steady_clock;
@@ -153,16 +146,13 @@ absl::Status Bench(const cli::Args& args) {
     MIXTRAIN_RETURN_IF_ERROR(session->Run(feeds).status());
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
-  std::vector<double> sorted = ms;
-  std::sort(sorted.begin(), sorted.end());
-  double median = sorted.size() % 2 ? sorted[sorted.size() / 2]
-                                    : (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+  const double median = Median(ms);
   const PlanStatistics st = session->LastPlanStatistics().value();  // iters >= 1 runs happened
   std::printf("model %s, batch %lld, %s, %lld iterations after %lld warm-up\n", path.c_str(),
               static_cast<long long>(batch), ElementTypeName(*dtype), static_cast<long long>(iters),
               static_cast<long long>(warmup));
-  std::printf("forward: median %.3f ms, min %.3f ms, max %.3f ms per batch\n", median, sorted.front(),
-              sorted.back());
+  std::printf("forward: median %.3f ms, min %.3f ms, max %.3f ms per batch\n", median,
+              *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()));
   std::printf("throughput: %.1f samples/s\n", batch * 1000.0 / median);
   std::printf("planned peak memory: %s (%s without reuse); %d kernels, %d folded, %d views, %d in place\n",
               Bytes(st.peak_planned_bytes).c_str(), Bytes(st.naive_bytes).c_str(), st.kernels, st.folded_nodes,
