@@ -81,6 +81,10 @@ enum OpTrait : uint32_t {
   kOpElementwiseBinary = 1u << 3,  // numpy-broadcast elementwise of two inputs
   kOpOverwritesInput0 = 1u << 4,   // its kernel may write its output over a dying input 0
   kOpReadsOnlyDims = 1u << 5,      // reads its input's dims only (Shape, Size): computed at plan time
+  // Every output element i is computed from the inputs' elements i (and scalars), all read before
+  // it is written: an output may share any same-sized input's buffer (optimizer state updates
+  // written straight into the parameter and its moments).
+  kOpIndexAligned = 1u << 6,
 };
 
 // One row of the op table.

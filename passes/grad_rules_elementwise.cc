@@ -111,10 +111,10 @@ absl::Status ErfGrad(GradContext& c) {
   return absl::OkStatus();
 }
 
-// dX = dY where Y > 0
+// dX = dY where Y > 0: one ai.mixtrain.ReluGrad(dY, Y) pass, no mask tensor (as PyTorch's
+// threshold_backward). The training-step fusions fold it into a MaxPoolGrad that reads Y.
 absl::Status ReluGrad(GradContext& c) {
-  auto& b = c.b();
-  c.SetGrad(0, b.MaskKeep(b.Op("Greater", {c.Y(0), b.Scalar(0, c.Y(0)->dtype)}), c.dY(0)));
+  c.SetGrad(0, c.b().Op("ReluGrad", {c.dY(0), c.Y(0)}, {}, "ai.mixtrain"));
   return absl::OkStatus();
 }
 

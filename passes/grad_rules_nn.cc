@@ -33,6 +33,20 @@ absl::Status MatMulGrad(GradContext& c) {
   V a = c.X(0), bm = c.X(1);
   const int64_t ra = Rank(a), rb = Rank(bm);
   if (ra < 1 || rb < 1) return c.Error("operand ranks must be known statically");
+  // X[..., M, K] @ W[K, N], the Linear layer of every transformer: with the batch dims folded
+  // into the rows, both gradients are one GEMM each, with the transposes read in place:
+  // dW = X2^T @ dY2 (not a batched X^T @ dY of [..., K, N] summed over the batch afterwards)
+  // and dX = dY2 @ W^T (no Transpose node for W).
+  if (ra >= 3 && rb == 2 && bm->shape.fully_known()) {
+    const int64_t k = bm->shape.dims[0].value, n = bm->shape.dims[1].value;
+    V dy2 = b.Op("Reshape", {c.dY(0), b.Ints({-1, n})});
+    auto gemm = [&](V x, V y, int64_t ta, int64_t tb) {
+      return b.Op("Gemm", {x, y}, {Attribute::Int("transA", ta), Attribute::Int("transB", tb)});
+    };
+    if (c.needs(0)) c.SetGrad(0, b.ReshapeLike(gemm(dy2, bm, 0, 1), a));
+    if (c.needs(1)) c.SetGrad(1, gemm(b.Op("Reshape", {a, b.Ints({-1, k})}), dy2, 1, 0));
+    return absl::OkStatus();
+  }
   V a2 = ra == 1 ? b.Unsqueeze(a, {0}) : a;
   V b2 = rb == 1 ? b.Unsqueeze(bm, {1}) : bm;
   const int64_t r = std::max<int64_t>(std::max<int64_t>(ra, 2), std::max<int64_t>(rb, 2));
@@ -83,17 +97,20 @@ absl::Status GemmGrad(GradContext& c) {
   return absl::OkStatus();
 }
 
-// dX, dW = ConvGrad(dY, X, W) (ai.mixtrain, same attributes as the Conv); dB = sum of dY over
-// every axis but the channels.
+// dX, dW, dB = ConvGrad(dY, X, W) (ai.mixtrain, same attributes as the Conv). dB, the sum of dY
+// over every axis but the channels, comes from the same pass over dY as dW when dW is needed
+// (oneDNN's backward-weights primitive computes both); alone, it is a ReduceSum.
 absl::Status ConvGrad(GradContext& c) {
   auto& b = c.b();
+  const bool bias_in_conv = c.needs(2) && c.needs(1);
   if (c.needs(0) || c.needs(1)) {
-    std::vector<V> g = b.OpN("ConvGrad", {c.dY(0), c.X(0), c.X(1)}, {c.needs(0), c.needs(1)},
-                             AttrsOf(c.node()), kMt);
+    std::vector<V> g = b.OpN("ConvGrad", {c.dY(0), c.X(0), c.X(1)},
+                             {c.needs(0), c.needs(1), bias_in_conv}, AttrsOf(c.node()), kMt);
     c.SetGrad(0, g[0]);
     c.SetGrad(1, g[1]);
+    if (bias_in_conv) c.SetGrad(2, g[2]);
   }
-  if (c.needs(2)) {
+  if (c.needs(2) && !bias_in_conv) {
     if (Rank(c.dY(0)) < 0) return c.Error("output rank must be known statically");
     c.SetGrad(2, b.ReduceSum(c.dY(0), AllButChannel(Rank(c.Y(0))), false));
   }

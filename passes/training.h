@@ -47,6 +47,10 @@ struct OptimizerOptions {
   // apply=true, with the mean of the accumulated gradients.
   int64_t accumulate = 1;
 };
+// Exact fusions of the backward graph (passes/fuse_backward.cc): a Relu's gradient folded into
+// the MaxPoolGrad that reads the Relu's output. Runs after autodiff.
+std::unique_ptr<Pass> MakeFuseBackwardPass();
+
 absl::StatusOr<OptimizerOptions::Kind> ParseOptimizerKind(const std::string& s);
 
 // Consumes the "grad/<param>" outputs: adds found_inf, unscale, clipping, one optimizer node per

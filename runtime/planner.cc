@@ -23,7 +23,7 @@ bool IsDefaultDomain(const Node& n) { return n.domain().empty() || n.domain() ==
 bool IsViewOp(const Node& n) { return IsDefaultDomain(n) && HasOpTraits(n, kOpView); }
 // Output element i depends only on element i of input 0 (other inputs broadcast into it), so the
 // output may overwrite input 0 when it dies there.
-bool MayOverwriteInput0(const Node& n) { return IsDefaultDomain(n) && HasOpTraits(n, kOpOverwritesInput0); }
+bool MayOverwriteInput0(const Node& n) { return HasOpTraits(n, kOpOverwritesInput0); }
 bool IsRandom(const Node& n) { return HasOpTraits(n, kOpRandom); }
 
 std::string DimsString(const std::vector<int64_t>& d) {
@@ -374,12 +374,18 @@ class Planner {
     }
 
     // State updates: the producer writes straight into the initializer when the initializer's
-    // old value is dead by the time the new one's buffer is first written.
+    // old value is dead by the time the new one's buffer is first written, or when the producer
+    // itself is its last reader and computes each element from the same elements of its inputs
+    // (the optimizers: the parameter and its moments updated in place, no copies).
     absl::flat_hash_set<int> redirected;
     for (const PendingState& c : state_) {
       int r = root_[c.from], init = plan_->slots[c.to].index;
-      bool direct = slots[r].kind == SlotKind::kArena && producer_step_[r] > root_last[c.to] &&
-                    !redirected.contains(r);
+      const int p = producer_step_[r];
+      const bool dead = p > root_last[c.to] ||
+                        (p >= 0 && p == root_last[c.to] &&
+                         HasOpTraits(*plan_->steps[p].node, kOpIndexAligned) &&
+                         slots[r].nbytes() == slots[c.to].nbytes());
+      bool direct = slots[r].kind == SlotKind::kArena && dead && !redirected.contains(r);
       if (!direct) {
         plan_->state_copies.push_back({c.from, init});
         continue;

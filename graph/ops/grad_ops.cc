@@ -20,6 +20,17 @@ absl::Status Like(InferContext& ctx) {
 }
 
 // SumToShape(grad, shape): the output has the shape given by the contents of input 1.
+// ConvGrad(dY, X, W) -> dX, dW, dB: dX like X, dW like W, dB a vector of W's output channels.
+absl::Status InferConvGrad(InferContext& ctx) {
+  MT_RETURN_IF_ERROR((Like<1, 2>(ctx)));
+  if (ctx.num_outputs() > 2 && ctx.output(2).present) {
+    const TypeInfo& w = ctx.input(2);
+    ctx.output(2).dtype = ctx.input(0).dtype;
+    if (w.shape.rank_known && w.shape.rank() > 0) ctx.output(2).shape = Shape(std::vector<Dim>{w.shape.dims[0]});
+  }
+  return absl::OkStatus();
+}
+
 absl::Status InferSumToShape(InferContext& ctx) {
   ctx.output(0).dtype = ctx.input(0).dtype;
   const TypeInfo& s = ctx.input(1);
@@ -33,8 +44,11 @@ absl::Status InferSumToShape(InferContext& ctx) {
 
 MT_REGISTER_OP_SCHEMAS(grad_ops, {
     {"SumToShape", "ai.mixtrain", InferSumToShape},              // (grad, shape) -> summed
-    {"ConvGrad", "ai.mixtrain", Like<1, 2>},                     // (dY, X, W) -> dX, dW
-    {"MaxPoolGrad", "ai.mixtrain", Like<1>},                     // (dY, X) -> dX
+    {"ConvGrad", "ai.mixtrain", InferConvGrad},                  // (dY, X, W) -> dX, dW, dB
+    // (dY, X) -> dX; with relu=1, X is a Relu's output and dX is also that Relu's input gradient
+    {"MaxPoolGrad", "ai.mixtrain", Like<1>},
+    // (dY, Y) -> dX = dY where Y > 0, else 0: Relu's input gradient from its output
+    {"ReluGrad", "ai.mixtrain", Like<0>, kOpIndexAligned | kOpOverwritesInput0},
     {"AveragePoolGrad", "ai.mixtrain", Like<1>},                 // (dY, X) -> dX
     {"BatchNormalizationGrad", "ai.mixtrain", Like<1, 2, 2>},    // (dY, X, scale, mean, var)
     {"LayerNormalizationGrad", "ai.mixtrain", Like<1, 2, 2>},    // (dY, X, scale)

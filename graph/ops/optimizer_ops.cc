@@ -56,14 +56,14 @@ absl::Status InferOnnxThree(InferContext& ctx) { return InferOnnxOptimizer(ctx, 
 }  // namespace
 
 MT_REGISTER_OP_SCHEMAS(optimizer_ops, {
-    {"Adam", "ai.mixtrain", InferAdam},
-    {"SGD", "ai.mixtrain", InferSgd},
-    {"Adagrad", "ai.mixtrain", InferAdagrad},
+    {"Adam", "ai.mixtrain", InferAdam, kOpIndexAligned},
+    {"SGD", "ai.mixtrain", InferSgd, kOpIndexAligned},
+    {"Adagrad", "ai.mixtrain", InferAdagrad, kOpIndexAligned},
     {"AllFinite", "ai.mixtrain", InferAllFinite},
     {"UpdateLossScale", "ai.mixtrain", InferUpdateLossScale},
-    {"Adam", "ai.onnx.preview.training", InferOnnxAdam},
-    {"Momentum", "ai.onnx.preview.training", InferOnnxThree},
-    {"Adagrad", "ai.onnx.preview.training", InferOnnxThree},
+    {"Adam", "ai.onnx.preview.training", InferOnnxAdam, kOpIndexAligned},
+    {"Momentum", "ai.onnx.preview.training", InferOnnxThree, kOpIndexAligned},
+    {"Adagrad", "ai.onnx.preview.training", InferOnnxThree, kOpIndexAligned},
 });
 
 }  // namespace mixtrain

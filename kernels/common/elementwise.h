@@ -197,6 +197,12 @@ struct Greater {
   template <typename T>
   MT_HD bool operator()(T a, T b) const { return a > b; }
 };
+// Relu's input gradient from its output: dy where y > 0, else 0 (a NaN y gives 0, as PyTorch's
+// threshold_backward).
+struct ReluGrad {
+  template <typename T>
+  MT_HD T operator()(T dy, T y) const { return y > T(0) ? dy : T(0); }
+};
 struct GreaterOrEqual {
   template <typename T>
   MT_HD bool operator()(T a, T b) const { return a >= b; }

@@ -18,6 +18,15 @@ struct AdamStep {
 
   MT_HD void operator()(float& x, float g, float& m, float& v) const {
     if (decoupled) {
+      Update<true>(x, g, m, v);
+    } else {
+      Update<false>(x, g, m, v);
+    }
+  }
+  // The step with the weight-decay form fixed at compile time, for loops that vectorize.
+  template <bool kDecoupled>
+  MT_HD void Update(float& x, float g, float& m, float& v) const {
+    if (kDecoupled) {
       x -= lr * weight_decay * x;
     } else {
       g += weight_decay * x;

@@ -202,6 +202,8 @@ MT_REGISTER_KERNELS(cpu_elementwise_binary) {
   const std::vector<DType> bools = {DType::kBool};
   using Num = NumericStorage;
   r.Register({"Add", "", cpu, num, 0, FnKernel(Binary<ew::Add, Num, false>)});
+  r.Register({"ReluGrad", "ai.mixtrain", cpu, DTypes(FloatStorage{}), 0,
+              FnKernel(Binary<ew::ReluGrad, FloatStorage, false>)});
   r.Register({"Sub", "", cpu, num, 0, FnKernel(Binary<ew::Sub, Num, false>)});
   r.Register({"Mul", "", cpu, num, 0, FnKernel(Binary<ew::Mul, Num, false>)});
   r.Register({"Div", "", cpu, num, 0, FnKernel(Binary<ew::Div, Num, false>)});

@@ -1,5 +1,5 @@
-// CPU kernel of ai.mixtrain.ConvGrad(dY, X, W) -> (dX, dW): the input and weight gradients of
-// Conv (1-D/2-D/3-D, groups, strides, dilations, pads, auto_pad; attributes as the forward Conv)
+// CPU kernel of ai.mixtrain.ConvGrad(dY, X, W) -> (dX, dW, dB): the input, weight and bias
+// gradients of Conv (1-D/2-D/3-D, groups, strides, dilations, pads, auto_pad; attributes as the forward Conv)
 // on oneDNN's convolution_backward_data and convolution_backward_weights primitives. The same
 // kernel gives ConvTranspose's weight gradient with X and dY swapped (see
 // passes/grad_rules_nn.cc), so it tolerates an "X" whose trailing rows no window reads (the
@@ -7,10 +7,12 @@
 // Tensors stay in ONNX layout (NC<spatial>, OI<kernel>; a grouped W is the same bytes as
 // oneDNN's G,O/G,I/G,<kernel> view); the primitives choose their own blocked layouts and the
 // reorders to and from them are cached with the primitives, because oneDNN's plain-layout
-// backward kernels are several times slower than reorder + blocked kernel. The bias gradient is
-// the graph's own ReduceSum, not this kernel's.
+// backward kernels are several times slower than reorder + blocked kernel. The bias gradient
+// (optional output 2, only with dW) comes out of the backward-weights primitive, in the same
+// pass over dY as dW: a separate ReduceSum read dY again (3.6 ms of a 83 ms CIFAR-CNN step).
 #include <cstring>
 #include <optional>
+#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "graph/ops/nn_geometry.h"
@@ -22,7 +24,7 @@ namespace {
 using dnnl_util::Guard;
 
 struct ConvGradEntry {
-  dnnl::memory::desc dy_md, x_md, w_md;  // ONNX layouts, compute dtype
+  dnnl::memory::desc dy_md, x_md, w_md, b_md;  // ONNX layouts, compute dtype
   std::optional<dnnl::convolution_backward_data::primitive_desc> data_pd;
   std::optional<dnnl::convolution_backward_weights::primitive_desc> weights_pd;
   std::optional<dnnl::convolution_backward_data> bwd_data;
@@ -36,7 +38,8 @@ int64_t Product(const std::vector<int64_t>& v) {
 }
 
 absl::StatusOr<std::unique_ptr<ConvGradEntry>> BuildConvGrad(const KernelContext& ctx,
-                                                             bool want_dx, bool want_dw) {
+                                                             bool want_dx, bool want_dw,
+                                                             bool want_db) {
   const TensorView& dy = *ctx.input(0);
   const TensorView& x = *ctx.input(1);
   const TensorView& w = *ctx.input(2);
@@ -71,12 +74,14 @@ absl::StatusOr<std::unique_ptr<ConvGradEntry>> BuildConvGrad(const KernelContext
     e->dy_md = dnnl_util::PlainDesc(y_dims, *dt);
     e->x_md = dnnl_util::PlainDesc(xd, *dt);
     e->w_md = dnnl_util::PlainDesc(w_dims, *dt);
+    e->b_md = dnnl_util::PlainDesc(std::vector<int64_t>{M}, *dt);
     const auto strides = dnnl_util::ToDims(g.strides), dils = dnnl_util::ToDims(dil),
                pl = dnnl_util::ToDims(g.pads_begin), pr = dnnl_util::ToDims(g.pads_end_effective);
     const dnnl::memory::desc x_any = any(xd), w_any = any(w_dims), y_any = any(y_dims);
+    const dnnl::memory::desc no_bias;
     dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training,
-                                       dnnl::algorithm::convolution_direct, x_any, w_any, y_any,
-                                       strides, dils, pl, pr);
+                                       dnnl::algorithm::convolution_direct, x_any, w_any,
+                                       want_db ? e->b_md : no_bias, y_any, strides, dils, pl, pr);
     dnnl::convolution_forward::primitive_desc hint(fd, dnnl_util::Engine());
     if (want_dx) {
       dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, x_any, w_any,
@@ -86,7 +91,8 @@ absl::StatusOr<std::unique_ptr<ConvGradEntry>> BuildConvGrad(const KernelContext
     }
     if (want_dw) {
       dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, x_any,
-                                                 w_any, y_any, strides, dils, pl, pr);
+                                                 w_any, want_db ? e->b_md : no_bias, y_any,
+                                                 strides, dils, pl, pr);
       e->weights_pd.emplace(d, dnnl_util::Engine(), hint);
       e->bwd_weights.emplace(*e->weights_pd);
     }
@@ -114,22 +120,27 @@ class ConvGradKernel final : public OpKernel {
     const TensorView* w = ctx.input(2);
     TensorView* dx = ctx.output(0);
     TensorView* dw = ctx.output(1);
+    TensorView* db = ctx.output(2);
     if (!dy || !x || !w) return ctx.Error("needs inputs dY, X and W");
     for (const TensorView* t : {dy, w, static_cast<const TensorView*>(dx),
-                                static_cast<const TensorView*>(dw)})
-      if (t && t->dtype != x->dtype) return ctx.Error("dY, X, W, dX and dW dtypes differ");
+                                static_cast<const TensorView*>(dw), static_cast<const TensorView*>(db)})
+      if (t && t->dtype != x->dtype) return ctx.Error("dY, X, W, dX, dW and dB dtypes differ");
     if (dx && dx->dims != x->dims) return ctx.Error("dX must have X's shape");
     if (dw && dw->dims != w->dims) return ctx.Error("dW must have W's shape");
+    if (db && !dw) return ctx.Error("dB comes with dW only");
+    if (db && (db->rank() != 1 || w->rank() < 1 || db->dims[0] != w->dims[0]))
+      return ctx.Error("dB must be a vector of W's output channels");
     std::vector<int64_t> key = dnnl_util::ShapeKey(ctx);
     key.push_back(dx != nullptr);
     key.push_back(dw != nullptr);
+    key.push_back(db != nullptr);
     ConvGradEntry* e = cache_.Find(key);
     if (e == nullptr) {
-      MT_ASSIGN_OR_RETURN(auto built, BuildConvGrad(ctx, dx != nullptr, dw != nullptr));
+      MT_ASSIGN_OR_RETURN(auto built, BuildConvGrad(ctx, dx != nullptr, dw != nullptr, db != nullptr));
       e = cache_.Insert(key, std::move(built));
     }
     if (dy->numel() == 0 || x->numel() == 0) {  // empty batch or channels: zero gradients
-      for (TensorView* t : {dx, dw})
+      for (TensorView* t : {dx, dw, db})
         if (t) std::memset(t->data, 0, t->numel() * DTypeSize(t->dtype));
       return absl::OkStatus();
     }
@@ -139,6 +150,7 @@ class ConvGradKernel final : public OpKernel {
     void* wp = dx ? const_cast<void*>(staging_.Input(*w)) : nullptr;
     void* dxp = dx ? staging_.Output(*dx) : nullptr;
     void* dwp = dw ? staging_.Output(*dw) : nullptr;
+    void* dbp = db ? staging_.Output(*db) : nullptr;
     MT_RETURN_IF_ERROR(Guard(ctx, "running convolution backward", [&] {
       dnnl::engine& eng = dnnl_util::Engine();
       dnnl::stream& s = dnnl_util::Stream();
@@ -167,8 +179,10 @@ class ConvGradKernel final : public OpKernel {
         if (!direct && (!dw_scratch_ || dw_scratch_->get_desc() != pd.diff_weights_desc()))
           dw_scratch_.emplace(pd.diff_weights_desc(), eng);
         dnnl::memory out = direct ? dwm : *dw_scratch_;
-        e->bwd_weights->execute(s, {{DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_SRC, xm},
-                                    {DNNL_ARG_DIFF_WEIGHTS, out}});
+        std::unordered_map<int, dnnl::memory> args = {
+            {DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_WEIGHTS, out}};
+        if (dbp) args.emplace(DNNL_ARG_DIFF_BIAS, dnnl::memory(e->b_md, eng, dbp));
+        e->bwd_weights->execute(s, args);
         if (!direct) dnnl::reorder(out, dwm).execute(s, out, dwm);
       }
       s.wait();

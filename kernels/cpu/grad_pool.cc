@@ -11,12 +11,16 @@
 // zeros after a Relu), and reads the storage type directly. Per (n, c) plane the gradient is
 // accumulated in a small fp32 plane (overlapping windows add up) and stored once, rounded to the
 // storage type. Parallel over planes, so no two threads write the same element.
+//
+// MaxPoolGrad with relu=1 (passes/fuse_backward.cc) also applies the gradient of the Relu whose
+// output X is: a window's gradient is kept only when its maximum is > 0.
 #include <array>
 #include <bit>
 #include <vector>
 
 #include "kernels/cpu/grad_util.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/simd_target.h"
 
 namespace mixtrain::cpu {
 namespace {
@@ -111,8 +115,90 @@ bool Disjoint(const Window3& w) {
   return true;
 }
 
+// The 2x2/2 pool of a [H, W] plane, two rows of X per row of dY: every element of those rows
+// is written (the winner gets its window's gradient, the rest 0) with selects instead of
+// branches, so the loop vectorizes. Rows and columns past the last window are zeroed.
+template <typename Io, bool kRelu>
+[[gnu::always_inline]] inline void MaxPoolGrad2x2Body(const typename Io::T* x, const typename Io::T* dy,
+                                                      typename Io::T* dx, int64_t h, int64_t w,
+                                                      int64_t oh, int64_t ow) {
+  using T = typename Io::T;
+  const T zero = Io::Store(0.0f);
+  for (int64_t r = 0; r < oh; ++r) {
+    const T* x0 = x + 2 * r * w;
+    const T* x1 = x0 + w;
+    const T* g = dy + r * ow;
+    T* d0 = dx + 2 * r * w;
+    T* d1 = d0 + w;
+#pragma omp simd simdlen(8)
+    for (int64_t q = 0; q < ow; ++q) {
+      const float a = Io::Load(x0[2 * q]), b = Io::Load(x0[2 * q + 1]);
+      const float c = Io::Load(x1[2 * q]), d = Io::Load(x1[2 * q + 1]);
+      // First maximum in scan order (a, b, c, d), as the general path.
+      const bool tb = b > a;
+      float m = tb ? b : a;
+      const bool tc = c > m;
+      m = tc ? c : m;
+      const bool td = d > m;
+      m = td ? d : m;
+      // Stores select the stored bits of dY or zero: no rounding, so bf16 vectorizes as fp32.
+      const T gv = (!kRelu || m > 0.0f) ? g[q] : zero;
+      d1[2 * q + 1] = td ? gv : zero;
+      d1[2 * q] = !td && tc ? gv : zero;
+      d0[2 * q + 1] = !td && !tc && tb ? gv : zero;
+      d0[2 * q] = !td && !tc && !tb ? gv : zero;
+    }
+    for (int64_t i = 2 * ow; i < w; ++i) d0[i] = d1[i] = zero;
+  }
+  std::fill(dx + 2 * oh * w, dx + h * w, zero);
+}
+
+template <typename Io, bool kRelu>
+MT_TARGET_AVX512 void MaxPoolGrad2x2Avx512(const typename Io::T* x, const typename Io::T* dy,
+                                           typename Io::T* dx, int64_t h, int64_t w, int64_t oh,
+                                           int64_t ow) {
+  MaxPoolGrad2x2Body<Io, kRelu>(x, dy, dx, h, w, oh, ow);
+}
+
+template <typename Io, bool kRelu>
+void MaxPoolGrad2x2(const typename Io::T* x, const typename Io::T* dy, typename Io::T* dx,
+                    int64_t h, int64_t w, int64_t oh, int64_t ow) {
+  if (Avx512Enabled())
+    MaxPoolGrad2x2Avx512<Io, kRelu>(x, dy, dx, h, w, oh, ow);
+  else
+    MaxPoolGrad2x2Body<Io, kRelu>(x, dy, dx, h, w, oh, ow);
+}
+
 absl::Status MaxPoolGradDisjoint(KernelContext& ctx, const Window3& w, int64_t planes) {
   const TensorView& x = *ctx.input(1);
+  const bool relu = ctx.node().attr_int("relu", 0) != 0;
+  if (w.k[0] == 1 && w.k[1] == 2 && w.k[2] == 2)  // 2-D 2x2/2 (the 1-D/2-D forms pad dims with 1)
+    return DispatchFloat(ctx, x.dtype, [&](auto io) {
+      using Io = decltype(io);
+      using T = typename Io::T;
+      const T* xs = x.as<T>();
+      const T* dy = ctx.input(0)->as<T>();
+      T* dx = ctx.output(0)->as<T>();
+      const int64_t in = w.in_size(), out = w.out_size();
+      ParallelFor(planes * w.in[0], 1, [&](int64_t b, int64_t e) {
+        const int64_t pin = w.in[1] * w.in[2], pout = w.out[1] * w.out[2];
+        for (int64_t p = b; p < e; ++p) {
+          // Plane p of the [planes * D] 2-D planes; depth slices past the last window are zero.
+          const int64_t plane = p / w.in[0], depth = p % w.in[0];
+          T* dxp = dx + plane * in + depth * pin;
+          if (depth >= w.out[0]) {
+            std::fill(dxp, dxp + pin, Io::Store(0.0f));
+            continue;
+          }
+          const T* xp = xs + plane * in + depth * pin;
+          const T* dyp = dy + plane * out + depth * pout;
+          if (relu)
+            MaxPoolGrad2x2<Io, true>(xp, dyp, dxp, w.in[1], w.in[2], w.out[1], w.out[2]);
+          else
+            MaxPoolGrad2x2<Io, false>(xp, dyp, dxp, w.in[1], w.in[2], w.out[1], w.out[2]);
+        }
+      });
+    });
   return DispatchFloat(ctx, x.dtype, [&](auto io) {
     using Io = decltype(io);
     using T = typename Io::T;
@@ -143,7 +229,7 @@ absl::Status MaxPoolGradDisjoint(KernelContext& ctx, const Window3& w, int64_t p
                       best = i;
                     }
                   }
-              dxp[best] = dyp[o];
+              if (!relu || best_v > 0.0f) dxp[best] = dyp[o];
             }
       }
     });
@@ -155,6 +241,7 @@ absl::Status MaxPoolGradKernel(KernelContext& ctx) {
   MT_ASSIGN_OR_RETURN(PoolArgs a, ReadPool(ctx));
   if (Disjoint(a.w)) return MaxPoolGradDisjoint(ctx, a.w, a.planes);
   const TensorView& x = *ctx.input(1);
+  const bool relu = ctx.node().attr_int("relu", 0) != 0;
   return DispatchFloat(ctx, x.dtype, [&](auto io) {
     using Io = decltype(io);
     using T = typename Io::T;
@@ -177,7 +264,7 @@ absl::Status MaxPoolGradKernel(KernelContext& ctx) {
               best_v = std::bit_cast<float>((std::bit_cast<uint32_t>(v) & take32) |
                                             (std::bit_cast<uint32_t>(best_v) & ~take32));
             });
-            if (best >= 0) acc[best] += Io::Load(dyp[o]);
+            if (best >= 0 && (!relu || best_v > 0.0f)) acc[best] += Io::Load(dyp[o]);
           }
     });
   });

@@ -122,6 +122,7 @@ void LaunchBinary(BinaryOp op, DType dtype, const BroadcastLayout& l, const void
     case BinaryOp::kDiv: Binary<ew::Div>(dtype, l, a, b, o, s); break;
     case BinaryOp::kMax: Binary<ew::Max>(dtype, l, a, b, o, s); break;
     case BinaryOp::kMin: Binary<ew::Min>(dtype, l, a, b, o, s); break;
+    case BinaryOp::kReluGrad: Binary<ew::ReluGrad>(dtype, l, a, b, o, s); break;
     case BinaryOp::kPow: Binary<ew::Pow>(dtype, l, a, b, o, s); break;
   }
   MT_CUDA_CHECK_LAUNCH();

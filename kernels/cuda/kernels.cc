@@ -202,6 +202,7 @@ MT_REGISTER_KERNELS(cuda_kernels) {
   reg("LayerNormalization", LayerNorm);
   reg("ReduceSum", Reduce<false>);
   reg("ReduceMean", Reduce<true>);
+  r.Register({"ReluGrad", "ai.mixtrain", kCuda, kFloatTypes, 0, FnKernel(Binary<BinaryOp::kReluGrad>)});
 }
 
 }  // namespace mixtrain::cuda

@@ -16,7 +16,7 @@ enum class UnaryOp : uint8_t {
   kSqrt, kReciprocal, kExp, kLog, kErf, kTanh, kSigmoid, kSoftplus, kGelu, kGeluTanh,
   kLeakyRelu, kRelu, kNeg, kAbs,
 };
-enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow };
+enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kReluGrad };
 
 // y = op(x) elementwise; dtype is f32, f16 or bf16; `alpha` is LeakyRelu's.
 void LaunchUnary(UnaryOp op, DType dtype, float alpha, const void* x, void* y, int64_t n,

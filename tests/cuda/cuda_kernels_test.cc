@@ -30,7 +30,8 @@ const std::vector<std::pair<std::string, std::string>> kCovered = {
     {"Abs", ""}, {"Add", ""}, {"Sub", ""}, {"Mul", ""}, {"Div", ""}, {"Max", ""}, {"Min", ""},
     {"Pow", ""}, {"Cast", ""}, {"Softmax", ""}, {"LogSoftmax", ""}, {"LayerNormalization", ""},
     {"ReduceSum", ""}, {"ReduceMean", ""}, {"MatMul", ""}, {"Gemm", ""}, {"Adam", "ai.mixtrain"},
-    {"SGD", "ai.mixtrain"}, {"AllFinite", "ai.mixtrain"}, {"UpdateLossScale", "ai.mixtrain"}};
+    {"SGD", "ai.mixtrain"}, {"AllFinite", "ai.mixtrain"}, {"UpdateLossScale", "ai.mixtrain"},
+    {"ReluGrad", "ai.mixtrain"}};
 
 TEST(CudaRegistryTest, EveryCudaKernelIsCoveredAndHasACpuTwin) {
 #if MIXTRAIN_HAVE_CUDA
@@ -173,6 +174,17 @@ TEST_F(CudaKernelTest, BinaryOpsFlatAndBroadcast) {
       Tensor b = Make(t, db, Uniform(ew_test::Count(db), 0.5, 3, 4));
       for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"}) Check(op, {a, b});
     }
+}
+
+// ReluGrad(dY, Y): Y with exact zeros and negatives (no Relu output is negative, but the kernel
+// must not care).
+TEST_F(CudaKernelTest, ReluGrad) {
+  for (DType t : kDtypes) {
+    Tensor dy = Make(t, {6, 9}, Uniform(54, -2, 2, 5));
+    std::vector<double> y = Uniform(54, -1, 1, 6);
+    for (size_t i = 0; i < y.size(); i += 3) y[i] = 0;
+    Check("ReluGrad", {dy, Make(t, {6, 9}, y)}, {}, 1, "ai.mixtrain");
+  }
 }
 
 TEST_F(CudaKernelTest, CastBetweenFloatTypes) {

@@ -7,7 +7,10 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
 #include "graph/half.h"
+#include "graph/tensor.h"
+#include "kernels/cpu/simd_target.h"
 #include "tests/kernels/kernel_test_util.h"
 
 namespace mixtrain {
@@ -80,15 +83,17 @@ void CheckConvGrad(DType dt, const Conv2D& c, std::vector<int64_t> x_dims,
   const int64_t ow = (x_dims[3] + 2 * c.pad - (w_dims[3] - 1) * c.dil - 1) / c.stride + 1;
   Tensor x = Random(dt, x_dims, 1), w = Random(dt, w_dims, 2);
   Tensor dy = Random(dt, {x_dims[0], w_dims[0], oh, ow}, 3);
-  auto node = MakeNode("ConvGrad", {dy, x, w}, 2, c.attrs(), "ai.mixtrain");
+  auto node = MakeNode("ConvGrad", {dy, x, w}, 3, c.attrs(), "ai.mixtrain");
   auto got = RunCpuKernel(*node.node, {dy, x, w});
   ASSERT_TRUE(got.ok()) << got.status().message();
-  std::vector<double> dx, dw;
+  std::vector<double> dx, dw, db(w_dims[0], 0.0);
   ReferenceConvGrad(c, dy, x, w, &dx, &dw);
+  for (int64_t i = 0; i < dy.numel(); ++i) db[(i / (oh * ow)) % w_dims[0]] += dy.GetDouble(i);
   // fp32: summation order only. bf16: the outputs' rounding (inputs are exact bf16 values).
   const double rel = dt == DType::kF32 ? 1e-5 : 1e-2;
   ExpectClose((*got)[0], dx, rel, "dX");
   ExpectClose((*got)[1], dw, rel, "dW");
+  ExpectClose((*got)[2], db, rel, "dB");
 }
 
 TEST(GradDnnl, ConvGradBlockedShapes) {
@@ -189,15 +194,26 @@ TEST(GradDnnl, MaxPoolGradTiesAndOverlap) {
   }
 }
 
-// Windows that tile the input (kernel == stride; the kernel's fast path) against a plain loop:
-// ties (values 0..3), odd sizes whose last rows/columns no window covers, non-square windows.
+// Windows that tile the input (kernel == stride; the kernel's fast paths, 2x2 and general)
+// against a plain loop: ties (values -1..2, so Relu-killed windows too), odd sizes whose last
+// rows/columns no window covers, non-square windows, fp32 and bf16, and with relu=1 (the
+// fuse_backward form: the gradient kept only where the window's maximum is > 0). Both the
+// AVX-512 and the AVX2 loops where the CPU has AVX-512.
 TEST(GradDnnl, MaxPoolGradDisjointWindowsMatchAPlainLoop) {
-  struct Case { std::vector<int64_t> k; };
-  for (const Case& c : {Case{{2, 2}}, Case{{3, 3}}, Case{{2, 3}}}) {
-    const int64_t n = 2, ch = 3, h = 7, w = 8;
+  struct Case { std::vector<int64_t> k; int64_t h, w; };
+  const bool avx512 = cpu::Avx512Enabled();
+  for (bool wide : {true, false}) {
+   if (wide && !avx512) continue;
+   cpu::Avx512Enabled() = wide;
+   for (DType dt : {DType::kF32, DType::kBF16})
+   for (bool relu : {false, true})
+   for (const Case& c : {Case{{2, 2}, 7, 8}, Case{{2, 2}, 6, 35}, Case{{3, 3}, 7, 8}, Case{{2, 3}, 7, 8}}) {
+    SCOPED_TRACE(absl::StrCat(DTypeName(dt), " relu ", relu, " k ", c.k[0], "x", c.k[1], " ",
+                              c.h, "x", c.w, wide ? " avx512" : " avx2"));
+    const int64_t n = 2, ch = 3, h = c.h, w = c.w;
     const int64_t oh = h / c.k[0], ow = w / c.k[1];
     Tensor x(DType::kF32, {n, ch, h, w}), dy(DType::kF32, {n, ch, oh, ow});
-    for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = static_cast<float>((i * 7919) % 4);
+    for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = static_cast<float>((i * 7919) % 4) - 1.0f;
     for (int64_t i = 0; i < dy.numel(); ++i) dy.data_as<float>()[i] = 1.0f + static_cast<float>(i % 13);
     std::vector<double> want(x.numel(), 0.0);
     for (int64_t p = 0; p < n * ch; ++p)
@@ -209,14 +225,49 @@ TEST(GradDnnl, MaxPoolGradDisjointWindowsMatchAPlainLoop) {
               const int64_t i = p * h * w + (r * c.k[0] + a) * w + q * c.k[1] + b;
               if (best < 0 || x.data_as<float>()[i] > x.data_as<float>()[best]) best = i;
             }
-          want[best] += dy.data_as<float>()[p * oh * ow + r * ow + q];
+          if (!relu || x.data_as<float>()[best] > 0) want[best] += dy.data_as<float>()[p * oh * ow + r * ow + q];
         }
-    auto pool = MakeNode("MaxPoolGrad", {dy, x}, 1, {A::Ints("kernel_shape", c.k), A::Ints("strides", c.k)},
-                         "ai.mixtrain");
-    auto got = RunCpuKernel(*pool.node, {dy, x});
+    std::vector<A> attrs = {A::Ints("kernel_shape", c.k), A::Ints("strides", c.k)};
+    if (relu) attrs.push_back(A::Int("relu", 1));
+    Tensor xt = ConvertFloat(x, dt), dyt = ConvertFloat(dy, dt);  // small integers: exact in bf16
+    auto pool = MakeNode("MaxPoolGrad", {dyt, xt}, 1, attrs, "ai.mixtrain");
+    auto got = RunCpuKernel(*pool.node, {dyt, xt});
     ASSERT_TRUE(got.ok()) << got.status().message();
     ExpectClose((*got)[0], want, 0, "dX");
+   }
   }
+  cpu::Avx512Enabled() = avx512;
+}
+
+// The forward 2x2/2 MaxPool path (plain NCHW, as the training graph runs it) against a plain
+// loop: ties, negative values, odd sizes, both dtypes, both vector widths.
+TEST(GradDnnl, MaxPool2x2MatchesAPlainLoop) {
+  const bool avx512 = cpu::Avx512Enabled();
+  for (bool wide : {true, false}) {
+    if (wide && !avx512) continue;
+    cpu::Avx512Enabled() = wide;
+    for (DType dt : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(absl::StrCat(DTypeName(dt), wide ? " avx512" : " avx2"));
+      const int64_t n = 2, ch = 3, h = 9, w = 37, oh = h / 2, ow = w / 2;
+      Tensor x(DType::kF32, {n, ch, h, w});
+      for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = static_cast<float>((i * 7919) % 9) - 4.0f;
+      std::vector<double> want;
+      for (int64_t p = 0; p < n * ch; ++p)
+        for (int64_t r = 0; r < oh; ++r)
+          for (int64_t q = 0; q < ow; ++q) {
+            float m = -1e30f;
+            for (int64_t a = 0; a < 2; ++a)
+              for (int64_t b = 0; b < 2; ++b) m = std::max(m, x.data_as<float>()[p * h * w + (2 * r + a) * w + 2 * q + b]);
+            want.push_back(m);
+          }
+      Tensor xt = ConvertFloat(x, dt);
+      auto pool = MakeNode("MaxPool", {xt}, 1, {A::Ints("kernel_shape", {2, 2}), A::Ints("strides", {2, 2})});
+      auto got = RunCpuKernel(*pool.node, {xt});
+      ASSERT_TRUE(got.ok()) << got.status().message();
+      ExpectClose((*got)[0], want, 0, "Y");
+    }
+  }
+  cpu::Avx512Enabled() = avx512;
 }
 
 }  // namespace

@@ -132,6 +132,41 @@ TEST(Session, StateUpdateWrittenInPlaceWhenTheOldValueIsDead) {
   EXPECT_EQ(Values((*out)[0]), (std::vector<float>{0, 6}));
 }
 
+// An optimizer is its parameter's and moments' last reader: with kOpIndexAligned it writes the
+// new values straight into them (no copy in the kernel, none after the step), and the update is
+// the same as through copies.
+TEST(Session, OptimizerUpdatesItsStateInPlace) {
+  auto g = std::make_unique<Graph>();
+  g->opset_imports[""] = 17;
+  g->opset_imports["ai.mixtrain"] = 1;
+  Value* grad = g->AddValue("g", DType::kF32, Shape({2}));
+  g->AddInput(grad);
+  Value* lr = g->AddInitializer("lr", F32({}, {0.1f}));
+  Value* step = g->AddInitializer("step", Tensor::FromVector<int64_t>(DType::kI64, {}, {0}));
+  Value* skip = g->AddInitializer("skip", Tensor::FromVector<uint8_t>(DType::kBool, {}, {0}));
+  Value* w = g->AddInitializer("w", F32({2}, {1, -1}));
+  Value* m = g->AddInitializer("m", F32({2}, {0, 0}));
+  Value* v = g->AddInitializer("v", F32({2}, {0, 0}));
+  Value* y = g->AddNode("Mul", {grad, w}, 1, "use_w")->output(0);  // w read before the update
+  Node* adam = g->AddNode("Adam", {lr, step, skip, w, grad, m, v}, 3, "adam", "ai.mixtrain");
+  g->AddOutput(y);
+  SessionOptions o;
+  o.state_updates[adam->output(0)->name] = "w";
+  o.state_updates[adam->output(1)->name] = "m";
+  o.state_updates[adam->output(2)->name] = "v";
+  auto s = Session::Create(*g, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto out = (*s)->Run({{"g", F32({2}, {0.5f, -2.0f})}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ((*s)->last_plan_stats()->inplace_state_updates, 3);
+  // First Adam step: m/(sqrt(v)+eps) with bias corrections is sign(g), so w moves by lr.
+  std::vector<float> w1 = Values(*(*s)->GetInitializer("w"));
+  EXPECT_NEAR(w1[0], 0.9f, 1e-6);
+  EXPECT_NEAR(w1[1], -0.9f, 1e-6);
+  EXPECT_NEAR(Values(*(*s)->GetInitializer("m"))[0], 0.05f, 1e-7);
+  EXPECT_NEAR(Values(*(*s)->GetInitializer("v"))[1], 0.004f, 1e-7);  // (1 - 0.999f) * 4 in fp32
+}
+
 TEST(Session, SetInitializerReachesFoldedComputations) {
   auto g = std::make_unique<Graph>();
   g->opset_imports[""] = 17;

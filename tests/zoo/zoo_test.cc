@@ -182,6 +182,12 @@ TEST(ZooDynamicBatch, TrainsAtBatch1And7And64) {
     ASSERT_TRUE(small.ok()) << small.status();
     ASSERT_TRUE(tiled.ok()) << tiled.status();
     EXPECT_NEAR(Get(tiled->loss, 0), Get(small->loss, 0), 1e-5 * std::fabs(Get(small->loss, 0)));
+    // Rounding noise is judged against the largest gradient of the model: a bias in front of a
+    // GroupNorm has a gradient that is zero but for rounding (~1e-10), and the order of the
+    // summation (the conv's own bias reduction, 16x more rows) changes that noise, not the math.
+    double max_all = 0;
+    for (const auto& [p, g] : small->gradients)
+      for (int64_t i = 0; i < g.num_elements(); ++i) max_all = std::max(max_all, std::fabs(Get(g, i)));
     for (const auto& [p, g] : small->gradients) {
       const HostTensor& t = tiled->gradients.at(p);
       double max_ref = 0, max_err = 0;
@@ -189,7 +195,7 @@ TEST(ZooDynamicBatch, TrainsAtBatch1And7And64) {
         max_ref = std::max(max_ref, std::fabs(Get(g, i)));
         max_err = std::max(max_err, std::fabs(Get(t, i) - Get(g, i)));
       }
-      EXPECT_LE(max_err, 1e-4 * max_ref + 1e-9) << p;
+      EXPECT_LE(max_err, 1e-4 * max_ref + 1e-7 * max_all) << p;
     }
     TrainConfig c;
     c.precision.preset = TrainConfig::Precision::Preset::kFp32;

@@ -1,0 +1,110 @@
+// The fuse_backward pass: Relu's gradient folded into the MaxPoolGrad that reads the Relu's
+// output. The fused graph must compute bit-identical gradients (it selects the same values, no
+// arithmetic changes), and must leave the chain alone where the pattern does not hold exactly.
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+#include "graph/verifier.h"
+#include "passes/pass_registry.h"
+#include "passes/passes.h"
+#include "passes/training.h"
+#include "runtime/session.h"
+#include "tests/passes/autodiff_test_util.h"
+
+namespace mixtrain {
+namespace {
+
+using gradcheck::G;
+using A = Attribute;
+
+int CountOps(const Graph& g, const std::string& op) {
+  return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(),
+                                        [&](const auto& n) { return n->op_type() == op; }));
+}
+
+// x -> Conv -> Relu -> [extra] -> MaxPool 2x2 (or 3x3/2 overlapping) -> weighted-sum loss, with
+// autodiff run. `also_use_relu` adds a second consumer of the Relu's output.
+void Build(G& b, bool overlapping, bool also_use_relu) {
+  Graph& g = b.graph();
+  Value* x = g.AddValue("x", DType::kF32, Shape::Of({2, 3, 9, 9}));
+  g.AddInput(x);
+  Value* c = b.Op1("Conv", {x, b.Param("cw", {4, 3, 3, 3}, 1), b.Param("cb", {4}, 2)},
+                   {A::Ints("pads", {1, 1, 1, 1})});
+  Value* z = b.Op1("Relu", {c});
+  std::vector<A> pool = overlapping
+                            ? std::vector<A>{A::Ints("kernel_shape", {3, 3}), A::Ints("strides", {2, 2})}
+                            : std::vector<A>{A::Ints("kernel_shape", {2, 2}), A::Ints("strides", {2, 2})};
+  std::vector<Value*> outs = {b.Op1("MaxPool", {z}, pool)};
+  if (also_use_relu) outs.push_back(b.Op1("Sigmoid", {z}));
+  gradcheck::AppendWeightedSumLoss(b, outs);
+  AutodiffOptions opt;
+  opt.freeze = "c_.*";
+  auto st = MakeAutodiffPass(opt)->Run(g);
+  ASSERT_TRUE(st.ok()) << st.status().message();
+}
+
+std::vector<Tensor> Grads(const Graph& g, const Tensor& x) {
+  auto s = Session::Create(g);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  if (!s.ok()) return {};
+  auto r = (*s)->Run({{"x", x}}, {"grad/cw", "grad/cb"});
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : std::vector<Tensor>{};
+}
+
+// Inputs with many exact zeros after the Relu and ties inside windows.
+Tensor Input() {
+  Tensor x(DType::kF32, {2, 3, 9, 9});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = static_cast<float>((i * 37) % 7) - 3.0f;
+  return x;
+}
+
+TEST(FuseBackwardPass, ReluGradFoldsIntoMaxPoolGradWithIdenticalGradients) {
+  for (bool overlapping : {false, true}) {
+    SCOPED_TRACE(overlapping ? "3x3/2 windows" : "2x2/2 windows");
+    G b;
+    Build(b, overlapping, false);
+    Graph& g = b.graph();
+    ASSERT_EQ(CountOps(g, "ReluGrad"), 1);
+    const std::vector<Tensor> before = Grads(g, Input());
+    auto changed = MakeFuseBackwardPass()->Run(g);
+    ASSERT_TRUE(changed.ok()) << changed.status().message();
+    EXPECT_TRUE(*changed);
+    ASSERT_TRUE(Verify(g).ok()) << Verify(g).message();
+    EXPECT_EQ(CountOps(g, "ReluGrad"), 0);
+    for (const auto& n : g.nodes())
+      if (n->op_type() == "MaxPoolGrad") EXPECT_EQ(n->attr_int("relu", 0), 1);
+    const std::vector<Tensor> after = Grads(g, Input());
+    ASSERT_EQ(before.size(), 2u);
+    ASSERT_EQ(after.size(), 2u);
+    for (size_t k = 0; k < 2; ++k)
+      for (int64_t i = 0; i < before[k].numel(); ++i)
+        ASSERT_EQ(after[k].data_as<float>()[i], before[k].data_as<float>()[i]) << k << "[" << i << "]";
+    // Nothing left to fuse.
+    auto again = MakeFuseBackwardPass()->Run(g);
+    ASSERT_TRUE(again.ok());
+    EXPECT_FALSE(*again);
+  }
+}
+
+// The Relu's output also feeds a Sigmoid: its gradient is the sum of two contributions, so the
+// ReluGrad reads an Add, not the MaxPoolGrad, and stays.
+TEST(FuseBackwardPass, LeavesAReluWithOtherConsumersAlone) {
+  G b;
+  Build(b, false, true);
+  Graph& g = b.graph();
+  auto changed = MakeFuseBackwardPass()->Run(g);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_FALSE(*changed);
+  EXPECT_EQ(CountOps(g, "ReluGrad"), 1);
+}
+
+TEST(FuseBackwardPass, RegisteredByName) {
+  auto p = CreatePassByName("fuse_backward");
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ((*p)->name(), "fuse_backward");
+}
+
+}  // namespace
+}  // namespace mixtrain

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Two larger benchmark models for tools/bench/cpu_train_step.py, exported to ONNX on demand.
+
+pip packages: torch, onnx, onnxscript (torch's default exporter needs it)
+
+    python3 tools/bench/train_models.py [--model-dir build/bench-models]   # exports both, prints
+
+  * cifar_cnn: the classic CIFAR-10 CNN of the AMP tutorials; float N x 3 x 32 x 32 in ("input"),
+    N x 10 logits out. Conv(3->32) ReLU MaxPool, Conv(32->64) ReLU MaxPool, Linear(4096->256) ReLU,
+    Linear(256->10).
+  * transformer_cls: a 4-layer pre-LayerNorm nn.TransformerEncoder classifier; int64 token ids
+    N x 64 in ("tokens", vocabulary 1000), token + learned positional embeddings (d_model 256,
+    4 heads, feed-forward 1024, GELU, no dropout), final LayerNorm, mean over the sequence,
+    Linear(256->10): N x 10 logits out.
+
+Unlike models/*.onnx these files are not committed: `ensure_exported` writes them into a cache
+folder (build/bench-models/ by default) the first time and reuses them after. Weights are PyTorch's
+default initialisation after torch.manual_seed(SEED), so `build(name)` in another process returns
+the same module the file was exported from. Export uses torch.onnx.export with its default
+exporter (the torch.export-based one in torch >= 2.9), model in eval mode, batch axis dynamic; if
+that raises, the TorchScript exporter (dynamo=False, opset 17) is used instead.
+"""
+
+import argparse
+import os
+import sys
+
+import torch
+from torch import nn
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+DEFAULT_DIR = os.path.join(ROOT, "build", "bench-models")
+SEED = 0
+
+CIFAR_CLASSES = 10
+TF_VOCAB, TF_SEQ, TF_DIM, TF_HEADS, TF_FF, TF_LAYERS, TF_CLASSES = 1000, 64, 256, 4, 1024, 4, 10
+
+
+class CifarCnn(nn.Module):
+    """The AMP-tutorial CIFAR-10 CNN; input N x 3 x 32 x 32, output N x 10 logits."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(3, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2))
+        self.classifier = nn.Sequential(
+            nn.Flatten(), nn.Linear(64 * 8 * 8, 256), nn.ReLU(), nn.Linear(256, CIFAR_CLASSES))
+
+    def forward(self, x):
+        return self.classifier(self.features(x))
+
+
+class TransformerCls(nn.Module):
+    """nn.TransformerEncoder sequence classifier; int64 tokens N x 64 in, N x 10 logits out."""
+
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(TF_VOCAB, TF_DIM)
+        self.pos = nn.Parameter(torch.randn(TF_SEQ, TF_DIM) * 0.02)
+        layer = nn.TransformerEncoderLayer(d_model=TF_DIM, nhead=TF_HEADS,
+                                           dim_feedforward=TF_FF, dropout=0.0,
+                                           activation="gelu", batch_first=True, norm_first=True)
+        # enable_nested_tensor only applies to padding masks (none here) and warns with norm_first.
+        self.encoder = nn.TransformerEncoder(layer, num_layers=TF_LAYERS,
+                                             enable_nested_tensor=False)
+        self.norm = nn.LayerNorm(TF_DIM)
+        self.head = nn.Linear(TF_DIM, TF_CLASSES)
+        # nn.TransformerEncoder deep-copies one layer, so its layers start identical, and every
+        # LayerNorm weight (ones) and most biases (zeros) hold the same values. The default
+        # exporter's optimizer merges initializers with equal values (small ones, at least), which
+        # would tie those parameters together in the .onnx file: the trainers would then train a
+        # different model from PyTorch's. A little seeded noise on every parameter (as a model
+        # after some training would have) keeps each one its own initializer.
+        with torch.no_grad():
+            for p in self.parameters():
+                p.add_(torch.randn_like(p) * 0.02)
+
+    def forward(self, tokens):
+        x = self.tok(tokens) + self.pos
+        x = self.norm(self.encoder(x))
+        return self.head(x.mean(dim=1))
+
+
+MODELS = {"cifar_cnn": CifarCnn, "transformer_cls": TransformerCls}
+INPUT_NAMES = {"cifar_cnn": "input", "transformer_cls": "tokens"}
+NUM_CLASSES = {"cifar_cnn": CIFAR_CLASSES, "transformer_cls": TF_CLASSES}
+
+
+def build(name):
+    """The module, with the weights the exported file has (seeded default initialisation)."""
+    torch.manual_seed(SEED)
+    return MODELS[name]()
+
+
+def example_input(name, batch):
+    gen = torch.Generator().manual_seed(0)
+    if name == "cifar_cnn":
+        return torch.randn(batch, 3, 32, 32, generator=gen)
+    return torch.randint(0, TF_VOCAB, (batch, TF_SEQ), generator=gen)
+
+
+def example_labels(name, batch):
+    gen = torch.Generator().manual_seed(1)
+    return torch.randint(0, NUM_CLASSES[name], (batch,), generator=gen)
+
+
+def export(name, path):
+    """Exports build(name) in eval mode to `path`; returns the exporter used, as a string."""
+    model = build(name).eval()
+    example = example_input(name, 3)  # batch 3: any batch must work afterwards
+    input_name = INPUT_NAMES[name]
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    try:
+        batch = torch.export.Dim("N", min=1, max=4096)
+        program = torch.onnx.export(model, (example,), input_names=[input_name],
+                                    output_names=["logits"], dynamic_shapes=({0: batch},))
+        if program is None:  # a torch whose default exporter is still the TorchScript one
+            raise RuntimeError("the default exporter returned no ONNXProgram")
+        program.save(tmp, external_data=False)
+        exporter = "torch.onnx.export default (dynamo=True, torch.export-based)"
+    except Exception as e:  # noqa: BLE001
+        print(f"{name}: default exporter failed ({type(e).__name__}: "
+              f"{str(e).strip().splitlines()[0][:200] if str(e).strip() else ''}); "
+              f"falling back to dynamo=False", file=sys.stderr)
+        torch.onnx.export(model, (example,), tmp, dynamo=False, opset_version=17,
+                          input_names=[input_name], output_names=["logits"],
+                          dynamic_axes={input_name: {0: "N"}, "logits": {0: "N"}})
+        exporter = "torch.onnx.export dynamo=False (TorchScript, opset 17)"
+    os.replace(tmp, path)
+    return exporter
+
+
+def ensure_exported(name, model_dir=DEFAULT_DIR, log=sys.stdout):
+    """Returns the path of NAME.onnx in model_dir, exporting it only when the file is missing."""
+    path = os.path.join(model_dir, name + ".onnx")
+    if not os.path.exists(path):
+        exporter = export(name, path)
+        print(f"exported {path} with {exporter}", file=log)
+    return path
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--model-dir", default=DEFAULT_DIR)
+    ap.add_argument("--force", action="store_true", help="re-export even when the file exists")
+    args = ap.parse_args()
+    import onnx
+    for name in MODELS:
+        path = os.path.join(args.model_dir, name + ".onnx")
+        if args.force and os.path.exists(path):
+            os.remove(path)
+        ensure_exported(name, args.model_dir)
+        m = onnx.load(path)
+        ops = sorted({(n.domain + "::" if n.domain else "") + n.op_type for n in m.graph.node})
+        opset = {o.domain or "ai.onnx": o.version for o in m.opset_import}
+        print(f"{path}: {os.path.getsize(path)} bytes, IR {m.ir_version}, opset {opset}, "
+              f"{len(m.graph.node)} nodes\n  ops: {' '.join(ops)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
