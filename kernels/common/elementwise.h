@@ -102,6 +102,21 @@ struct Gelu {
 struct GeluTanh {
   MT_HD float operator()(float x) const { return fm::GeluTanh(x); }
 };
+// Gelu's input gradient dy * d/dx [x Phi(x)] = dy * (Phi(x) + x phi(x)), and the same for the
+// tanh form, with the vectorizable fastmath parts (ai.mixtrain.GeluGrad).
+struct GeluGrad {
+  MT_HD float operator()(float dy, float x) const {
+    constexpr float kInvSqrt2 = 0.70710678118654752f, kInvSqrt2Pi = 0.39894228040143268f;
+    return dy * (0.5f * (1.0f + fm::Erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * fm::Exp(-0.5f * x * x));
+  }
+};
+struct GeluTanhGrad {
+  MT_HD float operator()(float dy, float x) const {
+    constexpr float kSqrt2OverPi = 0.79788456080286536f, kA = 0.044715f;
+    const float t = fm::Tanh(kSqrt2OverPi * (x + kA * x * x * x));
+    return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kA * x * x));
+  }
+};
 
 // --- unary ops on any numeric type --------------------------------------------------------------
 struct Neg {

@@ -194,6 +194,13 @@ absl::Status WhereKernel(KernelContext& ctx) {
   });
 }
 
+// ai.mixtrain.GeluGrad(dY, X) -> dX: exact (erf) or tanh form per `approximate`.
+absl::Status GeluGradKernel(KernelContext& ctx) {
+  if (ctx.node().attr_string("approximate", "none") == "tanh")
+    return Binary<ew::GeluTanhGrad, FloatStorage, false>(ctx);
+  return Binary<ew::GeluGrad, FloatStorage, false>(ctx);
+}
+
 }  // namespace
 
 MT_REGISTER_KERNELS(cpu_elementwise_binary) {
@@ -204,6 +211,7 @@ MT_REGISTER_KERNELS(cpu_elementwise_binary) {
   r.Register({"Add", "", cpu, num, 0, FnKernel(Binary<ew::Add, Num, false>)});
   r.Register({"ReluGrad", "ai.mixtrain", cpu, DTypes(FloatStorage{}), 0,
               FnKernel(Binary<ew::ReluGrad, FloatStorage, false>)});
+  r.Register({"GeluGrad", "ai.mixtrain", cpu, DTypes(FloatStorage{}), 0, FnKernel(GeluGradKernel)});
   r.Register({"Sub", "", cpu, num, 0, FnKernel(Binary<ew::Sub, Num, false>)});
   r.Register({"Mul", "", cpu, num, 0, FnKernel(Binary<ew::Mul, Num, false>)});
   r.Register({"Div", "", cpu, num, 0, FnKernel(Binary<ew::Div, Num, false>)});

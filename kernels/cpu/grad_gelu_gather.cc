@@ -1,8 +1,10 @@
-// CPU kernels of two small ai.mixtrain backward ops:
-//   GeluGrad(dY, X) -> dX: Gelu's derivative, exact (erf) or tanh-approximated per `approximate`
+// CPU kernel of ai.mixtrain.GatherGrad (GeluGrad is an elementwise functor, in
+// elementwise_binary.cc):
 //   GatherGrad(dY, indices, X) -> dX: zeros of X's shape with dY scatter-added at the gathered
 //     rows along `axis` (repeated indices accumulate), negative indices counted from the end.
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -11,34 +13,6 @@
 
 namespace mixtrain::cpu {
 namespace {
-
-absl::Status GeluGradKernel(KernelContext& ctx) {
-  const TensorView* dy_v = ctx.input(0);
-  const TensorView* x_v = ctx.input(1);
-  if (!dy_v || !x_v || !ctx.output(0)) return ctx.Error("needs inputs dY and X");
-  if (!AllFloat({dy_v, x_v, ctx.output(0)})) return ctx.Error("expects float tensors");
-  if (dy_v->numel() != x_v->numel()) return ctx.Error("dY and X differ in size");
-  const bool tanh_form = ctx.node().attr_string("approximate", "none") == "tanh";
-  const std::vector<float> dy = ToFloatVector(*dy_v), x = ToFloatVector(*x_v);
-  std::vector<float> dx(x.size());
-  ParallelFor(static_cast<int64_t>(x.size()), kElementwiseGrain, [&](int64_t b, int64_t e) {
-    constexpr float kInvSqrt2 = 0.70710678118654752f, kInvSqrt2Pi = 0.39894228040143268f;
-    constexpr float kSqrt2OverPi = 0.79788456080286536f, kA = 0.044715f;
-    for (int64_t i = b; i < e; ++i) {
-      const float v = x[i];
-      float d;
-      if (tanh_form) {
-        const float t = std::tanh(kSqrt2OverPi * (v + kA * v * v * v));
-        d = 0.5f * (1 + t) + 0.5f * v * (1 - t * t) * kSqrt2OverPi * (1 + 3 * kA * v * v);
-      } else {
-        d = 0.5f * (1 + std::erf(v * kInvSqrt2)) + v * kInvSqrt2Pi * std::exp(-0.5f * v * v);
-      }
-      dx[i] = dy[i] * d;
-    }
-  });
-  StoreFloats(*ctx.output(0), dx);
-  return absl::OkStatus();
-}
 
 absl::Status GatherGradKernel(KernelContext& ctx) {
   const TensorView* dy_v = ctx.input(0);
@@ -53,7 +27,6 @@ absl::Status GatherGradKernel(KernelContext& ctx) {
   const AxisView v = ViewAroundAxis(x_v->dims, axis);
   const int64_t K = idx->numel();
   if (dy_v->numel() != v.outer * K * v.inner) return ctx.Error("dY's size does not match");
-  const std::vector<float> dy = ToFloatVector(*dy_v);
   std::vector<int64_t> rows(K);
   for (int64_t k = 0; k < K; ++k) {
     int64_t r = IntAt(*idx, k);
@@ -62,25 +35,51 @@ absl::Status GatherGradKernel(KernelContext& ctx) {
       return ctx.Error(absl::StrCat("index ", IntAt(*idx, k), " out of range for dim ", v.n));
     rows[k] = r;
   }
-  std::vector<float> dx(static_cast<size_t>(v.outer * v.n * v.inner), 0.0f);
+  TensorView& out = *ctx.output(0);
+  std::vector<int64_t> sorted = rows;
+  std::sort(sorted.begin(), sorted.end());
+  if (out.dtype == dy_v->dtype && std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end()) {
+    // Each row gathered once (the q/k/v split of a fused projection): zeros, then copies in the
+    // storage type.
+    const size_t es = DTypeSize(out.dtype);
+    std::memset(out.data, 0, out.numel() * es);
+    auto* dst = static_cast<uint8_t*>(out.data);
+    const auto* src = static_cast<const uint8_t*>(dy_v->data);
+    ParallelFor(v.outer * K, 1, [&](int64_t b, int64_t e) {
+      for (int64_t ok = b; ok < e; ++ok)
+        std::memcpy(dst + ((ok / K) * v.n + rows[ok % K]) * v.inner * es, src + ok * v.inner * es,
+                    v.inner * es);
+    });
+    return absl::OkStatus();
+  }
+  // Repeated rows (an embedding): summed in fp32, straight into an fp32 output, else in a float
+  // buffer rounded once.
+  const bool f32 = out.dtype == DType::kF32 && dy_v->dtype == DType::kF32;
+  std::vector<float> dy_buf, dx_buf;
+  if (!f32) {
+    dy_buf = ToFloatVector(*dy_v);
+    dx_buf.assign(static_cast<size_t>(v.outer * v.n * v.inner), 0.0f);
+  } else {
+    std::memset(out.data, 0, out.nbytes());
+  }
+  const float* src0 = f32 ? dy_v->as<float>() : dy_buf.data();
+  float* dst0 = f32 ? out.as<float>() : dx_buf.data();
   // Parallel over `inner` columns: repeated indices then never race.
   ParallelFor(v.inner, 256, [&](int64_t b, int64_t e) {
     for (int64_t o = 0; o < v.outer; ++o)
       for (int64_t k = 0; k < K; ++k) {
-        const float* src = dy.data() + (o * K + k) * v.inner;
-        float* dst = dx.data() + (o * v.n + rows[k]) * v.inner;
+        const float* src = src0 + (o * K + k) * v.inner;
+        float* dst = dst0 + (o * v.n + rows[k]) * v.inner;
         for (int64_t i = b; i < e; ++i) dst[i] += src[i];
       }
   });
-  StoreFloats(*ctx.output(0), dx);
+  if (!f32) StoreFloats(out, dx_buf);
   return absl::OkStatus();
 }
 
 }  // namespace
 
 MT_REGISTER_KERNELS(cpu_grad_gelu_gather) {
-  r.Register({"GeluGrad", "ai.mixtrain", DeviceType::kCPU, kFloatTypes, 0,
-              FnKernel(GeluGradKernel)});
   r.Register({"GatherGrad", "ai.mixtrain", DeviceType::kCPU, kFloatTypes, 0,
               FnKernel(GatherGradKernel)});
 }
