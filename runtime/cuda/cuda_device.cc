@@ -1,248 +1,112 @@
-// The CUDA Device (see cuda_device.h). Without a CUDA build only the "why not" answers exist.
+// CudaAvailable() and MakeCudaDevice() in libmixtrain.so: they load the CUDA backend plugin
+// (see cuda_device.h for why it is one) and forward to it. Without a CUDA build only the "why
+// not" answers exist.
 #include "runtime/cuda/cuda_device.h"
 
+#include <dlfcn.h>
+
+#include <mutex>
 #include <string>
 
 #include "absl/strings/str_cat.h"
 #include "graph/check.h"
 
-#if MIXTRAIN_HAVE_CUDA
-
-#include <cstring>
-#include <deque>
-#include <mutex>
-#include <utility>
-
-#include "absl/container/flat_hash_map.h"
-#include "runtime/cuda/caching_allocator.h"
-#include "runtime/cuda/cuda_check.h"
-
 namespace mixtrain {
 namespace {
 
-// cuBLASLt's recommended workspace on Hopper is 32 MiB; smaller GPUs use less of it.
-constexpr size_t kWorkspaceBytes = size_t{32} << 20;
+#if MIXTRAIN_HAVE_CUDA
+constexpr char kPlugin[] = "libmixtrain_cuda.so";
 
-absl::Status ProbeCuda() {
-  int runtime_version = 0;
-  cudaRuntimeGetVersion(&runtime_version);
-  int driver_version = 0;
-  cudaError_t err = cudaDriverGetVersion(&driver_version);
-  if (err != cudaSuccess || driver_version == 0)
-    return absl::UnavailableError("no NVIDIA driver found (libcuda.so.1 is not loadable)");
-  int count = 0;
-  err = cudaGetDeviceCount(&count);
-  cudaGetLastError();  // these probe errors are not sticky; clear them for later calls
-  if (err == cudaErrorInsufficientDriver)
-    return absl::UnavailableError(absl::StrCat("the NVIDIA driver supports CUDA ", driver_version / 1000,
-                                               ".", driver_version % 1000 / 10, " but mixtrain was built with CUDA ",
-                                               runtime_version / 1000, ".", runtime_version % 1000 / 10));
-  if (err == cudaErrorNoDevice || (err == cudaSuccess && count == 0))
-    return absl::UnavailableError("the NVIDIA driver is loaded but reports no CUDA device");
-  if (err != cudaSuccess)
-    return absl::UnavailableError(absl::StrCat("CUDA cannot start: ", cudaGetErrorString(err)));
-  cudaDeviceProp prop;
-  err = cudaGetDeviceProperties(&prop, 0);
-  if (err != cudaSuccess)
-    return absl::UnavailableError(absl::StrCat("cannot query GPU 0: ", cudaGetErrorString(err)));
-  if (prop.major < 8)
-    return absl::UnavailableError(absl::StrCat("GPU 0 (", prop.name, ") has compute capability ", prop.major,
-                                               ".", prop.minor, "; mixtrain's CUDA kernels need 8.0 or newer"));
-  return absl::OkStatus();
+struct Plugin {
+  const CudaBackendApi* api = nullptr;
+  absl::Status why;  // when api is null
+};
+
+// dlopen's last error, or a fallback.
+std::string DlError() {
+  const char* e = dlerror();
+  return e != nullptr ? e : "unknown error";
 }
 
-class DeviceMemory final : public RawAllocator {
- public:
-  absl::StatusOr<void*> Alloc(size_t bytes) override {
-    void* p = nullptr;
-    cudaError_t err = cudaMalloc(&p, bytes);
-    if (err == cudaErrorMemoryAllocation) {
-      cudaGetLastError();
-      return absl::ResourceExhaustedError(absl::StrCat("out of GPU memory (cudaMalloc of ", bytes, " bytes)"));
+const Plugin& LoadedPlugin() {
+  static const Plugin plugin = [] {
+    Plugin p;
+    // Next to this library (the build tree, an install's lib/), else the search path.
+    std::string path = kPlugin;
+    Dl_info info;
+    if (dladdr(reinterpret_cast<void*>(&LoadedPlugin), &info) != 0 && info.dli_fname != nullptr) {
+      std::string self = info.dli_fname;
+      const size_t slash = self.rfind('/');
+      if (slash != std::string::npos) path = self.substr(0, slash + 1) + kPlugin;
     }
-    MT_CUDA_CHECK(err);
-    return p;
-  }
-  void Release(void* p) override { MT_CUDA_CHECK(cudaFree(p)); }
-};
-
-class PinnedMemory final : public RawAllocator {
- public:
-  absl::StatusOr<void*> Alloc(size_t bytes) override {
-    void* p = nullptr;
-    cudaError_t err = cudaMallocHost(&p, bytes);
-    if (err == cudaErrorMemoryAllocation) {
-      cudaGetLastError();
-      return absl::ResourceExhaustedError(absl::StrCat("out of pinned host memory (", bytes, " bytes)"));
+    void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr && path != kPlugin) h = dlopen(kPlugin, RTLD_NOW | RTLD_LOCAL);
+    if (h == nullptr) {
+      p.why = absl::UnavailableError(absl::StrCat("the CUDA backend ", kPlugin, " could not be loaded: ", DlError()));
+      return p;
     }
-    MT_CUDA_CHECK(err);
+    using EntryFn = const CudaBackendApi* (*)();
+    auto entry = reinterpret_cast<EntryFn>(dlsym(h, "MixtrainCudaBackend"));
+    if (entry == nullptr) {
+      p.why = absl::UnavailableError(absl::StrCat(path, " has no MixtrainCudaBackend: ", DlError()));
+      return p;
+    }
+    p.api = entry();
     return p;
-  }
-  void Release(void* p) override { MT_CUDA_CHECK(cudaFreeHost(p)); }
-};
-
-// stream -> resources of the device that owns it, for kernels (CudaResourcesFor).
-std::mutex g_streams_mu;
-absl::flat_hash_map<void*, const CudaStreamResources*>& Streams() {
-  static auto* m = new absl::flat_hash_map<void*, const CudaStreamResources*>();
-  return *m;
+  }();
+  return plugin;
 }
 
-class CudaDevice final : public Device {
- public:
-  explicit CudaDevice(int ordinal) : ordinal_(ordinal), device_cache_(&device_raw_), pinned_cache_(&pinned_raw_) {}
-
-  absl::Status Init() {
-    MT_CUDA_CHECK(cudaSetDevice(ordinal_));
-    MT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    cublasLtHandle_t lt;
-    MT_CUBLAS_CHECK(cublasLtCreate(&lt));
-    res_.cublaslt = lt;
-    MT_ASSIGN_OR_RETURN(res_.workspace, device_cache_.Allocate(kWorkspaceBytes));
-    res_.workspace_bytes = kWorkspaceBytes;
-    std::lock_guard<std::mutex> l(g_streams_mu);
-    Streams()[stream_] = &res_;
-    return absl::OkStatus();
-  }
-
-  ~CudaDevice() override {
-    if (stream_ == nullptr) return;
-    MT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    {
-      std::lock_guard<std::mutex> l(g_streams_mu);
-      Streams().erase(stream_);
+// The plugin when a driver exists (checked once; the driver library stays loaded, cudart needs it).
+const Plugin& PluginIfDriver() {
+  static const Plugin* const result = [] {
+    static Plugin none;
+    if (dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) == nullptr) {
+      none.why = absl::UnavailableError(
+          absl::StrCat("no NVIDIA driver on this machine (libcuda.so.1: ", DlError(), ")"));
+      return static_cast<const Plugin*>(&none);
     }
-    RetireStaging(/*wait=*/true);
-    if (res_.workspace) device_cache_.Free(res_.workspace);
-    if (res_.cublaslt) MT_CUBLAS_CHECK(cublasLtDestroy(static_cast<cublasLtHandle_t>(res_.cublaslt)));
-    for (cudaEvent_t e : idle_events_) MT_CUDA_CHECK(cudaEventDestroy(e));
-    MT_CUDA_CHECK(cudaStreamDestroy(stream_));
-  }
-
-  DeviceType type() const override { return DeviceType::kCUDA; }
-  absl::StatusOr<void*> Allocate(size_t bytes) override { return device_cache_.Allocate(bytes); }
-  void Free(void* p) override { device_cache_.Free(p); }
-
-  // Pageable host memory cannot be copied asynchronously, so the bytes go through a pinned
-  // block that is returned to its cache once an event says the copy has read it.
-  void CopyToDevice(void* dst, const void* src, size_t bytes) override {
-    if (bytes == 0) return;
-    RetireStaging(/*wait=*/false);
-    absl::StatusOr<void*> staging = pinned_cache_.Allocate(bytes);
-    if (!staging.ok()) {  // no pinned memory left: a synchronous copy is slower, not wrong
-      MT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream_));
-      MT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-      return;
-    }
-    std::memcpy(*staging, src, bytes);
-    MT_CUDA_CHECK(cudaMemcpyAsync(dst, *staging, bytes, cudaMemcpyHostToDevice, stream_));
-    cudaEvent_t done = TakeEvent();
-    MT_CUDA_CHECK(cudaEventRecord(done, stream_));
-    staging_.push_back({*staging, done});
-  }
-  // Into pageable memory the copy completes before returning (CUDA's rule for D2H to pageable).
-  void CopyToHost(void* dst, const void* src, size_t bytes) override {
-    if (bytes == 0) return;
-    MT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
-  }
-  void CopyOnDevice(void* dst, const void* src, size_t bytes) override {
-    if (bytes == 0 || dst == src) return;
-    MT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
-  }
-  void Synchronize() override {
-    MT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    RetireStaging(/*wait=*/false);
-  }
-  void* stream() override { return stream_; }
-
- private:
-  struct Staging {
-    void* block;
-    cudaEvent_t done;
-  };
-
-  cudaEvent_t TakeEvent() {
-    if (!idle_events_.empty()) {
-      cudaEvent_t e = idle_events_.back();
-      idle_events_.pop_back();
-      return e;
-    }
-    cudaEvent_t e;
-    MT_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
-    return e;
-  }
-
-  // Returns staging blocks whose copies finished (all of them when `wait`) to the pinned cache.
-  void RetireStaging(bool wait) {
-    while (!staging_.empty()) {
-      Staging& s = staging_.front();
-      if (wait) {
-        MT_CUDA_CHECK(cudaEventSynchronize(s.done));
-      } else {
-        cudaError_t q = cudaEventQuery(s.done);
-        if (q == cudaErrorNotReady) break;  // copies finish in order: later ones are not done either
-        MT_CUDA_CHECK(q);
-      }
-      pinned_cache_.Free(s.block);
-      idle_events_.push_back(s.done);
-      staging_.pop_front();
-    }
-  }
-
-  int ordinal_;
-  cudaStream_t stream_ = nullptr;
-  DeviceMemory device_raw_;
-  PinnedMemory pinned_raw_;
-  CachingAllocator device_cache_;
-  CachingAllocator pinned_cache_;
-  CudaStreamResources res_;
-  std::deque<Staging> staging_;
-  std::vector<cudaEvent_t> idle_events_;
-};
+    return &LoadedPlugin();
+  }();
+  return *result;
+}
+#endif  // MIXTRAIN_HAVE_CUDA
 
 }  // namespace
 
+absl::Status LoadCudaBackend() {
+#if MIXTRAIN_HAVE_CUDA
+  return LoadedPlugin().api != nullptr ? absl::OkStatus() : LoadedPlugin().why;
+#else
+  return CudaAvailable();
+#endif
+}
+
 absl::Status CudaAvailable() {
-  static const absl::Status* status = new absl::Status(ProbeCuda());
-  return *status;
+#if MIXTRAIN_HAVE_CUDA
+  const Plugin& p = PluginIfDriver();
+  return p.api != nullptr ? p.api->available() : p.why;
+#else
+  return absl::UnavailableError("this build of mixtrain has no CUDA backend (nvcc was not found when it was configured)");
+#endif
 }
 
 absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal) {
-  MT_RETURN_IF_ERROR(CudaAvailable());
-  int count = 0;
-  MT_CUDA_CHECK(cudaGetDeviceCount(&count));
-  if (ordinal < 0 || ordinal >= count)
-    return absl::InvalidArgumentError(absl::StrCat("GPU ", ordinal, " does not exist (", count, " found)"));
-  auto d = std::make_unique<CudaDevice>(ordinal);
-  MT_RETURN_IF_ERROR(d->Init());
-  return std::unique_ptr<Device>(std::move(d));
+#if MIXTRAIN_HAVE_CUDA
+  const Plugin& p = PluginIfDriver();
+  if (p.api == nullptr) return p.why;
+  return p.api->make_device(ordinal);
+#else
+  return CudaAvailable();
+#endif
 }
 
-const CudaStreamResources& CudaResourcesFor(void* stream) {
-  std::lock_guard<std::mutex> l(g_streams_mu);
-  auto it = Streams().find(stream);
-  MT_CHECK(it != Streams().end()) << "a CUDA kernel ran on a stream no CudaDevice owns";
-  return *it->second;
-}
-
-}  // namespace mixtrain
-
-#else  // !MIXTRAIN_HAVE_CUDA
-
-namespace mixtrain {
-
-absl::Status CudaAvailable() {
-  return absl::UnavailableError("this build of mixtrain has no CUDA backend (nvcc was not found when it was configured)");
-}
-
-absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int) { return CudaAvailable(); }
-
+#if !MIXTRAIN_HAVE_CUDA
 const CudaStreamResources& CudaResourcesFor(void*) {
   MT_CHECK(false) << "a CUDA kernel ran in a build without CUDA";
   static CudaStreamResources none;
   return none;
 }
+#endif
 
 }  // namespace mixtrain
-
-#endif  // MIXTRAIN_HAVE_CUDA

@@ -2,6 +2,13 @@
 // sizes of a step have been seen), pinned host staging for uploads so they are asynchronous, and
 // the per-stream resources kernels share (cuBLASLt handle and workspace). This header needs no
 // CUDA headers: it is compiled in every build, and without CUDA the functions say so.
+//
+// The device and the CUDA kernels live in a plugin, libmixtrain_cuda.so (runtime/cuda_backend/,
+// kernels/cuda/), the only library that links cudart, cuBLAS and cuBLASLt. Loading those maps
+// and relocates ~155 MB that every process kept resident, GPU or not (a CPU training run of
+// fashion_cnn peaked at 266 MB, 155 of them cuBLAS's). libmixtrain.so loads the plugin on the
+// first CudaAvailable()/MakeCudaDevice() call, and only where an NVIDIA driver (libcuda.so.1)
+// exists: a machine without one has no GPU to offer.
 #pragma once
 
 #include <cstddef>
@@ -26,6 +33,17 @@ struct CudaStreamResources {
   void* cublaslt = nullptr;    // cublasLtHandle_t
   void* workspace = nullptr;   // device memory for cuBLASLt (and later cuDNN)
   size_t workspace_bytes = 0;
+};
+
+// Loads the plugin (next to libmixtrain.so, else by the library search path) whether or not a
+// driver exists, so its kernels are registered: for tests and tools that list kernels. OK when
+// loaded; Unavailable saying why not (no CUDA in this build, the file missing or not loadable).
+absl::Status LoadCudaBackend();
+
+// The plugin's entry points (MixtrainCudaBackend() in runtime/cuda_backend/cuda_device_impl.cc).
+struct CudaBackendApi {
+  absl::Status (*available)();
+  absl::StatusOr<std::unique_ptr<Device>> (*make_device)(int ordinal);
 };
 
 // The resources of the CudaDevice whose stream() is `stream` (KernelContext::stream()). Aborts

@@ -35,6 +35,9 @@ const std::vector<std::pair<std::string, std::string>> kCovered = {
 
 TEST(CudaRegistryTest, EveryCudaKernelIsCoveredAndHasACpuTwin) {
 #if MIXTRAIN_HAVE_CUDA
+  // The kernels register when the plugin loads, which needs no GPU.
+  absl::Status loaded = LoadCudaBackend();
+  ASSERT_TRUE(loaded.ok()) << loaded;
   int cuda_defs = 0;
   for (const KernelDef& d : KernelRegistry::Global().defs()) {
     if (d.device != DeviceType::kCUDA) continue;
