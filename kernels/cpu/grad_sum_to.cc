@@ -2,6 +2,7 @@
 // static shapes could not tell which axes were broadcast (passes/grad_builder.cc). The output has
 // dims `shape` (right-aligned against grad's dims, each 1 or equal); every grad element adds into
 // the output element it was broadcast from. Accumulates in double.
+#include <cstring>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -23,6 +24,12 @@ absl::Status SumToShapeKernel(KernelContext& ctx) {
     if (od[i] != 1 && od[i] != g->dims[i])
       return ctx.Error(absl::StrCat("dim ", i, " of the target (", od[i],
                                     ") does not broadcast to the gradient's (", g->dims[i], ")"));
+  // Nothing was broadcast (shapes equal at run time, which static shapes could not prove, e.g.
+  // attention's batched products under a symbolic batch): the sum of one term is that term.
+  if (out->numel() == g->numel() && out->dtype == g->dtype) {
+    if (out->data != g->data) std::memcpy(out->data, g->data, g->nbytes());
+    return absl::OkStatus();
+  }
   const std::vector<float> src = ToFloatVector(*g);
   std::vector<double> acc(out->numel(), 0.0);
   // Common case (a bias gradient): only leading axes were broadcast, so the target is the
