@@ -16,10 +16,7 @@ namespace {
 using gradcheck::G;
 using A = Attribute;
 
-int CountOps(const Graph& g, const std::string& op) {
-  return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(),
-                                        [&](const auto& n) { return n->op_type() == op; }));
-}
+using gradcheck::CountOps;
 
 bool HasOutput(const Graph& g, const std::string& name) {
   const Value* v = g.FindValue(name);

@@ -50,6 +50,12 @@ inline std::vector<float> Distinct(int64_t n, uint32_t seed) {
   return v;
 }
 
+// How many nodes of op type `op` the graph has.
+inline int CountOps(const Graph& g, const std::string& op) {
+  return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(),
+                                        [&](const auto& n) { return n->op_type() == op; }));
+}
+
 // Builds test graphs tersely.
 class G {
  public:

@@ -18,10 +18,7 @@ namespace {
 using gradcheck::G;
 using A = Attribute;
 
-int CountOps(const Graph& g, const std::string& op) {
-  return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(),
-                                        [&](const auto& n) { return n->op_type() == op; }));
-}
+using gradcheck::CountOps;
 
 // x -> Conv -> Relu -> [extra] -> MaxPool 2x2 (or 3x3/2 overlapping) -> weighted-sum loss, with
 // autodiff run. `also_use_relu` adds a second consumer of the Relu's output.

@@ -79,7 +79,7 @@ absl::Status GatherGradKernel(KernelContext& ctx) {
 
 }  // namespace
 
-MT_REGISTER_KERNELS(cpu_grad_gelu_gather) {
+MT_REGISTER_KERNELS(cpu_grad_gather) {
   r.Register({"GatherGrad", "ai.mixtrain", DeviceType::kCPU, kFloatTypes, 0,
               FnKernel(GatherGradKernel)});
 }
