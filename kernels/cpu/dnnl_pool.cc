@@ -18,7 +18,6 @@
 #include "kernels/cpu/dnnl_common.h"
 #include "kernels/cpu/dnnl_layout.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/cpu/pool_window.h"
 #include "kernels/cpu/reduce_util.h"
 #include "kernels/cpu/simd_target.h"
 
@@ -190,9 +189,17 @@ template <typename Io>
     for (int64_t q = 0; q < ow; ++q) {
       const float a = Io::Load(x0[2 * q]), b = Io::Load(x0[2 * q + 1]);
       const float c = Io::Load(x1[2 * q]), d = Io::Load(x1[2 * q + 1]);
-      // The winner's stored bits are selected, so no rounding store (bf16 vectorizes as fp32).
-      const cpu::Max2x2 win = cpu::FirstMax2x2(a, b, c, d);  // as the general loop's scan order
-      yr[q] = win.td ? x1[2 * q + 1] : win.tc ? x1[2 * q] : win.tb ? x0[2 * q + 1] : x0[2 * q];
+      // First maximum in scan order, as the general loop and MaxPoolGrad2x2Body in grad_pool.cc;
+      // its stored bits are selected, so no
+      // rounding store (bf16 vectorizes as fp32).
+      const bool tb = b > a;
+      float m = tb ? b : a;
+      typename Io::T best = tb ? x0[2 * q + 1] : x0[2 * q];
+      const bool tc = c > m;
+      m = tc ? c : m;
+      best = tc ? x1[2 * q] : best;
+      best = d > m ? x1[2 * q + 1] : best;
+      yr[q] = best;
     }
   }
 }
