@@ -232,7 +232,8 @@ std::vector<Trainer::NodeTime> Trainer::Profile() const {
   auto lock = impl_->Lock();
   std::vector<NodeTime> out;
   for (const StepNodeTime& t : impl_->rt->Profile())
-    out.push_back({t.node->name(), t.node->op_type(), StepPhaseName(t.phase), t.calls, t.seconds});
+    out.push_back({t.node->name(), t.node->op_type(), StepPhaseName(t.phase), t.calls, t.seconds,
+                   t.allocations, t.flops, t.bytes});
   return out;
 }
 

@@ -1,10 +1,18 @@
 #include "runtime/executor.h"
 
+#include <atomic>
 #include <chrono>
 
 #include "graph/check.h"
 
 namespace mixtrain {
+
+namespace {
+std::atomic<AllocationCountFn> g_allocation_counter{nullptr};
+}  // namespace
+
+void SetProfilerAllocationCounter(AllocationCountFn counter) { g_allocation_counter.store(counter); }
+AllocationCountFn ProfilerAllocationCounter() { return g_allocation_counter.load(); }
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const ExecutionPlan> plan,
                                                            Device* device,
@@ -37,12 +45,14 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const
     std::vector<TensorView*> outs;
     for (int s : st.inputs) ins.push_back(s >= 0 ? &e->views_[s] : nullptr);
     for (int s : st.outputs) outs.push_back(s >= 0 ? &e->views_[s] : nullptr);
+    e->step_costs_.push_back(EstimateCost(*st.node, ins, {outs.begin(), outs.end()}));
     e->contexts_.emplace_back(*st.node, device->type(), std::move(ins), std::move(outs), device->stream(),
                              st.opset);
     e->contexts_.back().set_constant_inputs(st.constant_inputs);
   }
   e->step_seconds_.assign(p.steps.size(), 0.0);
   e->step_runs_.assign(p.steps.size(), 0);
+  e->step_allocations_.assign(p.steps.size(), 0);
   return e;
 }
 
@@ -61,10 +71,13 @@ absl::Status Executor::Run(const std::vector<const void*>& feeds, uint64_t run_i
       if (!st.ok()) return st;
       continue;
     }
+    const AllocationCountFn allocations = ProfilerAllocationCounter();
+    const uint64_t a0 = allocations != nullptr ? allocations() : 0;
     auto t0 = std::chrono::steady_clock::now();
     absl::Status st = kernels_[i]->Compute(contexts_[i]);
     device_->Synchronize();
     step_seconds_[i] += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (allocations != nullptr) step_allocations_[i] += static_cast<int64_t>(allocations() - a0);
     ++step_runs_[i];
     if (!st.ok()) return st;
   }
@@ -74,6 +87,7 @@ absl::Status Executor::Run(const std::vector<const void*>& feeds, uint64_t run_i
 void Executor::ResetProfile() {
   std::fill(step_seconds_.begin(), step_seconds_.end(), 0.0);
   std::fill(step_runs_.begin(), step_runs_.end(), 0);
+  std::fill(step_allocations_.begin(), step_allocations_.end(), 0);
 }
 
 }  // namespace mixtrain

@@ -12,9 +12,16 @@
 #include "absl/status/statusor.h"
 #include "kernels/registry.h"
 #include "runtime/device.h"
+#include "runtime/node_cost.h"
 #include "runtime/plan.h"
 
 namespace mixtrain {
+
+// The process's heap-allocation count so far (a malloc wrapper the program installs, e.g. the
+// CLI's); profiled runs charge each kernel the allocations made while it ran. Null: not counted.
+using AllocationCountFn = uint64_t (*)();
+void SetProfilerAllocationCounter(AllocationCountFn counter);
+AllocationCountFn ProfilerAllocationCounter();
 
 class Executor {
  public:
@@ -34,10 +41,13 @@ class Executor {
   const ExecutionPlan& plan() const { return *plan_; }
   void* SlotData(int slot) const { return views_[slot].data; }
 
-  // Per-step wall time, summed over the runs made while profiling was on.
+  // Per-step wall time and heap allocations (when a counter is set), summed over the runs made
+  // while profiling was on; the static cost of one call of each step.
   void set_profiling(bool on) { profiling_ = on; }
   const std::vector<double>& step_seconds() const { return step_seconds_; }
   const std::vector<int64_t>& step_runs() const { return step_runs_; }
+  const std::vector<int64_t>& step_allocations() const { return step_allocations_; }
+  const std::vector<NodeCost>& step_costs() const { return step_costs_; }
   void ResetProfile();
 
  private:
@@ -53,6 +63,8 @@ class Executor {
   bool profiling_ = false;
   std::vector<double> step_seconds_;
   std::vector<int64_t> step_runs_;
+  std::vector<int64_t> step_allocations_;
+  std::vector<NodeCost> step_costs_;
 };
 
 }  // namespace mixtrain

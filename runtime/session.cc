@@ -314,6 +314,10 @@ std::vector<NodeProfile> Session::ProfileByNode() const {
       n.node = steps[i].node;
       n.calls += p->executor->step_runs()[i];
       n.seconds += p->executor->step_seconds()[i];
+      n.allocations += p->executor->step_allocations()[i];
+      const double runs = static_cast<double>(p->executor->step_runs()[i]);
+      n.flops += runs * p->executor->step_costs()[i].flops;
+      n.bytes += runs * p->executor->step_costs()[i].bytes;
     }
   }
   std::vector<NodeProfile> v;

@@ -34,6 +34,9 @@ struct NodeProfile {
   const Node* node = nullptr;
   int64_t calls = 0;
   double seconds = 0;
+  int64_t allocations = 0;  // heap allocations while it ran (0 without a counter)
+  double flops = 0;         // over all calls (node_cost.h: matrix products and convolutions)
+  double bytes = 0;         // inputs and outputs over all calls
 };
 
 // Time spent in one op type.

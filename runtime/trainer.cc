@@ -46,7 +46,7 @@ const char* StepPhaseName(StepPhase p) {
 std::vector<StepNodeTime> Trainer::Profile() const {
   std::vector<StepNodeTime> out;
   for (const NodeProfile& p : train_->ProfileByNode())
-    out.push_back({p.node, PhaseOf(*p.node), p.calls, p.seconds});
+    out.push_back({p.node, PhaseOf(*p.node), p.calls, p.seconds, p.allocations, p.flops, p.bytes});
   return out;
 }
 

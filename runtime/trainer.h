@@ -53,6 +53,8 @@ struct StepNodeTime {
   StepPhase phase = StepPhase::kForward;
   int64_t calls = 0;
   double seconds = 0;
+  int64_t allocations = 0;
+  double flops = 0, bytes = 0;
 };
 
 class Trainer {

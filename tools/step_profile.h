@@ -9,7 +9,8 @@
 
 namespace mixtrain::cli {
 
-// Time by phase, by (phase, op type) and the slowest nodes, per step over `steps` steps.
+// Time by phase, by (phase, op type) and the slowest nodes, per step over `steps` steps, with
+// achieved GFLOP/s, GB/s and heap allocations (counted by alloc_counter.cc).
 void PrintStepProfile(const std::vector<Trainer::NodeTime>& rows, int64_t steps);
 
 }  // namespace mixtrain::cli

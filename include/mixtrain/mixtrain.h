@@ -22,6 +22,7 @@
 #include "mixtrain/data.h"
 #include "mixtrain/gradients.h"
 #include "mixtrain/inference_session.h"
+#include "mixtrain/profile.h"
 #include "mixtrain/tensor.h"
 #include "mixtrain/train_config.h"
 #include "mixtrain/trainer.h"

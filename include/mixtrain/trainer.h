@@ -126,6 +126,9 @@ class Trainer {
     std::string node, op_type, phase;
     int64_t calls = 0;
     double seconds = 0;
+    int64_t allocations = 0;  // heap allocations while it ran (counted with SetHeapAllocationCounter)
+    double flops = 0;         // arithmetic of its calls (matrix products and convolutions only)
+    double bytes = 0;         // bytes of its inputs and outputs over its calls
   };
   void SetProfiling(bool on);
   std::vector<NodeTime> Profile() const;

@@ -51,5 +51,42 @@ TEST(StepProfile, EveryPhaseAndEveryParameterUpdateIsTimed) {
   EXPECT_TRUE((*t)->Profile().empty());
 }
 
+// The profile's arithmetic and traffic columns: fc1 of models/mlp.onnx is a [8, 784] x [784, 256]
+// product (2*8*784*256 FLOPs a call) reading and writing at least its operands and result. The
+// allocation count comes from the counter the program registers: here one that ticks once per
+// read, so each kernel call is charged exactly 1.
+uint64_t g_ticks = 0;
+uint64_t Ticks() { return ++g_ticks; }
+
+TEST(StepProfile, CountsFlopsBytesAndAllocations) {
+  TrainConfig c;
+  c.precision.preset = TrainConfig::Precision::Preset::kFp32;
+  auto t = Trainer::Create(std::string(MT_SOURCE_DIR) + "/models/mlp.onnx", c);
+  ASSERT_TRUE(t.ok()) << t.status();
+  TensorMap batch;
+  for (const TensorInfo& in : (*t)->BatchInputs()) {
+    std::vector<int64_t> dims = in.shape;
+    for (int64_t& d : dims) d = d < 0 ? 8 : d;
+    auto z = HostTensor::Zeros(in.type, dims);
+    ASSERT_TRUE(z.ok());
+    batch[in.name] = *z;
+  }
+  SetHeapAllocationCounter(&Ticks);
+  (*t)->SetProfiling(true);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE((*t)->Step(batch, {.read_loss = false}).ok());
+  SetHeapAllocationCounter(nullptr);
+  bool saw_fc1 = false;
+  for (const auto& r : (*t)->Profile()) {
+    EXPECT_EQ(r.allocations, r.calls) << r.node;
+    EXPECT_GT(r.bytes, 0) << r.node;
+    if (r.node != "node_linear") continue;
+    saw_fc1 = true;
+    EXPECT_EQ(r.calls, 2);
+    EXPECT_DOUBLE_EQ(r.flops, 2.0 * 2 * 8 * 784 * 256) << r.op_type;
+    EXPECT_GE(r.bytes, 2.0 * 4 * (8 * 784 + 784 * 256 + 8 * 256)) << r.op_type;
+  }
+  EXPECT_TRUE(saw_fc1);
+}
+
 }  // namespace
 }  // namespace mixtrain
