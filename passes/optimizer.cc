@@ -3,7 +3,8 @@
 //   all_finite = AllFinite(g_1..g_n)                     (on the raw, possibly scaled, gradients)
 //   g_i       *= 1/loss_scale                            (when unscaling)
 //   g_i       *= min(1, max_norm / (||g||_2 + 1e-6))     (when clipping; on unscaled gradients)
-//   X_i', state_i' = Opt(lr, step, skip = !all_finite, X_i, g_i, state_i)   -> "state/..." outputs
+//   X_1', state_1', X_2', ... = Opt(lr, step, skip = !all_finite, X_1, g_1, state_1, X_2, ...)
+//                                              (one multi-tensor node)     -> "state/..." outputs
 //   step'      = step + (all_finite ? 1 : 0)
 //   loss_scale', good' = UpdateLossScale(!all_finite, loss_scale, good)     (dynamic scaling)
 //   other state'  = found_inf ? state : state'                            (BatchNorm statistics)
@@ -41,7 +42,7 @@ class OptimizerPass final : public Pass {
     Value* skip = apply ? Op("Not", {good_step}, "accum/skip") : found_inf;
     MT_RETURN_IF_ERROR(Unscale(g));
     Clip(g);
-    for (size_t i = 0; i < params_.size(); ++i) AddUpdate(params_[i], grads_[i], lr, step, skip);
+    AddUpdates(lr, step, skip);
     // step' = step + good_step
     Node* as_int = g.AddNode("Cast", {good_step}, 1, "step/as_int");
     as_int->SetAttr(Attribute::Int("to", ToOnnxType(DType::kI64)));
@@ -198,49 +199,63 @@ class OptimizerPass final : public Pass {
     return g_->AddInitializer(name, Tensor(DType::kF32, like->initializer->dims()));
   }
 
-  void AddUpdate(Value* param, Value* grad, Value* lr, Value* step, Value* skip) {
+  // One multi-tensor optimizer node for every parameter (graph/ops/optimizer_ops.cc): a single
+  // pass over all parameters instead of a node, a kernel call and a parallel region each.
+  void AddUpdates(Value* lr, Value* step, Value* skip) {
     Graph& g = *g_;
-    std::string p = param->name;
+    std::vector<Value*> ins, state;
     Node* n = nullptr;
     switch (o_.kind) {
       case OptimizerOptions::kAdam:
       case OptimizerOptions::kAdamW: {
-        Value* m = Zeros(absl::StrCat("adam.m/", p), param);
-        Value* v = Zeros(absl::StrCat("adam.v/", p), param);
-        n = g.AddNode("Adam", {lr, step, skip, param, grad, m, v}, 3, g.UniqueName("adam/" + p), kMt);
+        ins = {lr, step, skip};
+        for (size_t i = 0; i < params_.size(); ++i) {
+          Value* m = Zeros(absl::StrCat("adam.m/", params_[i]->name), params_[i]);
+          Value* v = Zeros(absl::StrCat("adam.v/", params_[i]->name), params_[i]);
+          ins.insert(ins.end(), {params_[i], grads_[i], m, v});
+          state.insert(state.end(), {params_[i], m, v});
+        }
+        const char* name = o_.kind == OptimizerOptions::kAdamW ? "adamw/update" : "adam/update";
+        n = g.AddNode("Adam", ins, static_cast<int>(state.size()), g.UniqueName(name), kMt);
         n->SetAttr(Attribute::Float("beta1", o_.beta1));
         n->SetAttr(Attribute::Float("beta2", o_.beta2));
         n->SetAttr(Attribute::Float("epsilon", o_.epsilon));
         n->SetAttr(Attribute::Float("weight_decay", o_.weight_decay));
         n->SetAttr(Attribute::Int("decoupled", o_.kind == OptimizerOptions::kAdamW));
-        Link(n, {param, m, v});
         break;
       }
       case OptimizerOptions::kSgd: {
-        std::vector<Value*> ins = {lr, skip, param, grad};
-        std::vector<Value*> state = {param};
-        if (o_.momentum != 0.0f) {
-          Value* b = Zeros(absl::StrCat("sgd.momentum/", p), param);
-          ins.push_back(b);
-          state.push_back(b);
+        ins = {lr, skip};
+        for (size_t i = 0; i < params_.size(); ++i) {
+          ins.insert(ins.end(), {params_[i], grads_[i]});
+          state.push_back(params_[i]);
+          if (o_.momentum != 0.0f) {
+            Value* b = Zeros(absl::StrCat("sgd.momentum/", params_[i]->name), params_[i]);
+            ins.push_back(b);
+            state.push_back(b);
+          }
         }
-        n = g.AddNode("SGD", ins, static_cast<int>(state.size()), g.UniqueName("sgd/" + p), kMt);
+        n = g.AddNode("SGD", ins, static_cast<int>(state.size()), g.UniqueName("sgd/update"), kMt);
         n->SetAttr(Attribute::Float("momentum", o_.momentum));
         n->SetAttr(Attribute::Float("weight_decay", o_.weight_decay));
         n->SetAttr(Attribute::Int("nesterov", o_.nesterov));
-        Link(n, state);
         break;
       }
       case OptimizerOptions::kAdagrad: {
-        Value* h = Zeros(absl::StrCat("adagrad.sum/", p), param);
-        n = g.AddNode("Adagrad", {lr, step, skip, param, grad, h}, 2, g.UniqueName("adagrad/" + p), kMt);
+        ins = {lr, step, skip};
+        for (size_t i = 0; i < params_.size(); ++i) {
+          Value* h = Zeros(absl::StrCat("adagrad.sum/", params_[i]->name), params_[i]);
+          ins.insert(ins.end(), {params_[i], grads_[i], h});
+          state.insert(state.end(), {params_[i], h});
+        }
+        n = g.AddNode("Adagrad", ins, static_cast<int>(state.size()), g.UniqueName("adagrad/update"), kMt);
         n->SetAttr(Attribute::Float("lr_decay", o_.lr_decay));
         n->SetAttr(Attribute::Float("weight_decay", o_.weight_decay));
         n->SetAttr(Attribute::Float("epsilon", o_.epsilon));
-        Link(n, {param, h});
         break;
       }
     }
+    Link(n, state);
   }
   // Output i of the optimizer node is the next value of state[i].
   void Link(Node* n, const std::vector<Value*>& state) {

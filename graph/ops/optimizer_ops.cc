@@ -6,20 +6,32 @@
 namespace mixtrain {
 namespace {
 
-// Output i mirrors input first_state + i.
-absl::Status MirrorFrom(InferContext& ctx, size_t first_state) {
-  for (size_t i = 0; i < ctx.num_outputs(); ++i) {
-    const TypeInfo& in = ctx.input(first_state + (i == 0 ? 0 : i + 1));  // skip G after X
-    if (!in.present) return ctx.Error(absl::StrCat("missing state input for output ", i));
-    ctx.output(i).dtype = in.dtype;
-    ctx.output(i).shape = in.shape;
-  }
+// The ai.mixtrain optimizers are multi-tensor: `lead` scalars, then for every parameter a group
+// of k inputs (X, G, its state...) and, in the same order, k - 1 outputs (X', the state's next
+// values), each mirroring its input.
+absl::Status InferGrouped(InferContext& ctx, size_t lead, size_t k) {
+  const size_t n = ctx.num_inputs();
+  if (n < lead + k || (n - lead) % k != 0)
+    return ctx.Error(absl::StrCat("expects ", lead, " scalars and groups of ", k, " inputs per parameter, got ",
+                                  n, " inputs"));
+  const size_t groups = (n - lead) / k;
+  if (ctx.num_outputs() != groups * (k - 1))
+    return ctx.Error(absl::StrCat(groups, " parameters need ", groups * (k - 1), " outputs, got ", ctx.num_outputs()));
+  for (size_t p = 0; p < groups; ++p)
+    for (size_t j = 0; j + 1 < k; ++j) {
+      const TypeInfo& in = ctx.input(lead + p * k + (j == 0 ? 0 : j + 1));  // skip G after X
+      if (!in.present) return ctx.Error(absl::StrCat("missing state input for output ", p * (k - 1) + j));
+      ctx.output(p * (k - 1) + j).dtype = in.dtype;
+      ctx.output(p * (k - 1) + j).shape = in.shape;
+    }
   return absl::OkStatus();
 }
 
-absl::Status InferAdam(InferContext& ctx) { return MirrorFrom(ctx, 3); }     // lr step skip X G M V
-absl::Status InferSgd(InferContext& ctx) { return MirrorFrom(ctx, 2); }      // lr skip X G [B]
-absl::Status InferAdagrad(InferContext& ctx) { return MirrorFrom(ctx, 3); }  // lr step skip X G H
+absl::Status InferAdam(InferContext& ctx) { return InferGrouped(ctx, 3, 4); }     // lr step skip, X G M V
+absl::Status InferAdagrad(InferContext& ctx) { return InferGrouped(ctx, 3, 3); }  // lr step skip, X G H
+absl::Status InferSgd(InferContext& ctx) {                                         // lr skip, X G [B]
+  return InferGrouped(ctx, 2, ctx.node().attr_float("momentum", 0.0f) != 0.0f ? 3 : 2);
+}
 
 absl::Status InferAllFinite(InferContext& ctx) {
   ctx.output(0).dtype = DType::kBool;

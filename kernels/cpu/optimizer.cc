@@ -1,8 +1,10 @@
 // CPU kernels of the training-step ops: our ai.mixtrain optimizers (fp32 master weights and state,
 // skip on overflow), AllFinite, UpdateLossScale, and ONNX's ai.onnx.preview.training Adam,
 // Momentum and Adagrad (multi-tensor forms). The math is kernels/common/optimizer.h.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "kernels/common/optimizer.h"
@@ -47,17 +49,62 @@ void CopyState(const TensorView* in, TensorView* out) {
   if (out && in && out->data != in->data) std::memcpy(out->data, in->data, in->nbytes());
 }
 
-// X' M' V' <- Adam(lr, step, skip, X, G, M, V)
+// One parameter of a multi-tensor update, in its output buffers: X', G, and up to two state
+// tensors (Adam's M' V', SGD's B', Adagrad's H').
+struct ParamSlice {
+  float* x = nullptr;
+  const float* g = nullptr;
+  float* s0 = nullptr;
+  float* s1 = nullptr;
+  int64_t n = 0;
+};
+
+// The parameters of an ai.mixtrain optimizer node: `lead` scalars, then per parameter k inputs
+// (X, G, state...) and k - 1 outputs (X', state'...). Checks them and copies the state into the
+// outputs where the planner did not update it in place.
+absl::StatusOr<std::vector<ParamSlice>> Params(KernelContext& ctx, size_t lead, size_t k) {
+  const size_t n_in = ctx.num_inputs();
+  if (n_in < lead + k || (n_in - lead) % k != 0)
+    return ctx.Error(absl::StrCat("expects ", lead, " scalars and groups of ", k, " inputs per parameter"));
+  const size_t groups = (n_in - lead) / k;
+  std::vector<ParamSlice> params(groups);
+  for (size_t p = 0; p < groups; ++p) {
+    const size_t in0 = lead + p * k, out0 = p * (k - 1);
+    const TensorView* x = ctx.input(in0);
+    if (!x) return ctx.Error(absl::StrCat("missing X of parameter ", p));
+    MT_RETURN_IF_ERROR(CheckF32(ctx, in0, k, x->numel()));
+    float* outs[3] = {};
+    for (size_t j = 0; j + 1 < k; ++j) {
+      TensorView* o = ctx.output(out0 + j);
+      if (!o) return ctx.Error(absl::StrCat("missing output ", out0 + j));
+      CopyState(ctx.input(in0 + (j == 0 ? 0 : j + 1)), o);
+      outs[j] = o->as<float>();
+    }
+    params[p] = {outs[0], ctx.input(in0 + 1)->as<float>(), outs[1], outs[2], x->numel()};
+  }
+  return params;
+}
+
+// body(param, lo, hi) over every parameter's elements [lo, hi) as ONE parallel loop: the threads
+// split the concatenation of all parameters, so a model's many small tensors (biases, norms) do
+// not each pay for a parallel region.
+template <typename Body>
+void ForEachElement(const std::vector<ParamSlice>& params, const Body& body) {
+  std::vector<int64_t> start(params.size() + 1, 0);
+  for (size_t p = 0; p < params.size(); ++p) start[p + 1] = start[p] + params[p].n;
+  ParallelFor(start.back(), kElementwiseGrain, [&](int64_t b, int64_t e) {
+    size_t p = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), b) - start.begin()) - 1;
+    for (; p < params.size() && start[p] < e; ++p) {
+      const int64_t lo = std::max(b, start[p]) - start[p], hi = std::min(e, start[p + 1]) - start[p];
+      if (lo < hi) body(params[p], lo, hi);
+    }
+  });
+}
+
+// X1' M1' V1' X2' ... <- Adam(lr, step, skip, X1, G1, M1, V1, X2, G2, M2, V2, ...)
 absl::Status AdamKernel(KernelContext& ctx) {
-  const TensorView* x = ctx.input(3);
-  if (!x) return ctx.Error("missing X");
-  int64_t n = x->numel();
-  MT_RETURN_IF_ERROR(CheckF32(ctx, 3, 4, n));
+  MT_ASSIGN_OR_RETURN(std::vector<ParamSlice> params, Params(ctx, 3, 4));
   MT_ASSIGN_OR_RETURN(int64_t step, ScalarI(ctx, 1));
-  TensorView *xo = ctx.output(0), *mo = ctx.output(1), *vo = ctx.output(2);
-  CopyState(x, xo);
-  CopyState(ctx.input(5), mo);
-  CopyState(ctx.input(6), vo);
   if (Skip(ctx, 2)) return absl::OkStatus();
   const Node& node = ctx.node();
   AdamStep s;
@@ -70,60 +117,41 @@ absl::Status AdamKernel(KernelContext& ctx) {
   double t = static_cast<double>(step + 1);
   s.bias1 = static_cast<float>(1.0 - std::pow(static_cast<double>(s.beta1), t));
   s.bias2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(s.beta2), t)));
-  float* xp = xo->as<float>();
-  const float* g = ctx.input(4)->as<float>();
-  float* m = mo->as<float>();
-  float* v = vo->as<float>();
-  ParallelFor(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
+  ForEachElement(params, [&](const ParamSlice& p, int64_t lo, int64_t hi) {
     // Four distinct buffers (the state is updated in place, never aliasing G): restrict lets
     // the compiler vectorize the loop.
-    float* __restrict xr = xp;
-    const float* __restrict gr = g;
-    float* __restrict mr = m;
-    float* __restrict vr = v;
+    float* __restrict xr = p.x;
+    const float* __restrict gr = p.g;
+    float* __restrict mr = p.s0;
+    float* __restrict vr = p.s1;
     if (s.decoupled)
-      for (int64_t i = b; i < e; ++i) s.Update<true>(xr[i], gr[i], mr[i], vr[i]);
+      for (int64_t i = lo; i < hi; ++i) s.Update<true>(xr[i], gr[i], mr[i], vr[i]);
     else
-      for (int64_t i = b; i < e; ++i) s.Update<false>(xr[i], gr[i], mr[i], vr[i]);
+      for (int64_t i = lo; i < hi; ++i) s.Update<false>(xr[i], gr[i], mr[i], vr[i]);
   });
   return absl::OkStatus();
 }
 
-// X' [B'] <- SGD(lr, skip, X, G, [B])
+// X1' [B1'] X2' [B2'] ... <- SGD(lr, skip, X1, G1, [B1], X2, G2, [B2], ...); B with momentum only
 absl::Status SgdKernel(KernelContext& ctx) {
-  const TensorView* x = ctx.input(2);
-  if (!x) return ctx.Error("missing X");
-  int64_t n = x->numel();
   SgdStep s;
   const Node& node = ctx.node();
   s.momentum = node.attr_float("momentum", 0.0f);
   s.weight_decay = node.attr_float("weight_decay", 0.0f);
   s.nesterov = node.attr_int("nesterov", 0) != 0;
-  bool has_buf = s.momentum != 0.0f;
-  MT_RETURN_IF_ERROR(CheckF32(ctx, 2, has_buf ? 3 : 2, n));
-  if (has_buf && !ctx.output(1)) return ctx.Error("momentum needs the buffer output B'");
-  CopyState(x, ctx.output(0));
-  if (has_buf) CopyState(ctx.input(4), ctx.output(1));
+  MT_ASSIGN_OR_RETURN(std::vector<ParamSlice> params, Params(ctx, 2, s.momentum != 0.0f ? 3 : 2));
   if (Skip(ctx, 1)) return absl::OkStatus();
   s.lr = ScalarF(ctx.input(0));
-  float* xp = ctx.output(0)->as<float>();
-  const float* g = ctx.input(3)->as<float>();
-  float* b = has_buf ? ctx.output(1)->as<float>() : nullptr;
-  ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) s(xp[i], g[i], b ? b + i : nullptr);
+  ForEachElement(params, [&](const ParamSlice& p, int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) s(p.x[i], p.g[i], p.s0 ? p.s0 + i : nullptr);
   });
   return absl::OkStatus();
 }
 
-// X' H' <- Adagrad(lr, step, skip, X, G, H)
+// X1' H1' X2' H2' ... <- Adagrad(lr, step, skip, X1, G1, H1, X2, G2, H2, ...)
 absl::Status AdagradKernel(KernelContext& ctx) {
-  const TensorView* x = ctx.input(3);
-  if (!x) return ctx.Error("missing X");
-  int64_t n = x->numel();
-  MT_RETURN_IF_ERROR(CheckF32(ctx, 3, 3, n));
+  MT_ASSIGN_OR_RETURN(std::vector<ParamSlice> params, Params(ctx, 3, 3));
   MT_ASSIGN_OR_RETURN(int64_t step, ScalarI(ctx, 1));
-  CopyState(x, ctx.output(0));
-  CopyState(ctx.input(5), ctx.output(1));
   if (Skip(ctx, 2)) return absl::OkStatus();
   const Node& node = ctx.node();
   AdagradStep s;
@@ -131,11 +159,8 @@ absl::Status AdagradKernel(KernelContext& ctx) {
   s.clr = lr / (1.0f + static_cast<float>(step) * node.attr_float("lr_decay", 0.0f));
   s.weight_decay = node.attr_float("weight_decay", 0.0f);
   s.eps = node.attr_float("epsilon", 1e-10f);
-  float* xp = ctx.output(0)->as<float>();
-  const float* g = ctx.input(4)->as<float>();
-  float* h = ctx.output(1)->as<float>();
-  ParallelFor(n, kElementwiseGrain, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) s(xp[i], g[i], h[i]);
+  ForEachElement(params, [&](const ParamSlice& p, int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) s(p.x[i], p.g[i], p.s0[i]);
   });
   return absl::OkStatus();
 }

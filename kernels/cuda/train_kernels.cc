@@ -1,6 +1,7 @@
 // CUDA kernel classes of the training-step ops in the ai.mixtrain domain: Adam, SGD, AllFinite
 // and UpdateLossScale, with the CPU kernels' input conventions (kernels/cpu/optimizer.cc):
-//   X' M' V' <- Adam(lr, step, skip, X, G, M, V);  X' [B'] <- SGD(lr, skip, X, G, [B]);
+//   X' M' V' ... <- Adam(lr, step, skip, X, G, M, V, ...);  X' [B'] ... <- SGD(lr, skip, X, G, [B], ...)
+//   (one group per parameter);
 //   all_finite <- AllFinite(x...);  scale' good' <- UpdateLossScale(found_inf, scale, good).
 // Scalars stay on the device (launch.h). The ONNX preview-training optimizers and Adagrad have
 // no CUDA kernel yet.
@@ -45,43 +46,59 @@ const uint8_t* SkipFlag(const KernelContext& ctx, size_t i) {
   return t && t->numel() == 1 ? t->as<uint8_t>() : nullptr;
 }
 
+// The ai.mixtrain optimizers are multi-tensor (graph/ops/optimizer_ops.cc): `lead` scalars, then
+// per parameter k inputs (X, G, state...) and k - 1 outputs (X', state'...). Checks parameter p's
+// group, copies its state into the outputs (unless updated in place) and returns its element count.
+absl::StatusOr<int64_t> PrepareParam(const KernelContext& ctx, size_t lead, size_t k, size_t p) {
+  const size_t in0 = lead + p * k, out0 = p * (k - 1);
+  const TensorView* x = ctx.input(in0);
+  if (!x) return ctx.Error(absl::StrCat("missing X of parameter ", p));
+  MT_RETURN_IF_ERROR(CheckF32(ctx, in0, k, x->numel()));
+  for (size_t j = 0; j + 1 < k; ++j) {
+    if (!ctx.output(out0 + j)) return ctx.Error(absl::StrCat("missing output ", out0 + j));
+    CopyState(ctx, ctx.input(in0 + (j == 0 ? 0 : j + 1)), ctx.output(out0 + j));
+  }
+  return x->numel();
+}
+
+absl::StatusOr<size_t> Groups(const KernelContext& ctx, size_t lead, size_t k) {
+  const size_t n = ctx.num_inputs();
+  if (n < lead + k || (n - lead) % k != 0)
+    return ctx.Error(absl::StrCat("expects ", lead, " scalars and groups of ", k, " inputs per parameter"));
+  return (n - lead) / k;
+}
+
+// One launch per parameter; the skip flag and the step stay on the device.
 absl::Status Adam(KernelContext& ctx) {
-  const TensorView* x = ctx.input(3);
-  if (!x) return ctx.Error("missing X");
-  const int64_t n = x->numel();
-  MT_RETURN_IF_ERROR(CheckF32(ctx, 3, 4, n));
   MT_RETURN_IF_ERROR(CheckScalar(ctx, 0, {DType::kF32}));
   MT_RETURN_IF_ERROR(CheckScalar(ctx, 1, {DType::kI64, DType::kI32}));
-  TensorView *xo = ctx.output(0), *mo = ctx.output(1), *vo = ctx.output(2);
-  if (!xo || !mo || !vo) return ctx.Error("needs outputs X', M' and V'");
-  CopyState(ctx, x, xo);
-  CopyState(ctx, ctx.input(5), mo);
-  CopyState(ctx, ctx.input(6), vo);
+  MT_ASSIGN_OR_RETURN(size_t groups, Groups(ctx, 3, 4));
   const Node& node = ctx.node();
   AdamAttrs a{node.attr_float("beta1", 0.9f), node.attr_float("beta2", 0.999f), node.attr_float("epsilon", 1e-8f),
               node.attr_float("weight_decay", 0.0f), node.attr_int("decoupled", 0) != 0};
-  LaunchAdam(a, ctx.input(0)->as<float>(), ctx.input(1)->data, ctx.input(1)->dtype == DType::kI64,
-             SkipFlag(ctx, 2), xo->as<float>(), ctx.input(4)->as<float>(), mo->as<float>(), vo->as<float>(), n,
-             ctx.stream());
+  for (size_t p = 0; p < groups; ++p) {
+    MT_ASSIGN_OR_RETURN(int64_t n, PrepareParam(ctx, 3, 4, p));
+    LaunchAdam(a, ctx.input(0)->as<float>(), ctx.input(1)->data, ctx.input(1)->dtype == DType::kI64,
+               SkipFlag(ctx, 2), ctx.output(3 * p)->as<float>(), ctx.input(3 + 4 * p + 1)->as<float>(),
+               ctx.output(3 * p + 1)->as<float>(), ctx.output(3 * p + 2)->as<float>(), n, ctx.stream());
+  }
   return absl::OkStatus();
 }
 
 absl::Status Sgd(KernelContext& ctx) {
-  const TensorView* x = ctx.input(2);
-  if (!x) return ctx.Error("missing X");
-  const int64_t n = x->numel();
   const Node& node = ctx.node();
   SgdAttrs a{node.attr_float("momentum", 0.0f), node.attr_float("weight_decay", 0.0f),
              node.attr_int("nesterov", 0) != 0};
   const bool has_buf = a.momentum != 0.0f;
-  MT_RETURN_IF_ERROR(CheckF32(ctx, 2, has_buf ? 3 : 2, n));
+  const size_t k = has_buf ? 3 : 2;
   MT_RETURN_IF_ERROR(CheckScalar(ctx, 0, {DType::kF32}));
-  if (!ctx.output(0)) return ctx.Error("needs output X'");
-  if (has_buf && !ctx.output(1)) return ctx.Error("momentum needs the buffer output B'");
-  CopyState(ctx, x, ctx.output(0));
-  if (has_buf) CopyState(ctx, ctx.input(4), ctx.output(1));
-  LaunchSgd(a, ctx.input(0)->as<float>(), SkipFlag(ctx, 1), ctx.output(0)->as<float>(), ctx.input(3)->as<float>(),
-            has_buf ? ctx.output(1)->as<float>() : nullptr, n, ctx.stream());
+  MT_ASSIGN_OR_RETURN(size_t groups, Groups(ctx, 2, k));
+  for (size_t p = 0; p < groups; ++p) {
+    MT_ASSIGN_OR_RETURN(int64_t n, PrepareParam(ctx, 2, k, p));
+    LaunchSgd(a, ctx.input(0)->as<float>(), SkipFlag(ctx, 1), ctx.output((k - 1) * p)->as<float>(),
+              ctx.input(2 + k * p + 1)->as<float>(), has_buf ? ctx.output((k - 1) * p + 1)->as<float>() : nullptr,
+              n, ctx.stream());
+  }
   return absl::OkStatus();
 }
 

@@ -273,6 +273,14 @@ TEST_F(CudaKernelTest, OptimizersWithAndWithoutSkip) {
     for (int nesterov = 0; nesterov < 2; ++nesterov)
       Check("SGD", {lr, sk, x, g, m}, {Attribute::Float("momentum", 0.9f), Attribute::Int("nesterov", nesterov)}, 2,
             "ai.mixtrain");
+    // Multi-tensor: one node over two parameters of different sizes.
+    Tensor x2 = Make(DType::kF32, {7}, Uniform(7, -1, 1, 22));
+    Tensor g2 = Make(DType::kF32, {7}, Uniform(7, -1, 1, 23));
+    Tensor m2 = Make(DType::kF32, {7}, Uniform(7, -0.1, 0.1, 24));
+    Tensor v2 = Make(DType::kF32, {7}, Uniform(7, 0, 0.1, 25));
+    Check("Adam", {lr, step, sk, x, g, m, v, x2, g2, m2, v2}, {Attribute::Float("weight_decay", 0.1f)}, 6,
+          "ai.mixtrain");
+    Check("SGD", {lr, sk, x, g, m, x2, g2, m2}, {Attribute::Float("momentum", 0.9f)}, 4, "ai.mixtrain");
   }
 }
 

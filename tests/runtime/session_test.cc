@@ -2,6 +2,12 @@
 // state updates, plan invalidation when a folded initializer changes, and profiling.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <cstring>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+
 #include "runtime/session.h"
 
 namespace mixtrain {
@@ -165,6 +171,94 @@ TEST(Session, OptimizerUpdatesItsStateInPlace) {
   EXPECT_NEAR(w1[1], -0.9f, 1e-6);
   EXPECT_NEAR(Values(*(*s)->GetInitializer("m"))[0], 0.05f, 1e-7);
   EXPECT_NEAR(Values(*(*s)->GetInitializer("v"))[1], 0.004f, 1e-7);  // (1 - 0.999f) * 4 in fp32
+}
+
+// The ai.mixtrain optimizers are multi-tensor: one node over every parameter (the threads split
+// the concatenation of all parameters, so a block boundary falls inside a tensor here) updates
+// each exactly as a node per parameter does, bit for bit.
+TEST(Session, MultiTensorOptimizerMatchesOneNodePerParameter) {
+  struct Case {
+    const char* op;
+    int lead;         // scalars before the groups
+    int state;        // state tensors per parameter
+    std::vector<Attribute> attrs;
+  };
+  const std::vector<Case> cases = {
+      {"Adam", 3, 2, {Attribute::Float("weight_decay", 0.01f), Attribute::Int("decoupled", 1)}},
+      {"SGD", 2, 1, {Attribute::Float("momentum", 0.9f), Attribute::Int("nesterov", 1)}},
+      {"Adagrad", 3, 1, {Attribute::Float("weight_decay", 0.1f)}},
+  };
+  const std::vector<int64_t> sizes = {40000, 3, 70001};
+  for (const Case& c : cases) {
+    std::map<std::string, std::vector<float>> results[2], before;
+    for (int grouped = 0; grouped < 2; ++grouped) {
+      auto g = std::make_unique<Graph>();
+      g->opset_imports[""] = 17;
+      g->opset_imports["ai.mixtrain"] = 1;
+      Value* lr = g->AddInitializer("lr", F32({}, {0.01f}));
+      Value* step = g->AddInitializer("step", Tensor::FromVector<int64_t>(DType::kI64, {}, {4}));
+      Value* skip = g->AddInitializer("skip", Tensor::FromVector<uint8_t>(DType::kBool, {}, {0}));
+      std::vector<Value*> lead = {lr, step, skip};
+      if (c.lead == 2) lead = {lr, skip};
+      std::vector<Value*> ins = lead;
+      std::vector<std::vector<Value*>> groups, states;
+      for (size_t p = 0; p < sizes.size(); ++p) {
+        auto fill = [&](int salt) {
+          std::vector<float> v(sizes[p]);
+          for (int64_t i = 0; i < sizes[p]; ++i)
+            v[i] = std::sin(0.37f * static_cast<float>(i + 1) * static_cast<float>(salt + 3 * p + 1));
+          return v;
+        };
+        std::vector<Value*> group = {g->AddInitializer(absl::StrCat("x", p), F32({sizes[p]}, fill(0))),
+                                     g->AddInitializer(absl::StrCat("g", p), F32({sizes[p]}, fill(1)))};
+        std::vector<Value*> state = {group[0]};
+        for (int k = 0; k < c.state; ++k) {
+          std::vector<float> v = fill(2 + k);
+          for (float& e : v) e = std::abs(e);  // second moments and sums are non-negative
+          state.push_back(g->AddInitializer(absl::StrCat("s", p, "_", k), F32({sizes[p]}, v)));
+          group.push_back(state.back());
+        }
+        groups.push_back(group);
+        states.push_back(state);
+      }
+      SessionOptions o;
+      auto add = [&](const std::vector<Value*>& node_ins, const std::vector<Value*>& node_states, const std::string& name) {
+        Node* n = g->AddNode(c.op, node_ins, static_cast<int>(node_states.size()), name, "ai.mixtrain");
+        for (const Attribute& a : c.attrs) n->SetAttr(a);
+        for (size_t i = 0; i < node_states.size(); ++i) {
+          o.state_updates[n->output(i)->name] = node_states[i]->name;
+          g->AddOutput(n->output(i));
+        }
+      };
+      if (grouped) {
+        std::vector<Value*> all_states;
+        for (size_t p = 0; p < groups.size(); ++p) {
+          ins.insert(ins.end(), groups[p].begin(), groups[p].end());
+          all_states.insert(all_states.end(), states[p].begin(), states[p].end());
+        }
+        add(ins, all_states, "all");
+      } else {
+        for (size_t p = 0; p < groups.size(); ++p) {
+          std::vector<Value*> one = lead;
+          one.insert(one.end(), groups[p].begin(), groups[p].end());
+          add(one, states[p], absl::StrCat("param", p));
+        }
+      }
+      auto s = Session::Create(*g, o);
+      ASSERT_TRUE(s.ok()) << c.op << ": " << s.status();
+      for (const auto& state : states)
+        for (const Value* v : state) before[v->name] = Values(*(*s)->GetInitializer(v->name));
+      ASSERT_TRUE((*s)->Run({}).ok()) << c.op;
+      for (const auto& state : states)
+        for (const Value* v : state) results[grouped][v->name] = Values(*(*s)->GetInitializer(v->name));
+    }
+    for (const auto& [name, values] : results[0]) {
+      ASSERT_EQ(results[1][name].size(), values.size()) << c.op << " " << name;
+      EXPECT_EQ(std::memcmp(results[1][name].data(), values.data(), values.size() * sizeof(float)), 0)
+          << c.op << " " << name;
+      EXPECT_NE(values, before[name]) << c.op << " " << name << " was not updated";
+    }
+  }
 }
 
 TEST(Session, SetInitializerReachesFoldedComputations) {
