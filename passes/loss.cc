@@ -90,8 +90,17 @@ absl::StatusOr<bool> LossPass::Run(Graph& g) {
           "' ", y->shape.ToString()));
     std::vector<Dim> ld = y->shape.dims;
     ld.erase(ld.begin() + axis);
+    Value* labels = g.AddValue(opt_.labels, DType::kI64, Shape(ld));
+    g.AddInput(labels);
     Value* scores = y;
-    if (axis != 1) {  // SoftmaxCrossEntropyLoss reads classes on axis 1
+    Value* flat_labels = labels;
+    if (axis == rank - 1 && rank > 2) {
+      // Classes last (a language model's N x T x V): rows of one [N*T, V] matrix, contiguous,
+      // rather than a Transpose to N x V x T whose softmax and gradient stride by T. The mean
+      // over N*T rows equals the mean over [N, T].
+      scores = b.Op("Flatten", {y}, {Attribute::Int("axis", rank - 1)});
+      flat_labels = b.Op("Reshape", {labels, b.Ints({-1})});
+    } else if (axis != 1) {  // SoftmaxCrossEntropyLoss reads classes on axis 1
       std::vector<int64_t> perm = {0, axis};
       for (int64_t d = 1; d < rank; ++d)
         if (d != axis) perm.push_back(d);
@@ -100,9 +109,7 @@ absl::StatusOr<bool> LossPass::Run(Graph& g) {
       scores = g.AddValue(g.UniqueName("loss/classes_on_axis_1"), y->dtype, Shape(sd));
       g.AddNode("Transpose", {y}, {scores}, "loss/Transpose")->SetAttr(Attribute::Ints("perm", perm));
     }
-    Value* labels = g.AddValue(opt_.labels, DType::kI64, Shape(ld));
-    g.AddInput(labels);
-    Node* n = g.AddNode("SoftmaxCrossEntropyLoss", {scores, labels}, {loss}, "loss/SoftmaxCrossEntropyLoss");
+    Node* n = g.AddNode("SoftmaxCrossEntropyLoss", {scores, flat_labels}, {loss}, "loss/SoftmaxCrossEntropyLoss");
     n->SetAttr(Attribute::String("reduction", "mean"));
   } else if (opt_.kind == "mse" || opt_.kind == "l1" || opt_.kind == "bce_with_logits") {
     Value* labels = g.AddValue(opt_.labels, y->dtype, y->shape);
