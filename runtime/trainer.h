@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -74,8 +75,16 @@ class Trainer {
   // Loss (and accuracy for classification) on a batch, in inference form, no update.
   absl::StatusOr<EvalResult> Evaluate(const std::map<std::string, Tensor>& batch);
 
+  // Every state tensor, the step count, `epoch` and `batch`, the config, the model's signature and
+  // the planned run length, framed with a format version and a CRC-32 (docs/checkpoints.md) and
+  // written atomically.
   absl::Status SaveCheckpoint(const std::string& path, int64_t epoch = 0, int64_t batch = 0) const;
-  // Restores state; returns the (epoch, batch) position saved with it.
+  // Restores state; returns the (epoch, batch) position saved with it. Refuses, changing nothing, a
+  // file that is truncated or fails its checksum, has a negative counter or a bad loss scale, was
+  // made for another model (naming what differs) or another config (naming the field and both
+  // values; only where the model and data come from, the run's length and the device may differ),
+  // or whose state tensors do not match this trainer's. Adopts the saved planned run length (see
+  // set_total_steps), so a schedule continues as the uninterrupted run would.
   absl::StatusOr<std::pair<int64_t, int64_t>> LoadCheckpoint(const std::string& path);
   // The model with the trained weights in inference form (BatchNorm with running statistics);
   // `dtype` f16/bf16 stores weights and computes in the low type where the policy allows.
@@ -101,7 +110,10 @@ class Trainer {
   float LearningRate(int64_t update) const;
   // Step() calls the whole run will make; schedules that need the run's length (cosine) use it.
   // Defaults to config.steps(); a run bounded by epochs sets it once the data size is known.
+  // LoadCheckpoint replaces it with the length the checkpoint's run planned; setting it after
+  // loading changes the schedule of the resumed run deliberately.
   void set_total_steps(int64_t steps) { total_steps_ = steps; }
+  int64_t total_steps() const { return total_steps_; }
   std::string input_name() const { return input_name_; }
 
  private:
@@ -122,6 +134,14 @@ class Trainer {
   bool eval_stale_ = true;
   int64_t calls_ = 0;
   int64_t total_steps_ = 0;
+  pb::ModelSignature signature_;  // of model_ and params_, saved with checkpoints
 };
+
+// The checkpoint file format: "MXTRCKPT", version (u32 LE), payload length (u64 LE), the
+// serialized pb::Checkpoint, CRC-32 (u32 LE) of everything before it. Decode checks the frame
+// only (truncation, checksum, version), naming `path` in errors; LoadCheckpoint checks the rest.
+inline constexpr uint32_t kCheckpointVersion = 1;
+absl::StatusOr<std::string> EncodeCheckpoint(const pb::Checkpoint& ck);
+absl::StatusOr<pb::Checkpoint> DecodeCheckpoint(std::string_view bytes, const std::string& path);
 
 }  // namespace mixtrain

@@ -94,10 +94,18 @@ class Trainer {
   // form (BatchNorm running statistics, no dropout); no update.
   absl::StatusOr<EvalResult> Evaluate(const TensorMap& batch);
 
-  // Every state tensor (weights, optimizer moments, step counters, loss scale) and `position`,
-  // written atomically (a temp file renamed over `path`).
+  // Every state tensor (weights, optimizer moments, step counters, loss scale), `position`, the
+  // config, a signature of the model and the planned run length (SetTotalSteps), with a format
+  // version and a CRC-32, written atomically (a temp file renamed over `path`; a `path` that is a
+  // symbolic link or not a regular file is refused). docs/checkpoints.md describes the format.
   absl::Status SaveCheckpoint(const std::string& path, TrainingPosition position = {}) const;
-  // Restores a checkpoint saved by a Trainer of the same model and config.
+  // Restores a checkpoint saved by a Trainer of the same model and config. Refuses, leaving this
+  // Trainer unchanged, a truncated or corrupt file ("truncated", "checksum mismatch"), one of
+  // another model (saying which parameter or node differs) or of another config (naming the field
+  // and both values; only model, steps, epochs, device, data.path, data.dataset and
+  // data.labels_key may differ), and one with invalid contents (a negative step, a non-finite
+  // loss scale, missing, unknown or misshapen state). The planned run length of the run that saved
+  // it replaces this Trainer's, so a cosine schedule continues exactly as without the interruption.
   absl::StatusOr<TrainingPosition> LoadCheckpoint(const std::string& path);
   // The model with the trained weights in inference form, as ONNX. kFloat16/kBFloat16 store the
   // weights and compute in that type where the precision policy allows.
@@ -115,6 +123,8 @@ class Trainer {
 
   // The Step() calls the whole run will make, for schedules that need the run's length (cosine).
   // Defaults to config().steps; a run bounded by epochs sets it once the data size is known.
+  // LoadCheckpoint replaces it with the checkpoint's; calling this after LoadCheckpoint changes
+  // the resumed run's schedule on purpose.
   void SetTotalSteps(int64_t steps);
 
   int64_t steps_taken() const;  // Step() calls so far (restored by LoadCheckpoint)

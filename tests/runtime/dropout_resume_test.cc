@@ -1,6 +1,7 @@
 // A model with training-mode Dropout resumes bit-identically: the masks are drawn from (seed,
 // session run count), and checkpoints save and restore the count.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <random>
@@ -69,7 +70,8 @@ TEST(DropoutResume, TwoNStepsEqualNPlusResumePlusN) {
     losses.push_back(r->loss);
   }
   const std::string ckpt =
-      (std::filesystem::temp_directory_path() / "mixtrain_dropout_resume.ckpt").string();
+      (std::filesystem::temp_directory_path() / ("mixtrain_dropout_resume." + std::to_string(getpid()) + ".ckpt"))
+          .string();
   auto first = Make();
   for (int i = 0; i < kN; ++i) ASSERT_TRUE(first->Step(Batch(i)).ok());
   ASSERT_TRUE(first->SaveCheckpoint(ckpt).ok());
