@@ -1,7 +1,13 @@
 // TrainConfig <-> pb::TrainConfig, field by field, and the text format. The public struct keeps
 // protobuf out of the installed headers; tests/library/train_config_test.cc sets every field of
 // the message (walking its descriptor) and checks the round trip, so a field added to the proto
-// and not here fails that test.
+// and not here fails that test. Also the rules of the numeric fields (one row each), which
+// Validate, FromTextProto and the `mixtrain train` flags check.
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "api/convert.h"
 #include "google/protobuf/io/tokenizer.h"
@@ -151,6 +157,63 @@ TrainConfig FromProto(const pb::TrainConfig& p) {
   return c;
 }
 
+// One row per numeric field: its text-format path, the values it takes, and how to read and set
+// it. Integers are bounded by their field's type; step counts by 10^12 (a sane bound far below
+// int64's, so products such as epochs x batches cannot overflow).
+struct NumericField {
+  const char* path;
+  NumberRule rule;
+  std::optional<double> (*get)(const TrainConfig&);  // nullopt: an optional field left unset
+  void (*set)(TrainConfig&, double);
+};
+
+constexpr double kInt32Max = INT32_MAX;
+constexpr double kMaxSteps = 1e12;
+constexpr NumberRule kPositive = NumberRule::Float(0, NumberRule::kUnbounded, /*min_open=*/true);
+constexpr NumberRule kNonNegative = NumberRule::Float(0);
+constexpr NumberRule kUnitOpenAbove = NumberRule::Float(0, 1, false, /*max_open=*/true);  // [0, 1)
+
+#define MT_FIELD(field, rule)                                                          \
+  NumericField {                                                                       \
+    #field, rule, [](const TrainConfig& c) -> std::optional<double> { return c.field; }, \
+        [](TrainConfig& c, double v) { c.field = static_cast<decltype(c.field)>(v); }  \
+  }
+
+constexpr NumericField kNumericFields[] = {
+    MT_FIELD(optimizer.lr, kPositive),
+    MT_FIELD(optimizer.beta1, kUnitOpenAbove),
+    MT_FIELD(optimizer.beta2, kUnitOpenAbove),
+    MT_FIELD(optimizer.epsilon, kPositive),
+    MT_FIELD(optimizer.weight_decay, kNonNegative),
+    MT_FIELD(optimizer.momentum, kUnitOpenAbove),
+    MT_FIELD(optimizer.clip_grad_norm, kNonNegative),  // 0 = off
+    MT_FIELD(schedule.warmup_steps, NumberRule::Integer(0, kInt32Max)),
+    MT_FIELD(schedule.step_size, NumberRule::Integer(1, kInt32Max)),
+    MT_FIELD(schedule.gamma, kPositive),
+    MT_FIELD(schedule.min_lr, kNonNegative),
+    MT_FIELD(loss_scaler.init_scale, kPositive),
+    MT_FIELD(loss_scaler.growth_factor, NumberRule::Float(1, NumberRule::kUnbounded, /*min_open=*/true)),
+    MT_FIELD(loss_scaler.backoff_factor, NumberRule::Float(0, 1, true, true)),
+    MT_FIELD(loss_scaler.growth_interval, NumberRule::Integer(1, kInt32Max)),
+    MT_FIELD(loss_scaler.max_scale, kPositive),
+    MT_FIELD(data.batch_size, NumberRule::Integer(1, kInt32Max)),
+    MT_FIELD(class_axis, NumberRule::Integer(-64, 63)),  // ONNX ranks stop at 64
+    MT_FIELD(epochs, NumberRule::Integer(0, kInt32Max)),
+    MT_FIELD(steps, NumberRule::Integer(0, kMaxSteps)),
+    MT_FIELD(accumulate, NumberRule::Integer(1, kInt32Max)),
+};
+#undef MT_FIELD
+
+const NumericField* FindField(std::string_view path) {
+  for (const NumericField& f : kNumericFields)
+    if (path == f.path) return &f;
+  return nullptr;
+}
+
+std::string FormatBound(double v, bool integer) {
+  return integer ? absl::StrCat(static_cast<int64_t>(v)) : absl::StrCat(v);
+}
+
 }  // namespace api
 
 inline namespace v1 {
@@ -163,7 +226,9 @@ absl::StatusOr<TrainConfig> TrainConfig::FromTextProto(const std::string& text) 
     parser.RecordErrorsTo(&errors);
     if (!parser.ParseFromString(text, &p))
       return absl::InvalidArgumentError(absl::StrCat("not a valid TrainConfig textproto: ", errors.first));
-    return api::FromProto(p);
+    TrainConfig c = api::FromProto(p);
+    MT_RETURN_IF_ERROR(c.Validate());
+    return c;
   });
 }
 
@@ -171,6 +236,84 @@ std::string TrainConfig::ToTextProto() const {
   std::string out;
   google::protobuf::TextFormat::PrintToString(api::ToProto(*this), &out);
   return out;
+}
+
+std::string NumberRule::Describe() const {
+  const bool integer = kind == Kind::kInteger;
+  std::string out = integer ? "an integer" : "a finite number";
+  const bool has_min = min != -kUnbounded, has_max = max != kUnbounded;
+  if (has_min && has_max) {
+    absl::StrAppend(&out, " in ", min_open ? "(" : "[", api::FormatBound(min, integer), ", ",
+                    api::FormatBound(max, integer), max_open ? ")" : "]");
+  } else if (has_min) {
+    absl::StrAppend(&out, min_open ? " > " : " >= ", api::FormatBound(min, integer));
+  } else if (has_max) {
+    absl::StrAppend(&out, max_open ? " < " : " <= ", api::FormatBound(max, integer));
+  }
+  return out;
+}
+
+bool NumberRule::Accepts(double value) const {
+  if (!std::isfinite(value)) return false;
+  if (kind == Kind::kInteger && value != std::trunc(value)) return false;
+  if (kind == Kind::kFloat32) {
+    if (std::fabs(value) > FLT_MAX) return false;
+    value = static_cast<float>(value);
+  }
+  if (min_open ? !(value > min) : !(value >= min)) return false;
+  return max_open ? value < max : value <= max;
+}
+
+absl::StatusOr<double> ParseNumber(std::string_view name, std::string_view text, const NumberRule& rule) {
+  double v = 0;
+  const bool parsed = absl::SimpleAtod(absl::string_view(text.data(), text.size()), &v);
+  if (parsed && rule.Accepts(v))
+    return rule.kind == NumberRule::Kind::kFloat32 ? static_cast<float>(v) : v;
+  std::string why = absl::StrCat(std::string(name), "=", std::string(text), ": must be ", rule.Describe());
+  if (parsed && std::isfinite(v) && rule.kind == NumberRule::Kind::kFloat32 && std::fabs(v) > FLT_MAX)
+    absl::StrAppend(&why, " (a float32: at most ", FLT_MAX, " in magnitude)");
+  return absl::InvalidArgumentError(why);
+}
+
+absl::Status TrainConfig::Validate() const {
+  for (const api::NumericField& f : api::kNumericFields) {
+    const std::optional<double> v = f.get(*this);
+    if (v && !f.rule.Accepts(*v))
+      return absl::InvalidArgumentError(absl::StrCat(f.path, "=", *v, ": must be ", f.rule.Describe()));
+  }
+  // Enums set from C++ may hold any integer; the text format admits only their values.
+  // The public enums list the proto's values in order (the static_asserts above).
+  struct EnumField {
+    const char* path;
+    int value, count;
+  };
+  const EnumField enums[] = {
+      {"precision.preset", static_cast<int>(precision.preset), pb::PrecisionPolicy::Preset_ARRAYSIZE},
+      {"precision.low_dtype", static_cast<int>(precision.low_dtype), pb::PrecisionPolicy::LowType_ARRAYSIZE},
+      {"loss_scaler.mode", static_cast<int>(loss_scaler.mode), pb::LossScalerConfig::Mode_ARRAYSIZE},
+      {"optimizer.kind", static_cast<int>(optimizer.kind), pb::OptimizerConfig::Kind_ARRAYSIZE},
+      {"schedule.kind", static_cast<int>(schedule.kind), pb::ScheduleConfig::Kind_ARRAYSIZE},
+  };
+  for (const EnumField& e : enums)
+    if (e.value < 0 || e.value >= e.count)
+      return absl::InvalidArgumentError(
+          absl::StrCat(e.path, "=", e.value, ": not one of the enum's ", e.count, " values"));
+  return absl::OkStatus();
+}
+
+const NumberRule* TrainConfig::NumberRuleOf(std::string_view field) {
+  const api::NumericField* f = api::FindField(field);
+  return f == nullptr ? nullptr : &f->rule;
+}
+
+absl::Status TrainConfig::SetNumber(std::string_view field, double value) {
+  const api::NumericField* f = api::FindField(field);
+  if (f == nullptr)
+    return absl::InvalidArgumentError(absl::StrCat("'", std::string(field), "' is not a numeric TrainConfig field"));
+  if (!f->rule.Accepts(value))
+    return absl::InvalidArgumentError(absl::StrCat(f->path, "=", value, ": must be ", f->rule.Describe()));
+  f->set(*this, value);
+  return absl::OkStatus();
 }
 
 }  // namespace v1

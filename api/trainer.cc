@@ -104,6 +104,7 @@ Trainer::~Trainer() = default;
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const std::string& model_path,
                                                          const TrainConfig& config) {
   return api::Guarded("Trainer::Create", [&]() -> absl::StatusOr<std::unique_ptr<Trainer>> {
+    MT_RETURN_IF_ERROR(config.Validate());
     auto impl = std::make_unique<Impl>();
     MT_ASSIGN_OR_RETURN(impl->rt, api::RtTrainer::Create(model_path, api::ToProto(config)));
     impl->config = config;
@@ -114,6 +115,7 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const std::string& mode
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::CreateFromBytes(std::string_view onnx_bytes,
                                                                   const TrainConfig& config) {
   return api::Guarded("Trainer::CreateFromBytes", [&]() -> absl::StatusOr<std::unique_ptr<Trainer>> {
+    MT_RETURN_IF_ERROR(config.Validate());
     auto impl = std::make_unique<Impl>();
     MT_ASSIGN_OR_RETURN(impl->rt, api::RtTrainer::CreateFromBytes(std::string(onnx_bytes), api::ToProto(config)));
     impl->config = config;

@@ -6,27 +6,38 @@
 #include <random>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "graph/check.h"
 
 namespace mixtrain {
 
-absl::StatusOr<Dataset> Dataset::Create(std::map<std::string, Tensor> arrays,
-                                        const std::string& source) {
-  if (arrays.empty()) return absl::InvalidArgumentError(absl::StrCat(source, ": no arrays"));
-  Dataset d;
-  bool first = true;
-  for (const auto& [k, t] : arrays) {
-    if (t.rank() < 1)
+absl::Status CheckExampleShapes(const std::map<std::string, std::vector<int64_t>>& shapes,
+                                const std::string& source) {
+  if (shapes.empty()) return absl::InvalidArgumentError(absl::StrCat(source, ": holds no arrays"));
+  const std::string& first = shapes.begin()->first;  // the array whose length the others must match
+  for (const auto& [k, dims] : shapes) {
+    if (dims.empty())
       return absl::InvalidArgumentError(
           absl::StrCat(source, ": array '", k, "' is a scalar; examples need a first dimension"));
-    if (first) {
-      d.size_ = t.dims()[0];
-      first = false;
-    } else if (t.dims()[0] != d.size_) {
-      return absl::InvalidArgumentError(absl::StrCat(source, ": array '", k, "' has ", t.dims()[0],
-                                                     " examples, others have ", d.size_));
-    }
+    for (int64_t d : dims)
+      if (d == 0)
+        return absl::InvalidArgumentError(
+            absl::StrCat(source, ": array '", k, "' is empty (shape [", absl::StrJoin(dims, ", "), "])"));
+    if (dims[0] != shapes.begin()->second[0])
+      return absl::InvalidArgumentError(absl::StrCat(source, ": array '", k, "' has ", dims[0],
+                                                     " examples, array '", first, "' has ",
+                                                     shapes.begin()->second[0]));
   }
-  if (d.size_ == 0) return absl::InvalidArgumentError(absl::StrCat(source, ": no examples"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Dataset> Dataset::Create(std::map<std::string, Tensor> arrays,
+                                        const std::string& source) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& [k, t] : arrays) shapes.emplace(k, t.dims());
+  MT_RETURN_IF_ERROR(CheckExampleShapes(shapes, source));
+  Dataset d;
+  d.size_ = arrays.begin()->second.dims()[0];
   d.arrays_ = std::move(arrays);
   return d;
 }

@@ -13,10 +13,15 @@
 
 namespace mixtrain {
 
+// Whether arrays of these shapes make a data set: at least one array, each of rank >= 1 with at
+// least one element, all with the same first (example) dimension. The error names `source` and
+// the arrays at fault.
+absl::Status CheckExampleShapes(const std::map<std::string, std::vector<int64_t>>& shapes,
+                                const std::string& source);
+
 class Dataset {
  public:
-  // Every array must have rank >= 1 and the same first dimension; `source` names the data in
-  // errors.
+  // The arrays must pass CheckExampleShapes; `source` names the data in errors.
   static absl::StatusOr<Dataset> Create(std::map<std::string, Tensor> arrays,
                                         const std::string& source);
   int64_t size() const { return size_; }

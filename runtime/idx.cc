@@ -1,6 +1,7 @@
 // IDX reader over zlib's gzFile, and the Fashion-MNIST loader built on it.
 #include "runtime/idx.h"
 
+#include <unistd.h>
 #include <zlib.h>
 
 #include <cerrno>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/check.h"
+#include "runtime/npy.h"
 
 namespace mixtrain {
 namespace {
@@ -79,11 +81,11 @@ absl::StatusOr<Tensor> LoadChecked(const std::string& path, int rank) {
 }  // namespace
 
 absl::StatusOr<Tensor> ReadIdx(const std::string& path) {
-  errno = 0;
-  GzFile f(gzopen(path.c_str(), "rb"));
+  MT_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));  // never blocks on a FIFO
+  GzFile f(gzdopen(fd, "rb"));
   if (!f) {
-    return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ",
-                                            errno ? std::strerror(errno) : "out of memory"));
+    ::close(fd);
+    return absl::ResourceExhaustedError(absl::StrCat("cannot read ", path, ": out of memory"));
   }
   gzbuffer(f.get(), 1 << 17);
   uint8_t magic[4];

@@ -13,7 +13,8 @@
 
 namespace mixtrain {
 
-// Any IDX file, with the dims of its header; data converted to host byte order.
+// Any IDX file, with the dims of its header; data converted to host byte order. Only a regular
+// file is read (a FIFO, directory or device is an error naming it; see OpenRegularFile).
 absl::StatusOr<Tensor> ReadIdx(const std::string& path);
 // An image file: u8, rank 3 (N x rows x cols).
 absl::StatusOr<Tensor> ReadIdxImages(const std::string& path);

@@ -1,6 +1,9 @@
 // .npy header parsing and writing, .npz archives through libzip.
 #include "runtime/npy.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zip.h>
 
 #include <cerrno>
@@ -172,30 +175,9 @@ absl::StatusOr<DType> DTypeFromDescr(const std::string& descr, const std::string
                                        absl::StrJoin(names, " "), ")"));
 }
 
-absl::StatusOr<std::string> ReadWholeFile(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
-  std::string bytes;
-  char buf[1 << 16];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), f.get())) > 0) bytes.append(buf, n);
-  if (std::ferror(f.get())) {
-    return absl::DataLossError(absl::StrCat("cannot read ", path, ": ", std::strerror(errno)));
-  }
-  return bytes;
-}
-
 std::string ShapeLiteral(const std::vector<int64_t>& dims) {
   if (dims.size() == 1) return absl::StrCat("(", dims[0], ",)");
   return absl::StrCat("(", absl::StrJoin(dims, ", "), ")");
-}
-
-std::string ZipErrorString(int code) {
-  zip_error_t ze;
-  zip_error_init_with_code(&ze, code);
-  std::string msg = zip_error_strerror(&ze);
-  zip_error_fini(&ze);
-  return msg;
 }
 
 // Reads entry `index` of `za` to its end (so libzip checks its CRC), never trusting the size the
@@ -315,8 +297,51 @@ absl::StatusOr<std::string> SerializeNpy(const Tensor& t) {
   return out;
 }
 
+absl::StatusOr<int> OpenRegularFile(const std::string& path) {
+  // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, forever.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat("cannot open ", path, ": ", std::strerror(errno)));
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return absl::DataLossError(absl::StrCat("cannot stat ", path, ": ", std::strerror(err)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    const char* what = S_ISDIR(st.st_mode)    ? "a directory"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "a special file";
+    ::close(fd);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": is ", what, ", not a regular file"));
+  }
+  // Regular files never block; clear the flag so reads behave as usual.
+  ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+  return fd;
+}
+
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path) {
+  MT_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));
+  std::string bytes;
+  char buf[1 << 16];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof(buf));
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      const int err = errno;
+      ::close(fd);
+      return absl::DataLossError(absl::StrCat("cannot read ", path, ": ", std::strerror(err)));
+    }
+    bytes.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return bytes;
+}
+
 absl::StatusOr<Tensor> ReadNpy(const std::string& path) {
-  MT_ASSIGN_OR_RETURN(std::string bytes, ReadWholeFile(path));
+  MT_ASSIGN_OR_RETURN(std::string bytes, ReadRegularFile(path));
   return ParseNpy(bytes, path);
 }
 
@@ -327,17 +352,22 @@ absl::Status WriteNpy(const std::string& path, const Tensor& t) {
 }
 
 absl::StatusOr<std::map<std::string, Tensor>> ReadNpz(const std::string& path) {
+  // The archive is read once into memory and parsed from there: opening the path a second time
+  // could find another file (or a FIFO) there.
+  MT_ASSIGN_OR_RETURN(const std::string archive, ReadRegularFile(path));
   // libzip opens an empty file as an empty archive; NumPy calls it an error, and so do we.
-  MT_ASSIGN_OR_RETURN(std::string probe, ReadWholeFile(path));
-  if (probe.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": empty file"));
-  probe.clear();
-
-  int err = 0;
-  zip_t* za = zip_open(path.c_str(), ZIP_RDONLY | ZIP_CHECKCONS, &err);
+  if (archive.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": empty file"));
+  zip_error_t ze;
+  zip_error_init(&ze);
+  zip_source_t* src = zip_source_buffer_create(archive.data(), archive.size(), 0, &ze);
+  zip_t* za = src == nullptr ? nullptr : zip_open_from_source(src, ZIP_RDONLY | ZIP_CHECKCONS, &ze);
   if (za == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(path, ": not a readable .npz archive (", ZipErrorString(err), ")"));
+    std::string why = zip_error_strerror(&ze);
+    zip_error_fini(&ze);
+    if (src != nullptr) zip_source_free(src);
+    return absl::InvalidArgumentError(absl::StrCat(path, ": not a readable .npz archive (", why, ")"));
   }
+  zip_error_fini(&ze);
   std::unique_ptr<zip_t, void (*)(zip_t*)> closer(za, [](zip_t* z) { zip_discard(z); });
   std::map<std::string, Tensor> out;
   const zip_int64_t n = zip_get_num_entries(za, 0);

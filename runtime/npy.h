@@ -13,7 +13,7 @@
 //
 // An .npz is a zip of NAME.npy entries, stored or deflated (np.savez / np.savez_compressed); the
 // map key is NAME. Every write goes through WriteFileAtomically (graph/atomic_file.h), so a
-// failed write leaves no partial file behind.
+// failed write leaves no partial file behind. Reads accept regular files only (see OpenRegularFile).
 #pragma once
 
 #include <map>
@@ -30,6 +30,13 @@ namespace mixtrain {
 absl::StatusOr<Tensor> ParseNpy(std::string_view bytes, const std::string& source = "<npy>");
 // Serializes `t` as a .npy file (fails for kString / kUndefined).
 absl::StatusOr<std::string> SerializeNpy(const Tensor& t);
+
+// Opens `path` for reading only if it is a regular file: the open is non-blocking (a FIFO would
+// otherwise wait for a writer forever) and a FIFO, directory, device or socket is an error naming
+// it. Returns the descriptor; the caller closes it.
+absl::StatusOr<int> OpenRegularFile(const std::string& path);
+// The whole contents of a regular file (OpenRegularFile's checks).
+absl::StatusOr<std::string> ReadRegularFile(const std::string& path);
 
 absl::StatusOr<Tensor> ReadNpy(const std::string& path);
 absl::Status WriteNpy(const std::string& path, const Tensor& t);

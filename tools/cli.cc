@@ -1,13 +1,49 @@
 #include "tools/cli.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "mixtrain/status_macros.h"
 
 namespace mixtrain::cli {
 namespace {
+
+// A broken invariant of the command line itself (not a user's error): file, line, abort.
+#define MT_CLI_CHECK(cond, msg)                                                      \
+  do {                                                                               \
+    if (!(cond)) {                                                                   \
+      std::fprintf(stderr, "%s:%d: check failed: %s\n", __FILE__, __LINE__,         \
+                   std::string(msg).c_str());                                        \
+      std::abort();                                                                  \
+    }                                                                                \
+  } while (0)
+
+// A flag that sets a TrainConfig field, with the field's rule.
+NumericFlag Field(std::string name, std::string field, std::vector<std::string> words = {}) {
+  const NumberRule* rule = TrainConfig::NumberRuleOf(field);
+  MT_CLI_CHECK(rule != nullptr, absl::StrCat("--", name, ": '", field, "' is no numeric TrainConfig field"));
+  return {std::move(name), std::move(field), *rule, std::move(words)};
+}
+NumericFlag Own(std::string name, NumberRule rule) { return {std::move(name), "", rule, {}}; }
+
+const NumericFlag* FindNumeric(const std::string& name) {
+  for (const NumericFlag& f : NumericFlags())
+    if (f.name == name) return &f;
+  return nullptr;
+}
 
 std::map<std::string, Command>& Registry() {
   static auto* r = new std::map<std::string, Command>();
@@ -21,6 +57,36 @@ const FlagSpec* FindSpec(const std::vector<FlagSpec>& specs, const std::string& 
 }
 
 }  // namespace
+
+const std::vector<NumericFlag>& NumericFlags() {
+  constexpr double kMaxCount = 1e12;  // examples and steps: a sane bound far below int64's
+  static const auto* flags = new std::vector<NumericFlag>{
+      Field("lr", "optimizer.lr"),
+      Field("weight-decay", "optimizer.weight_decay"),
+      Field("momentum", "optimizer.momentum"),
+      Field("beta1", "optimizer.beta1"),
+      Field("beta2", "optimizer.beta2"),
+      Field("clip-grad-norm", "optimizer.clip_grad_norm"),
+      Field("warmup-steps", "schedule.warmup_steps"),
+      Field("step-size", "schedule.step_size"),
+      Field("gamma", "schedule.gamma"),
+      Field("loss-scale", "loss_scaler.init_scale", {"dynamic", "off"}),
+      Field("growth-interval", "loss_scaler.growth_interval"),
+      Field("accumulate", "accumulate"),
+      Field("epochs", "epochs"),
+      Field("steps", "steps"),
+      Field("batch-size", "data.batch_size"),  // train; bench's random batch
+      Field("class-axis", "class_axis"),       // train, grad, check, dump, bench
+      // data.seed takes any uint64; a flag's value must be exact in a double.
+      Own("seed", NumberRule::Integer(0, 9007199254740991.0)),
+      Own("limit-train", NumberRule::Integer(0, kMaxCount)),
+      Own("limit-test", NumberRule::Integer(0, kMaxCount)),
+      Own("log-every", NumberRule::Integer(1, kMaxCount)),
+      Own("warmup", NumberRule::Integer(0, 1e6)),  // bench
+      Own("iters", NumberRule::Integer(1, 1e6)),   // bench
+  };
+  return *flags;
+}
 
 absl::StatusOr<Args> Args::Parse(const std::vector<std::string>& argv,
                                  const std::vector<FlagSpec>& specs) {
@@ -71,6 +137,20 @@ absl::StatusOr<Args> Args::Parse(const std::vector<std::string>& argv,
     a.values_[name] = value;
     a.set_[name] = true;
   }
+  for (const FlagSpec& s : specs) {
+    const NumericFlag* n = FindNumeric(s.name);
+    if (n == nullptr || s.is_bool) continue;
+    const std::string& v = a.values_[s.name];
+    if (std::find(n->words.begin(), n->words.end(), v) != n->words.end()) continue;
+    if (v.empty() && !a.has(s.name)) continue;  // no default: the command decides
+    absl::StatusOr<double> x = ParseNumber("--" + s.name, v, n->rule);
+    if (!x.ok()) {
+      if (n->words.empty()) return x.status();
+      return absl::InvalidArgumentError(
+          absl::StrCat(x.status().message(), ", or one of: ", absl::StrJoin(n->words, ", ")));
+    }
+    a.numbers_[s.name] = *x;
+  }
   return a;
 }
 
@@ -79,20 +159,17 @@ std::string Args::str(const std::string& name) const {
   return it == values_.end() ? std::string() : it->second;
 }
 
-absl::StatusOr<int64_t> Args::integer(const std::string& name) const {
-  int64_t v;
-  if (!absl::SimpleAtoi(str(name), &v))
-    return absl::InvalidArgumentError(
-        absl::StrCat("flag --", name, " expects an integer, got '", str(name), "'"));
-  return v;
+int64_t Args::integer(const std::string& name) const {
+  const NumericFlag* n = FindNumeric(name);
+  MT_CLI_CHECK(n != nullptr && n->rule.kind == NumberRule::Kind::kInteger,
+               absl::StrCat("--", name, " is no integer flag of NumericFlags()"));
+  return static_cast<int64_t>(number(name));
 }
 
-absl::StatusOr<double> Args::number(const std::string& name) const {
-  double v;
-  if (!absl::SimpleAtod(str(name), &v))
-    return absl::InvalidArgumentError(
-        absl::StrCat("flag --", name, " expects a number, got '", str(name), "'"));
-  return v;
+double Args::number(const std::string& name) const {
+  auto it = numbers_.find(name);
+  MT_CLI_CHECK(it != numbers_.end(), absl::StrCat("--", name, " holds no checked number"));
+  return it->second;
 }
 
 bool Args::flag(const std::string& name) const { return str(name) == "true"; }
@@ -103,7 +180,14 @@ std::vector<std::string> Args::list(const std::string& name) const {
   return absl::StrSplit(s, ',', absl::SkipEmpty());
 }
 
-void RegisterCommand(Command c) { Registry()[c.name] = std::move(c); }
+void RegisterCommand(Command c) {
+  for (const FlagSpec& f : c.flags) {
+    double unused;
+    MT_CLI_CHECK(f.is_bool || FindNumeric(f.name) != nullptr || !absl::SimpleAtod(f.default_value, &unused),
+                 absl::StrCat("flag --", f.name, " of '", c.name, "' has a numeric default but no NumericFlags() row"));
+  }
+  Registry()[c.name] = std::move(c);
+}
 const std::map<std::string, Command>& Commands() { return Registry(); }
 
 std::string HelpText(const Command& c) {
@@ -113,7 +197,13 @@ std::string HelpText(const Command& c) {
     std::string left = absl::StrCat("  --", f.name, f.is_bool ? "" : "=...");
     if (left.size() < 26) left.resize(26, ' ');
     absl::StrAppend(&out, left, " ", f.help);
-    if (!f.default_value.empty()) absl::StrAppend(&out, " (default: ", f.default_value, ")");
+    const NumericFlag* n = f.is_bool ? nullptr : FindNumeric(f.name);
+    if (!f.default_value.empty() || n != nullptr) {
+      std::vector<std::string> notes;
+      if (!f.default_value.empty()) notes.push_back("default: " + f.default_value);
+      if (n != nullptr) notes.push_back(n->rule.Describe());
+      absl::StrAppend(&out, " (", absl::StrJoin(notes, "; "), ")");
+    }
     out += "\n";
   }
   return out;
@@ -123,5 +213,124 @@ int Fail(const std::string& cmd, const absl::Status& s) {
   std::fprintf(stderr, "mixtrain %s: %s\n", cmd.c_str(), std::string(s.message()).c_str());
   return 1;
 }
+
+namespace {
+
+const char* FileKind(mode_t m) {
+  return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) || S_ISBLK(m) ? "a device"
+         : S_ISSOCK(m) ? "a socket" : S_ISLNK(m) ? "a symbolic link" : "a special file";
+}
+
+// The folder and the name of a path ("a/b.txt" -> "a", "b.txt"; "b.txt" -> ".", "b.txt").
+std::pair<std::string, std::string> SplitPath(const std::string& path) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return {".", path};
+  return {slash == 0 ? "/" : path.substr(0, slash), path.substr(slash + 1)};
+}
+
+}  // namespace
+
+absl::Status CheckInputPath(const std::string& what, const std::string& path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return absl::NotFoundError(absl::StrCat(what, ": cannot open '", path, "': ", std::strerror(errno)));
+  if (!S_ISREG(st.st_mode))
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": '", path, "' is ", FileKind(st.st_mode), ", not a regular file"));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadInputFile(const std::string& what, const std::string& path) {
+  MIXTRAIN_RETURN_IF_ERROR(CheckInputPath(what, path));
+  // O_NONBLOCK: should a FIFO replace the file after the check, the open still returns.
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat(what, ": cannot open '", path, "': ", std::strerror(errno)));
+  struct stat st;
+  std::string out;
+  absl::Status status;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    status = absl::InvalidArgumentError(absl::StrCat(what, ": '", path, "' is not a regular file"));
+  } else {
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    char buf[1 << 16];
+    for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) != 0;) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        status = absl::DataLossError(absl::StrCat(what, ": cannot read '", path, "': ", std::strerror(errno)));
+        break;
+      }
+      out.append(buf, static_cast<size_t>(n));
+    }
+  }
+  ::close(fd);
+  if (!status.ok()) return status;
+  return out;
+}
+
+absl::Status CheckOutputPath(const std::string& flag, const std::string& path) {
+  auto error = [&](auto&&... parts) {
+    return absl::InvalidArgumentError(absl::StrCat(flag, "=", path, ": ", parts...));
+  };
+  if (path.empty()) return absl::InvalidArgumentError(absl::StrCat(flag, " needs a file name"));
+  const auto [dir, name] = SplitPath(path);
+  if (name.empty() || name == "." || name == "..") return error("names a folder, not a file");
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return error("folder '", dir, "': ", std::strerror(errno));
+  if (!S_ISDIR(st.st_mode)) return error("'", dir, "' is not a folder");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0) return error("cannot write in folder '", dir, "': ", std::strerror(errno));
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISREG(st.st_mode))
+      return error("is ", FileKind(st.st_mode), "; only a regular file is replaced");
+  } else if (errno != ENOENT) {
+    return error(std::strerror(errno));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<AtomicOutputFile>> AtomicOutputFile::Open(const std::string& flag,
+                                                                         const std::string& path) {
+  MIXTRAIN_RETURN_IF_ERROR(CheckOutputPath(flag, path));
+  const auto [dir, name] = SplitPath(path);
+  std::string tmp = absl::StrCat(dir, "/.", name, ".tmp.", ::getpid(), ".XXXXXX");
+  const int fd = ::mkstemp(tmp.data());  // O_CREAT | O_EXCL with a random name, mode 0600
+  if (fd < 0) return absl::InvalidArgumentError(absl::StrCat(flag, "=", path, ": cannot create a file there: ", std::strerror(errno)));
+  std::FILE* f = ::fdopen(fd, "w");
+  if (f == nullptr) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return absl::ResourceExhaustedError(absl::StrCat(flag, "=", path, ": ", std::strerror(errno)));
+  }
+  return std::unique_ptr<AtomicOutputFile>(new AtomicOutputFile(flag, path, std::move(tmp), f));
+}
+
+AtomicOutputFile::~AtomicOutputFile() {
+  if (f_ == nullptr) return;
+  std::fclose(f_);
+  ::unlink(tmp_.c_str());
+}
+
+absl::Status AtomicOutputFile::Commit() {
+  MT_CLI_CHECK(f_ != nullptr, "AtomicOutputFile committed twice");
+  struct stat st;
+  mode_t mode;
+  if (::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    mode = st.st_mode & 07777;
+  } else {
+    const mode_t mask = ::umask(0);
+    ::umask(mask);
+    mode = 0666 & ~mask;
+  }
+  bool ok = std::fflush(f_) == 0 && ::fchmod(fileno(f_), mode) == 0 && ::fsync(fileno(f_)) == 0;
+  ok = std::fclose(f_) == 0 && ok;
+  f_ = nullptr;
+  if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    ::unlink(tmp_.c_str());
+    return absl::DataLossError(absl::StrCat(flag_, "=", path_, ": cannot write: ", std::strerror(err)));
+  }
+  return absl::OkStatus();
+}
+
+std::string JsonNumber(double v) { return std::isfinite(v) ? absl::StrFormat("%.8g", v) : "null"; }
 
 }  // namespace mixtrain::cli

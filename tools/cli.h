@@ -1,15 +1,20 @@
 // The command line's small framework: subcommands register themselves (one file per subcommand,
 // tools/cmd_<name>.cc) and declare their flags, so `mixtrain CMD --help` lists exactly CMD's flags
-// and an unknown or malformed flag is an error naming it.
+// and an unknown or malformed flag is an error naming it. Every numeric flag of every command is a
+// row of one table (kNumericFlags in cli.cc) and is checked while parsing, before a command runs.
+// Also the checks of the files a command reads and writes, made before any work starts.
 #pragma once
 
+#include <cstdio>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "mixtrain/train_config.h"
 
 namespace mixtrain::cli {
 
@@ -20,17 +25,32 @@ struct FlagSpec {
   bool is_bool = false;       // --x, --x=true|false, --no-x
 };
 
+// A numeric flag: the values it takes. A flag that sets a TrainConfig field takes that field's
+// rule (TrainConfig::NumberRuleOf), so `--lr` and a config file's `optimizer.lr` agree.
+struct NumericFlag {
+  std::string name;          // "lr"
+  std::string config_field;  // "optimizer.lr", or "" for a flag of the command line only
+  NumberRule rule;           // the field's rule where config_field is set
+  std::vector<std::string> words;  // accepted besides numbers ("dynamic", "off")
+};
+// Every numeric flag of every command, one row each.
+const std::vector<NumericFlag>& NumericFlags();
+
 class Args {
  public:
-  // Parses argv (after the subcommand name) against `specs`. "--help" sets help().
+  // Parses argv (after the subcommand name) against `specs`. "--help" sets help(). Every numeric
+  // flag's value (given or default) is checked against its NumericFlag row here, so a command
+  // never sees an out-of-range number: "--lr=-1: must be a finite number > 0".
   static absl::StatusOr<Args> Parse(const std::vector<std::string>& argv,
                                     const std::vector<FlagSpec>& specs);
   bool help() const { return help_; }
   const std::vector<std::string>& positional() const { return positional_; }
   bool has(const std::string& name) const { return set_.contains(name); }  // given explicitly
   std::string str(const std::string& name) const;
-  absl::StatusOr<int64_t> integer(const std::string& name) const;  // error names the flag
-  absl::StatusOr<double> number(const std::string& name) const;
+  // A numeric flag's checked value; `name` must be a NumericFlags() row of the command (and, for a
+  // flag with words, hold a number): anything else is a bug, and aborts.
+  int64_t integer(const std::string& name) const;
+  double number(const std::string& name) const;
   bool flag(const std::string& name) const;
   // Comma-separated list; empty string -> empty list.
   std::vector<std::string> list(const std::string& name) const;
@@ -39,6 +59,7 @@ class Args {
   bool help_ = false;
   std::vector<std::string> positional_;
   std::map<std::string, std::string> values_;
+  std::map<std::string, double> numbers_;  // the numeric flags that hold a number
   std::map<std::string, bool> set_;
 };
 
@@ -51,12 +72,50 @@ struct Command {
   std::function<int(const Args&)> run;
 };
 
+// Registers a command. A flag whose default is a number must be a NumericFlags() row (aborts
+// otherwise), so no numeric flag goes unchecked.
 void RegisterCommand(Command c);
 const std::map<std::string, Command>& Commands();
 std::string HelpText(const Command& c);
 
 // Prints "mixtrain <cmd>: <status message>" to stderr and returns 1 (for commands' error paths).
 int Fail(const std::string& cmd, const absl::Status& s);
+
+// An input file, checked before it is opened: it exists and is a regular file (a FIFO would
+// block the reader, a directory or device is no input). `what` names it in the error ("--data",
+// "MODEL.onnx").
+absl::Status CheckInputPath(const std::string& what, const std::string& path);
+// The contents of an input file (CheckInputPath's rules; the open never blocks).
+absl::StatusOr<std::string> ReadInputFile(const std::string& what, const std::string& path);
+// An output file, checked before any work: its folder exists and is writable, and the path is
+// not a directory, device, FIFO, socket or symbolic link (an existing regular file is replaced).
+// `flag` names it in the error ("--save").
+absl::Status CheckOutputPath(const std::string& flag, const std::string& path);
+
+// A file written in full or not at all: the contents go to an unpredictable temp file created
+// next to the target with O_EXCL (".<name>.tmp.<pid>.XXXXXX", never an existing file or a link
+// planted there), renamed over the target by Commit(). Destroyed uncommitted, it removes the temp.
+class AtomicOutputFile {
+ public:
+  static absl::StatusOr<std::unique_ptr<AtomicOutputFile>> Open(const std::string& flag, const std::string& path);
+  ~AtomicOutputFile();
+  AtomicOutputFile(const AtomicOutputFile&) = delete;
+  AtomicOutputFile& operator=(const AtomicOutputFile&) = delete;
+  std::FILE* file() const { return f_; }
+  // Flushes, syncs and renames the temp over the target; the file mode is what a plain
+  // open(O_CREAT) would give (0666 minus the umask; an existing target's permissions are kept).
+  absl::Status Commit();
+
+ private:
+  AtomicOutputFile(std::string flag, std::string path, std::string tmp, std::FILE* f)
+      : flag_(std::move(flag)), path_(std::move(path)), tmp_(std::move(tmp)), f_(f) {}
+  std::string flag_, path_, tmp_;
+  std::FILE* f_ = nullptr;
+};
+
+// A number as JSON: finite values with 8 significant digits, NaN and infinities as null (JSON
+// has no literal for them).
+std::string JsonNumber(double v);
 
 #define MT_REGISTER_COMMAND(tag, ...) \
   static const bool mt_command_registered_##tag = (::mixtrain::cli::RegisterCommand(__VA_ARGS__), true)

@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -72,8 +71,7 @@ absl::Status BenchTrain(const cli::Args& args, const std::string& path, int64_t 
   c.precision.preset = dtype == ElementType::kFloat32 ? P::Preset::kFp32 : P::Preset::kAmp;
   c.precision.low_dtype = dtype == ElementType::kFloat16 ? P::LowType::kFp16 : P::LowType::kBf16;
   c.loss = args.str("loss");
-  MIXTRAIN_ASSIGN_OR_RETURN(int64_t axis, args.integer("class-axis"));
-  c.class_axis = static_cast<int32_t>(axis);
+  c.class_axis = static_cast<int32_t>(args.integer("class-axis"));
   MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, Trainer::Create(path, c));
   std::mt19937 rng(1234);
   TensorMap feeds;
@@ -104,23 +102,24 @@ absl::Status Bench(const cli::Args& args) {
   if (args.positional().size() != 1)
     return absl::InvalidArgumentError(absl::StrCat(
         "expects exactly one MODEL.onnx, got ", args.positional().size(), " arguments (see --help)"));
-  MIXTRAIN_ASSIGN_OR_RETURN(int64_t batch, args.integer("batch-size"));
-  MIXTRAIN_ASSIGN_OR_RETURN(int64_t warmup, args.integer("warmup"));
-  MIXTRAIN_ASSIGN_OR_RETURN(int64_t iters, args.integer("iters"));
-  if (batch < 1) return absl::InvalidArgumentError("flag --batch-size must be at least 1");
-  if (warmup < 0 || iters < 1) return absl::InvalidArgumentError("flags --warmup >= 0 and --iters >= 1 please");
+  const int64_t batch = args.integer("batch-size");
+  const int64_t warmup = args.integer("warmup");
+  const int64_t iters = args.integer("iters");
+  MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("MODEL.onnx", args.positional()[0]));
   absl::StatusOr<ElementType> dtype = ParseElementType(args.str("dtype"));
   if (!dtype.ok() ||
       (*dtype != ElementType::kFloat32 && *dtype != ElementType::kFloat16 && *dtype != ElementType::kBFloat16))
     return absl::InvalidArgumentError(absl::StrCat("flag --dtype must be fp32, bf16 or fp16, not '",
                                                    args.str("dtype"), "'"));
   std::map<std::string, int64_t> sym_sizes;
+  // A symbolic dim's size: like a batch size.
+  const NumberRule& dim_rule = *TrainConfig::NumberRuleOf("data.batch_size");
   for (const std::string& kv : args.list("dims")) {
     std::vector<std::string> p = absl::StrSplit(kv, '=');
-    int64_t v = 0;
-    if (p.size() != 2 || !absl::SimpleAtoi(p[1], &v) || v < 0)
+    if (p.size() != 2 || p[0].empty())
       return absl::InvalidArgumentError(absl::StrCat("flag --dims: '", kv, "' is not SYMBOL=SIZE"));
-    sym_sizes[p[0]] = v;
+    MIXTRAIN_ASSIGN_OR_RETURN(double v, ParseNumber(absl::StrCat("--dims ", p[0]), p[1], dim_rule));
+    sym_sizes[p[0]] = static_cast<int64_t>(v);
   }
 
   const std::string& path = args.positional()[0];

@@ -31,12 +31,11 @@ int Check(const cli::Args& args) {
                                   "expects exactly one MODEL.onnx, got ", args.positional().size(),
                                   " arguments (see --help)"))) + 1;
   const std::string& path = args.positional()[0];
+  if (absl::Status s = cli::CheckInputPath("MODEL.onnx", path); !s.ok()) return cli::Fail("check", s) + 1;
   CheckOptions opt;
   opt.loss = args.str("loss");
   opt.output = args.str("output");
-  absl::StatusOr<int64_t> axis = args.integer("class-axis");
-  if (!axis.ok()) return cli::Fail("check", axis.status()) + 1;
-  opt.class_axis = static_cast<int32_t>(*axis);
+  opt.class_axis = static_cast<int32_t>(args.integer("class-axis"));
   opt.freeze = args.str("freeze");
   opt.trainable = args.str("trainable");
   absl::StatusOr<ModelCheck> r = CheckModel(path, opt);

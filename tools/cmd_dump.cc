@@ -27,6 +27,8 @@ absl::Status RunDump(const cli::Args& args) {
     return absl::InvalidArgumentError("--format=onnx needs --out=FILE (ONNX is binary)");
   if (args.has("out") && out.empty())
     return absl::InvalidArgumentError("flag --out needs a file name");
+  MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("MODEL.onnx", model_path));
+  if (!out.empty()) MIXTRAIN_RETURN_IF_ERROR(cli::CheckOutputPath("--out", out));
 
   // The passes that take options get them from dump's flags; the others run with defaults.
   TransformOptions options;
@@ -39,8 +41,7 @@ absl::Status RunDump(const cli::Args& args) {
   options.deny = args.list("deny");
   if (args.has("fp32-nodes")) options.fp32_nodes = args.str("fp32-nodes");
   options.loss = args.str("loss");
-  MIXTRAIN_ASSIGN_OR_RETURN(int64_t axis, args.integer("class-axis"));
-  options.class_axis = static_cast<int32_t>(axis);
+  options.class_axis = static_cast<int32_t>(args.integer("class-axis"));
   options.optimizer = args.str("optimizer");
   const GraphFormat graph_format = format == "onnx" ? GraphFormat::kOnnx
                                    : format == "dot" ? GraphFormat::kDot

@@ -22,13 +22,19 @@ absl::Status Grad(const cli::Args& args) {
   if (args.str("data").empty()) return absl::InvalidArgumentError("flag --data=BATCH.npz is required");
   if (args.str("out").empty()) return absl::InvalidArgumentError("flag --out=GRADS.npz is required");
   const std::string& model_path = args.positional()[0];
+  MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("MODEL.onnx", model_path));
+  MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("--data", args.str("data")));
+  MIXTRAIN_RETURN_IF_ERROR(cli::CheckOutputPath("--out", args.str("out")));
   MIXTRAIN_ASSIGN_OR_RETURN(TensorMap data, ReadNpz(args.str("data")));
+  MIXTRAIN_RETURN_IF_ERROR(CheckTrainingData(
+      data, args.str("data"),
+      {.labels_key = args.str("labels"), .shared_example_dim = false,
+       .allow_nonfinite_inputs = args.flag("allow-nonfinite-inputs")}));
 
   GradientOptions opt;
   opt.loss = args.str("loss");
   opt.output = args.str("output");
-  MIXTRAIN_ASSIGN_OR_RETURN(int64_t axis, args.integer("class-axis"));
-  opt.class_axis = static_cast<int32_t>(axis);
+  opt.class_axis = static_cast<int32_t>(args.integer("class-axis"));
   opt.labels = args.str("labels");
   opt.freeze = args.str("freeze");
   opt.trainable = args.str("trainable");
@@ -71,6 +77,10 @@ MT_REGISTER_COMMAND(
                        .help = "only parameters whose whole name matches this regex are trainable"},
                       {.name = "out", .default_value = "",
                        .help = "the .npz to write `loss` and `grad/<initializer>` to"},
+                      {.name = "allow-nonfinite-inputs", .default_value = "false",
+                       .help = "accept input arrays holding NaN/Inf (refused by default; the "
+                               "gradients are then non-finite); labels must stay finite",
+                       .is_bool = true},
                   },
               .run = [](const cli::Args& args) {
                 absl::Status s = Grad(args);

@@ -6,8 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
+#include <map>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
@@ -21,15 +20,6 @@ namespace mixtrain {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-absl::Status ReadText(const std::string& path, std::string* out) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return absl::NotFoundError(absl::StrCat("cannot open '", path, "'"));
-  std::stringstream ss;
-  ss << f.rdbuf();
-  *out = ss.str();
-  return absl::OkStatus();
-}
 
 // The enum value named `name` (case-insensitive) in `names`, listed in the enum's order.
 template <typename Enum>
@@ -45,15 +35,14 @@ bool ParseEnum(const std::string& name, std::initializer_list<const char*> names
   return false;
 }
 
-// Applies the command-line flags over `c` (defaults < --config < flags).
+// Applies the command-line flags over `c` (defaults < --config < flags). Numbers were checked
+// by Args::Parse against their NumericFlags() rows; a --config's fields by FromTextProto.
 absl::Status ApplyFlags(const cli::Args& a, TrainConfig& c) {
   if (a.has("config")) {
-    std::string text;
-    MIXTRAIN_RETURN_IF_ERROR(ReadText(a.str("config"), &text));
+    MIXTRAIN_ASSIGN_OR_RETURN(std::string text, cli::ReadInputFile("--config", a.str("config")));
     absl::StatusOr<TrainConfig> parsed = TrainConfig::FromTextProto(text);
     if (!parsed.ok())
-      return absl::InvalidArgumentError(absl::StrCat("--config: '", a.str("config"),
-                                                     "' is not a valid TrainConfig textproto"));
+      return absl::InvalidArgumentError(absl::StrCat("--config=", a.str("config"), ": ", parsed.status().message()));
     c = *std::move(parsed);
   }
   if (!a.positional().empty()) c.model = a.positional()[0];
@@ -61,22 +50,18 @@ absl::Status ApplyFlags(const cli::Args& a, TrainConfig& c) {
     return absl::InvalidArgumentError("expects at most one MODEL.onnx (see --help)");
   if (a.has("loss")) c.loss = a.str("loss");
   if (a.has("output")) c.output = a.str("output");
-  if (a.has("class-axis")) {
-    MIXTRAIN_ASSIGN_OR_RETURN(int64_t axis, a.integer("class-axis"));
-    c.class_axis = static_cast<int32_t>(axis);
-  }
   if (a.has("labels")) c.data.labels_key = a.str("labels");
   if (a.has("freeze")) c.freeze = a.str("freeze");
   if (a.has("trainable")) c.trainable = a.str("trainable");
   if (a.has("device")) c.device = a.str("device");
   if (a.has("data")) c.data.path = a.str("data");
   if (a.has("dataset")) c.data.dataset = a.str("dataset");
-  auto num = [&](const char* name, auto set) -> absl::Status {
-    if (!a.has(name)) return absl::OkStatus();
-    MIXTRAIN_ASSIGN_OR_RETURN(double v, a.number(name));
-    set(v);
-    return absl::OkStatus();
-  };
+  for (const cli::NumericFlag& f : cli::NumericFlags()) {
+    if (f.config_field.empty() || !f.words.empty() || !a.has(f.name)) continue;
+    MIXTRAIN_RETURN_IF_ERROR(c.SetNumber(f.config_field, a.number(f.name)));
+  }
+  if (a.has("seed")) c.data.seed = static_cast<uint64_t>(a.integer("seed"));
+  if (a.has("shuffle")) c.data.shuffle = a.flag("shuffle");
   TrainConfig::Optimizer* opt = &c.optimizer;
   if (a.has("optimizer")) {
     std::string k = a.str("optimizer");
@@ -85,12 +70,6 @@ absl::Status ApplyFlags(const cli::Args& a, TrainConfig& c) {
       return absl::InvalidArgumentError(absl::StrCat("--optimizer: unknown '", k, "' (adam, adamw, sgd, adagrad)"));
     opt->kind = kind;
   }
-  MIXTRAIN_RETURN_IF_ERROR(num("lr", [&](double v) { opt->lr = static_cast<float>(v); }));
-  MIXTRAIN_RETURN_IF_ERROR(num("weight-decay", [&](double v) { opt->weight_decay = static_cast<float>(v); }));
-  MIXTRAIN_RETURN_IF_ERROR(num("momentum", [&](double v) { opt->momentum = static_cast<float>(v); }));
-  MIXTRAIN_RETURN_IF_ERROR(num("beta1", [&](double v) { opt->beta1 = static_cast<float>(v); }));
-  MIXTRAIN_RETURN_IF_ERROR(num("beta2", [&](double v) { opt->beta2 = static_cast<float>(v); }));
-  MIXTRAIN_RETURN_IF_ERROR(num("clip-grad-norm", [&](double v) { opt->clip_grad_norm = static_cast<float>(v); }));
   if (a.has("nesterov")) opt->nesterov = a.flag("nesterov");
   TrainConfig::Schedule* sch = &c.schedule;
   if (a.has("schedule")) {
@@ -99,17 +78,13 @@ absl::Status ApplyFlags(const cli::Args& a, TrainConfig& c) {
       return absl::InvalidArgumentError(absl::StrCat("--schedule: unknown '", a.str("schedule"), "' (constant, step, cosine)"));
     sch->kind = kind;
   }
-  MIXTRAIN_RETURN_IF_ERROR(num("warmup-steps", [&](double v) { sch->warmup_steps = static_cast<int>(v); }));
-  MIXTRAIN_RETURN_IF_ERROR(num("step-size", [&](double v) { sch->step_size = static_cast<int>(v); }));
-  MIXTRAIN_RETURN_IF_ERROR(num("gamma", [&](double v) { sch->gamma = static_cast<float>(v); }));
   TrainConfig::Precision* prec = &c.precision;
   if (a.has("policy")) {
-    std::string text;
-    MIXTRAIN_RETURN_IF_ERROR(ReadText(a.str("policy"), &text));
+    MIXTRAIN_ASSIGN_OR_RETURN(std::string text, cli::ReadInputFile("--policy", a.str("policy")));
     // A PrecisionPolicy textproto is the body of TrainConfig's `precision` field.
     absl::StatusOr<TrainConfig> parsed = TrainConfig::FromTextProto("precision {\n" + text + "\n}");
     if (!parsed.ok())
-      return absl::InvalidArgumentError(absl::StrCat("--policy: '", a.str("policy"), "' is not a valid PrecisionPolicy textproto"));
+      return absl::InvalidArgumentError(absl::StrCat("--policy=", a.str("policy"), ": not a valid PrecisionPolicy textproto"));
     *prec = parsed->precision;
   }
   if (a.has("precision")) {
@@ -130,28 +105,37 @@ absl::Status ApplyFlags(const cli::Args& a, TrainConfig& c) {
   if (a.has("fp32-nodes")) prec->fp32_nodes.push_back(a.str("fp32-nodes"));
   TrainConfig::LossScaler* ls = &c.loss_scaler;
   if (a.has("loss-scale")) {
-    std::string v = a.str("loss-scale");
+    const std::string v = a.str("loss-scale");
     if (v == "dynamic") {
       ls->mode = TrainConfig::LossScaler::Mode::kDynamic;
     } else if (v == "off") {
       ls->mode = TrainConfig::LossScaler::Mode::kOff;
     } else {
-      MIXTRAIN_ASSIGN_OR_RETURN(double s, a.number("loss-scale"));
-      if (!(s > 0)) return absl::InvalidArgumentError("--loss-scale must be > 0, 'dynamic' or 'off'");
       ls->mode = TrainConfig::LossScaler::Mode::kStatic;
-      ls->init_scale = static_cast<float>(s);
+      MIXTRAIN_RETURN_IF_ERROR(c.SetNumber("loss_scaler.init_scale", a.number("loss-scale")));
     }
   }
-  MIXTRAIN_RETURN_IF_ERROR(num("growth-interval", [&](double v) { ls->growth_interval = static_cast<int>(v); }));
-  MIXTRAIN_RETURN_IF_ERROR(num("epochs", [&](double v) { c.epochs = static_cast<int>(v); }));
-  MIXTRAIN_RETURN_IF_ERROR(num("steps", [&](double v) { c.steps = static_cast<int64_t>(v); }));
-  MIXTRAIN_RETURN_IF_ERROR(num("batch-size", [&](double v) { c.data.batch_size = static_cast<int>(v); }));
-  MIXTRAIN_RETURN_IF_ERROR(num("seed", [&](double v) { c.data.seed = static_cast<uint64_t>(v); }));
-  MIXTRAIN_RETURN_IF_ERROR(num("accumulate", [&](double v) { c.accumulate = static_cast<int>(v); }));
-  if (a.has("shuffle")) c.data.shuffle = a.flag("shuffle");
-  if (c.data.batch_size < 1) return absl::InvalidArgumentError("--batch-size must be >= 1");
   if (c.epochs < 1 && c.steps < 1) return absl::InvalidArgumentError("--epochs or --steps must be >= 1");
   return absl::OkStatus();
+}
+
+// Every file the run reads or writes, checked before any work: a typo in --save fails now, not
+// after an epoch. Returns the output files by flag.
+absl::StatusOr<std::map<std::string, std::string>> CheckPaths(const cli::Args& a, const TrainConfig& c) {
+  MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("MODEL.onnx", c.model));
+  if (!c.data.path.empty()) MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("--data", c.data.path));
+  if (a.has("resume")) MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("--resume", a.str("resume")));
+  std::map<std::string, std::string> outputs;  // flag -> path
+  for (const char* flag : {"save", "export", "log-json"}) {
+    if (!a.has(flag)) continue;
+    const std::string path = a.str(flag);
+    MIXTRAIN_RETURN_IF_ERROR(cli::CheckOutputPath(absl::StrCat("--", flag), path));
+    for (const auto& [other, other_path] : outputs)
+      if (other_path == path)
+        return absl::InvalidArgumentError(absl::StrCat("--", other, " and --", flag, " name the same file '", path, "'"));
+    outputs[flag] = path;
+  }
+  return outputs;
 }
 
 struct Data {
@@ -166,41 +150,72 @@ absl::StatusOr<HostTensor> FitToInput(const HostTensor& x, int64_t rank) {
   return x;
 }
 
+// The number of classes a cross_entropy model predicts: the class axis of the output the loss
+// reads, from one inference pass on the first example (the public API gives no output shapes).
+absl::StatusOr<int64_t> NumClasses(const TrainConfig& c, const Dataset& train) {
+  InferenceOptions options;
+  options.optimize = false;
+  MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> s, InferenceSession::Create(c.model, options));
+  MIXTRAIN_ASSIGN_OR_RETURN(TensorMap first, train.Gather(train.Order(false, 0, 0), 0, 1));
+  TensorMap feeds;
+  for (const TensorInfo& in : s->Inputs())
+    if (first.contains(in.name)) feeds.emplace(in.name, first.at(in.name));
+  const std::string output = c.output.empty() ? s->OutputNames().at(0) : c.output;
+  MIXTRAIN_ASSIGN_OR_RETURN(TensorMap out, s->Run(feeds, {output}));
+  const std::vector<int64_t>& dims = out.at(output).shape();
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  const int64_t axis = c.class_axis < 0 ? c.class_axis + rank : c.class_axis;
+  if (axis < 0 || axis >= rank)  // Trainer::Create accepted the axis for the same output
+    return absl::InternalError(absl::StrCat("output '", output, "' has no class axis ", c.class_axis));
+  return dims[axis];
+}
+
+// Loads the data and checks all of it against the model before the first step: arrays, element
+// types, shapes, NaN/Inf (unless allowed), labels within the classes.
 absl::StatusOr<Data> LoadData(const TrainConfig& c, const Trainer& t, int64_t limit_train,
-                              int64_t limit_test) {
+                              int64_t limit_test, bool allow_nonfinite) {
   Data d;
   // The model's first input comes first (the labels follow).
-  const TensorInfo in = t.BatchInputs().at(0);
-  const std::string input = in.name;
-  const int64_t rank = static_cast<int64_t>(in.shape.size());
+  const std::vector<TensorInfo> inputs = t.BatchInputs();
+  const std::string input = inputs.at(0).name;
+  const int64_t rank = static_cast<int64_t>(inputs.at(0).shape.size());
   const std::string labels = c.data.labels_key;
+  TensorMap train, test;
+  std::string source;
   if (!c.data.path.empty()) {
     MIXTRAIN_ASSIGN_OR_RETURN(auto arrays, ReadNpz(c.data.path));
-    TensorMap train, test;
     for (auto& [k, v] : arrays) {
       if (k.rfind("test/", 0) == 0) test.emplace(k.substr(5), v);
       else train.emplace(k, v);
     }
-    MIXTRAIN_ASSIGN_OR_RETURN(d.train, Dataset::Create(train, c.data.path));
-    if (!test.empty()) {
-      MIXTRAIN_ASSIGN_OR_RETURN(d.test, Dataset::Create(test, c.data.path + " (test/)"));
-      d.has_test = true;
-    }
+    source = c.data.path;
   } else if (c.data.dataset == "fashion-mnist") {
     MIXTRAIN_ASSIGN_OR_RETURN(FashionMnist fm, LoadFashionMnist());
-    TensorMap tr, te;
     MIXTRAIN_ASSIGN_OR_RETURN(HostTensor train_images, FitToInput(fm.train_images, rank));
     MIXTRAIN_ASSIGN_OR_RETURN(HostTensor test_images, FitToInput(fm.test_images, rank));
-    tr.emplace(input, std::move(train_images));
-    tr.emplace(labels, fm.train_labels);
-    te.emplace(input, std::move(test_images));
-    te.emplace(labels, fm.test_labels);
-    MIXTRAIN_ASSIGN_OR_RETURN(d.train, Dataset::Create(tr, "fashion-mnist train"));
-    MIXTRAIN_ASSIGN_OR_RETURN(d.test, Dataset::Create(te, "fashion-mnist test"));
-    d.has_test = true;
+    train.emplace(input, std::move(train_images));
+    train.emplace(labels, fm.train_labels);
+    test.emplace(input, std::move(test_images));
+    test.emplace(labels, fm.test_labels);
+    source = "fashion-mnist";
   } else {
     return absl::InvalidArgumentError(absl::StrCat("--dataset: unknown '", c.data.dataset,
                                                    "' (fashion-mnist, or use --data=FILE.npz)"));
+  }
+  DataCheckOptions check{.inputs = inputs, .labels_key = labels, .allow_nonfinite_inputs = allow_nonfinite};
+  MIXTRAIN_RETURN_IF_ERROR(CheckTrainingData(train, source, check));
+  MIXTRAIN_ASSIGN_OR_RETURN(d.train, Dataset::Create(train, source));
+  if (c.loss == "cross_entropy") {  // the label values, now that the classes are known
+    MIXTRAIN_ASSIGN_OR_RETURN(check.num_classes, NumClasses(c, d.train));
+    DataCheckOptions labels_only{.labels_key = labels, .num_classes = check.num_classes,
+                                 .allow_nonfinite_inputs = true};
+    MIXTRAIN_RETURN_IF_ERROR(CheckTrainingData(train, source, labels_only));
+  }
+  if (!test.empty()) {
+    const std::string test_source = source + " (test/ arrays)";
+    MIXTRAIN_RETURN_IF_ERROR(CheckTrainingData(test, test_source, check));
+    MIXTRAIN_ASSIGN_OR_RETURN(d.test, Dataset::Create(test, test_source));
+    d.has_test = true;
   }
   if (limit_train > 0) d.train = d.train.Head(limit_train);
   if (limit_test > 0 && d.has_test) d.test = d.test.Head(limit_test);
@@ -220,47 +235,12 @@ absl::StatusOr<EvalResult> EvaluateAll(Trainer& t, const Dataset& ds, int64_t bs
   return total;
 }
 
-// --log-json's file: written to "<path>.tmp" and renamed over <path> only when the run succeeds,
-// so a failed run leaves nothing behind.
-class JsonLog {
- public:
-  absl::Status Open(const std::string& path) {
-    if (path.empty()) return absl::OkStatus();
-    path_ = path;
-    tmp_ = path + ".tmp";
-    f_ = std::fopen(tmp_.c_str(), "w");
-    if (!f_) return absl::InvalidArgumentError(absl::StrCat("--log-json: cannot write '", path, "'"));
-    return absl::OkStatus();
-  }
-  std::FILE* file() const { return f_; }
-  absl::Status Commit() {
-    if (!f_) return absl::OkStatus();
-    bool ok = std::fclose(f_) == 0;
-    f_ = nullptr;
-    if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
-      std::remove(tmp_.c_str());
-      return absl::InternalError(absl::StrCat("--log-json: cannot write '", path_, "'"));
-    }
-    return absl::OkStatus();
-  }
-  ~JsonLog() {
-    if (!f_) return;
-    std::fclose(f_);
-    std::remove(tmp_.c_str());
-  }
-
- private:
-  std::FILE* f_ = nullptr;
-  std::string path_, tmp_;
-};
-
 absl::Status RunTrain(const cli::Args& a) {
   TrainConfig c;
   MIXTRAIN_RETURN_IF_ERROR(ApplyFlags(a, c));
-  MIXTRAIN_ASSIGN_OR_RETURN(int64_t log_every, a.integer("log-every"));
-  MIXTRAIN_ASSIGN_OR_RETURN(int64_t limit_train, a.integer("limit-train"));
-  MIXTRAIN_ASSIGN_OR_RETURN(int64_t limit_test, a.integer("limit-test"));
-  if (log_every < 1) return absl::InvalidArgumentError("--log-every must be >= 1");
+  const int64_t log_every = a.integer("log-every");
+  const int64_t limit_train = a.integer("limit-train");
+  const int64_t limit_test = a.integer("limit-test");
   ElementType export_dtype = ElementType::kFloat32;
   if (a.has("export-dtype")) {
     MIXTRAIN_ASSIGN_OR_RETURN(export_dtype, ParseElementType(a.str("export-dtype")));
@@ -268,18 +248,30 @@ absl::Status RunTrain(const cli::Args& a) {
         export_dtype != ElementType::kBFloat16)
       return absl::InvalidArgumentError("--export-dtype must be fp32, fp16 or bf16");
   }
-  JsonLog json_log;
-  MIXTRAIN_RETURN_IF_ERROR(json_log.Open(a.str("log-json")));
-  std::FILE* json = json_log.file();
+  MIXTRAIN_ASSIGN_OR_RETURN(auto outputs, CheckPaths(a, c));
+  // --log-json goes to an unpredictable temp file renamed over the target when the run succeeds,
+  // so a failed run leaves nothing behind (and a link planted at a guessable name is never used).
+  std::unique_ptr<cli::AtomicOutputFile> json_log;
+  if (outputs.contains("log-json")) {
+    MIXTRAIN_ASSIGN_OR_RETURN(json_log, cli::AtomicOutputFile::Open("--log-json", outputs.at("log-json")));
+  }
+  std::FILE* json = json_log ? json_log->file() : nullptr;
 
   // Setup (model, data, checkpoint) prints nothing until it has all succeeded, so an error is
   // the only line a failed run prints.
   MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(c.model, c));
   Trainer& t = *trainer;
-  MIXTRAIN_ASSIGN_OR_RETURN(Data d, LoadData(c, t, limit_train, limit_test));
-  int64_t bs = c.data.batch_size;
-  int64_t per_epoch = d.train.NumBatches(bs, /*drop_last=*/d.train.size() >= bs);
-  int64_t total = c.steps > 0 ? c.steps : per_epoch * c.epochs;
+  MIXTRAIN_ASSIGN_OR_RETURN(Data d, LoadData(c, t, limit_train, limit_test, a.flag("allow-nonfinite-inputs")));
+  const int64_t bs = c.data.batch_size;
+  if (bs > d.train.size())
+    return absl::InvalidArgumentError(absl::StrCat("--batch-size=", bs, ": must be <= the ", d.train.size(),
+                                                   " training examples"));
+  const int64_t per_epoch = d.train.NumBatches(bs, /*drop_last=*/true);
+  constexpr int64_t kMaxSteps = 1000000000000;  // steps' own bound (TrainConfig::NumberRuleOf("steps"))
+  if (c.steps == 0 && c.epochs > kMaxSteps / per_epoch)
+    return absl::InvalidArgumentError(absl::StrCat("--epochs=", c.epochs, ": ", c.epochs, " epochs of ", per_epoch,
+                                                   " batches are more than ", kMaxSteps, " steps"));
+  const int64_t total = c.steps > 0 ? c.steps : per_epoch * c.epochs;
   t.SetTotalSteps(total);
   int64_t epoch = 0, batch = 0;
   if (a.has("resume")) {
@@ -323,9 +315,10 @@ absl::Status RunTrain(const cli::Args& a) {
       ++window_n;
       skipped += r.skipped;
       if (!std::isnan(loss)) loss_ema = std::isnan(loss_ema) ? loss : 0.9 * loss_ema + 0.1 * loss;
-      if (json)
-        std::fprintf(json, "{\"step\": %lld, \"loss\": %.8g, \"loss_scale\": %.8g, \"skipped\": %s, \"lr\": %.8g, \"ms\": %.4f}\n",
-                     static_cast<long long>(step), loss, r.loss_scale, r.skipped ? "true" : "false", r.learning_rate, ms);
+      if (json)  // NaN and infinities as null: JSON has no literal for them
+        std::fprintf(json, "{\"step\": %lld, \"loss\": %s, \"loss_scale\": %s, \"skipped\": %s, \"lr\": %s, \"ms\": %.4f}\n",
+                     static_cast<long long>(step), cli::JsonNumber(loss).c_str(), cli::JsonNumber(r.loss_scale).c_str(),
+                     r.skipped ? "true" : "false", cli::JsonNumber(r.learning_rate).c_str(), ms);
       if (log) {
         double ex_s = window_n * static_cast<double>(end - begin) / (window_ms / 1000.0);
         std::string line = absl::StrFormat(
@@ -366,12 +359,16 @@ absl::Status RunTrain(const cli::Args& a) {
   std::printf("trained %lld steps in %.1f s (%lld skipped)\n", static_cast<long long>(t.steps_taken()), secs,
               static_cast<long long>(skipped));
   if (profile) cli::PrintStepProfile(t.Profile(), t.steps_taken() - first_step - 1);
+  if (const int64_t ran = t.steps_taken() - first_step; ran > 0 && skipped == ran)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "all ", ran, " steps skipped their update (non-finite gradients): nothing was trained; check the data "
+        "(--allow-nonfinite-inputs), --lr and --loss-scale"));
   if (a.has("save")) MIXTRAIN_RETURN_IF_ERROR(t.SaveCheckpoint(a.str("save"), {epoch, batch}));
   if (a.has("export")) {
     MIXTRAIN_RETURN_IF_ERROR(t.ExportInferenceModel(a.str("export"), export_dtype));
     std::printf("exported %s (%s)\n", a.str("export").c_str(), ElementTypeName(export_dtype));
   }
-  return json_log.Commit();
+  return json_log ? json_log->Commit() : absl::OkStatus();
 }
 
 MT_REGISTER_COMMAND(
@@ -417,10 +414,11 @@ MT_REGISTER_COMMAND(
                 {"seed", "0", "seed for shuffling and dropout"},
                 {"freeze", "", "regex of initializers to keep frozen"},
                 {"trainable", "", "regex of initializers to train (default: the framework's parameters that reach the loss; see mixtrain check)"},
+                {"allow-nonfinite-inputs", "false", "train on input arrays holding NaN/Inf (refused by default): a step on such a batch gets non-finite gradients and skips its update, counted as skipped; labels must stay finite", true},
                 {"limit-train", "0", "use only the first N training examples"},
                 {"limit-test", "0", "use only the first N test examples"},
                 {"log-every", "100", "print a progress line every N steps when not on a terminal"},
-                {"log-json", "", "write one JSON object per step (step, loss, loss_scale, skipped, lr, ms)"},
+                {"log-json", "", "write one JSON object per step (step, loss, loss_scale, skipped, lr, ms); a NaN or infinite number is written as null; the file appears when the run succeeds"},
                 {"profile", "false", "time every kernel of the step after the first and print where the step's time goes (forward, loss, backward, optimizer; by op type and node)", true},
                 {"save", "", "checkpoint file written at each epoch end and at the end"},
                 {"resume", "", "checkpoint to resume from"},

@@ -64,7 +64,15 @@ TEST(DataApiTest, DatasetBatchesInASeededOrder) {
   ragged["y"] = *HostTensor::Zeros(ElementType::kInt64, {3});
   auto bad = Dataset::Create(ragged, "ragged arrays");
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("ragged arrays"), absl::string_view::npos) << bad.status();
+  EXPECT_EQ(bad.status().message(), "ragged arrays: array 'y' has 3 examples, array 'x' has 4");
+  TensorMap empty = Arrays(4);
+  empty["x"] = *HostTensor::Zeros(ElementType::kFloat32, {4, 0});
+  bad = Dataset::Create(empty, "empty arrays");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "empty arrays: array 'x' is empty (shape [4, 0])");
+  bad = Dataset::Create({}, "no arrays");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "no arrays: holds no arrays");
 }
 
 TEST(DataApiTest, FashionMnistFromAMissingFolderIsAnError) {

@@ -1,6 +1,7 @@
 // The public TrainConfig mirrors pb::TrainConfig: same defaults, and every field of the message
 // (found by walking its descriptor, so a field added to the proto later is covered) survives
-// text -> TrainConfig -> text.
+// text -> TrainConfig -> text. FromTextProto checks the values it read (the rules themselves are
+// tested in validation_test.cc).
 #include <string>
 
 #include "gtest/gtest.h"
@@ -16,7 +17,8 @@ using google::protobuf::FieldDescriptor;
 using google::protobuf::Message;
 using google::protobuf::Reflection;
 
-// Sets every field of `m` (recursively) to a value other than its default.
+// Sets every field of `m` (recursively) to a valid value other than its default (floats move
+// toward the middle of their range: a beta stays below 1, a growth factor above 1).
 void SetEveryField(Message* m) {
   const Reflection* r = m->GetReflection();
   const google::protobuf::Descriptor* d = m->GetDescriptor();
@@ -37,7 +39,7 @@ void SetEveryField(Message* m) {
       case FieldDescriptor::CPPTYPE_INT32: r->SetInt32(m, f, f->default_value_int32() + 3); break;
       case FieldDescriptor::CPPTYPE_INT64: r->SetInt64(m, f, f->default_value_int64() + 5); break;
       case FieldDescriptor::CPPTYPE_UINT64: r->SetUInt64(m, f, f->default_value_uint64() + 7); break;
-      case FieldDescriptor::CPPTYPE_FLOAT: r->SetFloat(m, f, f->default_value_float() * 2 + 0.25f); break;
+      case FieldDescriptor::CPPTYPE_FLOAT: r->SetFloat(m, f, f->default_value_float() * 0.5f + 0.125f); break;
       case FieldDescriptor::CPPTYPE_ENUM: {
         const auto* e = f->enum_type();
         r->SetEnum(m, f, e->value(e->value_count() - 1));  // the last value; defaults are the first
@@ -106,6 +108,22 @@ TEST(TrainConfigTest, BadTextNamesTheLineAndField) {
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(c.status().message().find("line 2"), absl::string_view::npos) << c.status();
   EXPECT_NE(c.status().message().find("no_such_field"), absl::string_view::npos) << c.status();
+}
+
+TEST(TrainConfigTest, ValuesReadAreChecked) {
+  absl::StatusOr<mixtrain::TrainConfig> c =
+      mixtrain::TrainConfig::FromTextProto("optimizer { lr: -1 }\nsteps: 3\n");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(c.status().message().find("optimizer.lr=-1: must be a finite number > 0"), absl::string_view::npos)
+      << c.status();
+  c = mixtrain::TrainConfig::FromTextProto("data { batch_size: 0 }");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("data.batch_size=0"), absl::string_view::npos) << c.status();
+  // The text format reads "inf" and "nan" as floats: refused like any other bad value.
+  c = mixtrain::TrainConfig::FromTextProto("loss_scaler { init_scale: inf }");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("loss_scaler.init_scale=inf"), absl::string_view::npos) << c.status();
 }
 
 }  // namespace

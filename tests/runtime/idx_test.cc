@@ -3,6 +3,7 @@
 #include "runtime/idx.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <filesystem>
@@ -172,6 +173,15 @@ TEST(IdxTest, BrokenFilesFailCleanlyNamingTheFile) {
     const std::string msg(t.status().message());
     EXPECT_NE(msg.find(path), std::string::npos) << msg;
     EXPECT_NE(msg.find(c.what), std::string::npos) << msg;
+  }
+  // A FIFO is refused at once (an ordinary open would wait for a writer), a directory too.
+  const std::string fifo = dir + "/fifo.gz";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  for (const std::string& path : {fifo, dir}) {
+    auto t = ReadIdx(path);
+    ASSERT_FALSE(t.ok()) << path;
+    EXPECT_NE(t.status().message().find(path + ": is a"), std::string::npos) << t.status();
+    EXPECT_NE(t.status().message().find("not a regular file"), std::string::npos) << t.status();
   }
   auto missing = ReadIdx(dir + "/missing.gz");
   ASSERT_FALSE(missing.ok());

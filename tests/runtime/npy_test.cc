@@ -3,7 +3,9 @@
 #include "runtime/npy.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <chrono>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -252,6 +254,21 @@ TEST(NpyTest, CorruptNpzFailsCleanly) {
   raw[raw.find("NUMPY") + 2] = 'X';  // breaks the magic; the CRC check runs first
   WriteBytes(dir + "/bad_entry.npz", raw);
   ExpectError(ReadNpz(dir + "/bad_entry.npz").status(), "bad_entry.npz", "corrupt entry");
+}
+
+// A FIFO would block an ordinary open until a writer came; a directory or device is no input.
+TEST(NpyTest, ReadsOnlyRegularFilesAndNeverBlocks) {
+  const std::string dir = TempDir();
+  const std::string fifo = dir + "/fifo.npz";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  ExpectError(ReadNpz(fifo).status(), fifo, "is a FIFO, not a regular file");
+  ExpectError(ReadNpy(fifo).status(), fifo, "is a FIFO, not a regular file");
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  ExpectError(ReadNpz(dir).status(), dir, "is a directory, not a regular file");
+  ExpectError(ReadNpy("/dev/null").status(), "/dev/null", "is a device, not a regular file");
+  auto fd = OpenRegularFile(fifo);
+  EXPECT_FALSE(fd.ok());
 }
 
 TEST(NpyTest, RandomMutationsNeverCrash) {

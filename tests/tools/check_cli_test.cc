@@ -21,10 +21,7 @@ class CheckCli : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(fs::exists(kBinary)) << kBinary << " is not built (ninja mixtrain)";
-    dir_ = fs::temp_directory_path() /
-           ("mt_check_cli_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = cli_test::ScratchDir("mt_check_cli");
   }
   void TearDown() override { fs::remove_all(dir_); }
   Result Check(const std::string& args) { return cli_test::RunShell(kBinary + " check " + args, dir_); }

@@ -2,12 +2,15 @@
 #pragma once
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
+
+#include "gtest/gtest.h"
 
 namespace mixtrain::cli_test {
 
@@ -30,6 +33,17 @@ inline Result RunShell(const std::string& cmdline, const std::filesystem::path& 
   std::filesystem::remove(out);
   std::filesystem::remove(err);
   return r;
+}
+
+// A fresh scratch folder for the running test: "<tmp>/<prefix>_<test>_<pid>", so the same suite
+// run from two build folders at once never shares one.
+inline std::filesystem::path ScratchDir(const std::string& prefix) {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              (prefix + "_" + info->name() + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
 }
 
 }  // namespace mixtrain::cli_test

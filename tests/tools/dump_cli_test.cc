@@ -26,10 +26,7 @@ class DumpCli : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(fs::exists(kBinary)) << kBinary << " is not built (ninja mixtrain)";
-    dir_ = fs::temp_directory_path() /
-           ("mt_dump_cli_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
+    dir_ = cli_test::ScratchDir("mt_dump_cli");
   }
   void TearDown() override { fs::remove_all(dir_); }
 

@@ -2,13 +2,18 @@
 // small .npz data set. Bad flags, models and data files give one "mixtrain train:" error line,
 // a non-zero exit and leave no --save / --export / --log-json file; a tiny run writes one valid
 // JSON object per step with the six keys; --resume continues the run exactly; --export writes a
-// model that `mixtrain run` loads.
+// model that `mixtrain run` loads. Everything is checked before the first step (docs/validation.md):
+// numeric flags of every command, NaN/Inf data, labels, FIFOs given as inputs, output paths; and
+// --log-json stays valid JSON and writes through no predictable temp file.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <fstream>
 #include <random>
 
@@ -30,9 +35,7 @@ class TrainCli : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(fs::exists(kBinary)) << kBinary << " is not built (ninja mixtrain)";
-    dir_ = fs::temp_directory_path() /
-           ("mt_train_cli_" + std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
+    dir_ = cli_test::ScratchDir("mt_train_cli");
     fs::create_directories(dir_ / "out");
     // 64 examples of the MLP's input (8 features, 4 classes) with learnable labels, plus a test
     // split; and the inputs alone for `mixtrain run`.
@@ -50,7 +53,8 @@ class TrainCli : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   std::string Path(const std::string& name) const { return (dir_ / name).string(); }
 
-  Result Run(const std::string& args) { return cli_test::RunShell(kBinary + " " + args, dir_); }
+  // `timeout`: a run that blocks (a FIFO read, say) fails the test instead of hanging the suite.
+  Result Run(const std::string& args) { return cli_test::RunShell("timeout 60 " + kBinary + " " + args, dir_); }
 
   // Output flags every failing run is given; none of their files (nor temp files) may appear in
   // out/.
@@ -73,8 +77,10 @@ class TrainCli : public ::testing::Test {
     EXPECT_TRUE(OutputsLeft().empty()) << "left behind: " << OutputsLeft()[0];
   }
 
-  std::string TinyRun(int steps) const {
-    return "train " + kMlp + " --data=" + Path("data.npz") + " --batch-size=16 --steps=" + std::to_string(steps) +
+  std::string TinyRun(int steps) const { return "train " + TinyArgs(steps); }
+  // TinyRun's arguments, for ExpectError.
+  std::string TinyArgs(int steps) const {
+    return kMlp + " --data=" + Path("data.npz") + " --batch-size=16 --steps=" + std::to_string(steps) +
            " --no-shuffle --lr=0.01";
   }
 
@@ -179,6 +185,190 @@ TEST_F(TrainCli, BadResumeCheckpointFailsCleanly) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_NE(r.err.find("bad.ckpt"), std::string::npos) << r.err;
   EXPECT_TRUE(OutputsLeft().empty());
+}
+
+// The numbers a probe of bad inputs found running and exiting 0: each now fails before training,
+// naming the flag and the rule.
+TEST_F(TrainCli, BadNumericFlagsFailNamingTheFlag) {
+  const std::string data = " --data=" + Path("data.npz") + " ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--lr=-1", "--lr=-1: must be a finite number > 0"},
+      {"--lr=nan", "--lr=nan: must be a finite number > 0"},
+      {"--lr=inf", "--lr=inf: must be a finite number > 0"},
+      {"--lr=1e39", "--lr=1e39: must be a finite number > 0 (a float32"},
+      {"--steps=-1", "--steps=-1: must be an integer in [0, 1000000000000]"},
+      {"--steps=nan", "--steps=nan: must be an integer"},
+      {"--steps=1e30", "--steps=1e30: must be an integer in [0, 1000000000000]"},
+      {"--steps=9.3e18", "--steps=9.3e18: must be an integer in [0, 1000000000000]"},
+      {"--loss-scale=inf", "--loss-scale=inf: must be a finite number > 0, or one of: dynamic, off"},
+      {"--loss-scale=1e39", "--loss-scale=1e39: must be a finite number > 0"},
+      {"--batch-size=2.5", "--batch-size=2.5: must be an integer in [1, 2147483647]"},
+      {"--beta2=1", "--beta2=1: must be a finite number in [0, 1)"},
+      {"--seed=-3", "--seed=-3"},
+      {"--log-every=0", "--log-every=0"},
+      {"--class-axis=64", "--class-axis=64: must be an integer in [-64, 63]"},
+      // Relations to the data: more than the 64 examples in one batch.
+      {"--batch-size=65", "--batch-size=65: must be <= the 64 training examples"},
+  };
+  for (const auto& [flag, error] : cases) ExpectError(kMlp + data + flag, error);
+  // A --config's fields get the same rules, named by field.
+  {
+    std::ofstream cfg(Path("bad.textproto"));
+    cfg << "optimizer { lr: -1 }\n";
+  }
+  ExpectError(kMlp + data + "--config=" + Path("bad.textproto"), "optimizer.lr=-1: must be a finite number > 0");
+}
+
+// Every other command's numeric flags are checked by the same table.
+TEST_F(TrainCli, OtherCommandsCheckTheirNumericFlags) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"bench " + kMlp + " --iters=0", "--iters=0: must be an integer in [1, 1000000]"},
+      {"bench " + kMlp + " --warmup=-1", "--warmup=-1"},
+      {"bench " + kMlp + " --batch-size=0", "--batch-size=0"},
+      {"bench " + kMlp + " --dims=N=0.5", "--dims N=0.5: must be an integer"},
+      {"check " + kMlp + " --class-axis=1.5", "--class-axis=1.5"},
+      {"dump " + kMlp + " --class-axis=nan", "--class-axis=nan"},
+      {"grad " + kMlp + " --data=" + Path("data.npz") + " --out=" + Path("out/g.npz") + " --class-axis=1e30",
+       "--class-axis=1e30"},
+  };
+  for (const auto& [args, error] : cases) {
+    SCOPED_TRACE(args);
+    Result r = Run(args);
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find(error), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  EXPECT_TRUE(OutputsLeft().empty());
+  // --help shows each numeric flag's rule.
+  Result help = Run("train --help");
+  EXPECT_NE(help.out.find("learning rate (default: 0.001; a finite number > 0)"), std::string::npos) << help.out;
+}
+
+TEST_F(TrainCli, NonFiniteInputsAreRefusedUnlessAllowed) {
+  Tensor x(DType::kF32, {64, 8}), y(DType::kI64, {64});
+  for (int64_t i = 0; i < 64 * 8; ++i) x.data_as<float>()[i] = 0.25f * (i % 7);
+  for (int64_t i = 0; i < 64; ++i) y.data_as<int64_t>()[i] = i % 4;
+  x.data_as<float>()[5 * 8 + 3] = NAN;  // in the first batch of 16
+  ASSERT_TRUE(WriteNpz(Path("nan.npz"), {{"x", x}, {"labels", y}}).ok());
+  ExpectError(TinyArgs(4) + " --data=" + Path("nan.npz"), "nan.npz: array 'x' holds NaN at [5, 3]");
+
+  // Allowed: the NaN batch's step skips its update, the others train; the log stays JSON (null).
+  Result r = Run(TinyRun(4) + " --data=" + Path("nan.npz") + " --allow-nonfinite-inputs --log-json=" +
+                 Path("out/log.jsonl"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("trained 4 steps"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(1 skipped)"), std::string::npos) << r.out;
+  std::ifstream f(Path("out/log.jsonl"));
+  const std::string text(std::istreambuf_iterator<char>(f), {});
+  EXPECT_EQ(text.find("nan"), std::string::npos) << text;
+  auto lines = ReadJsonLines(Path("out/log.jsonl"));
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[0].fields().at("loss").kind_case(), google::protobuf::Value::kNullValue) << text;
+  EXPECT_TRUE(lines[0].fields().at("skipped").bool_value());
+  EXPECT_GT(lines[1].fields().at("loss").number_value(), 0);
+
+  // Every value NaN: every step skips, nothing trains, and that is an error.
+  for (int64_t i = 0; i < 64 * 8; ++i) x.data_as<float>()[i] = NAN;
+  ASSERT_TRUE(WriteNpz(Path("allnan.npz"), {{"x", x}, {"labels", y}}).ok());
+  r = Run(TinyRun(4) + " --data=" + Path("allnan.npz") + " --allow-nonfinite-inputs");
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.err.find("mixtrain train: all 4 steps skipped their update"), std::string::npos) << r.err;
+}
+
+TEST_F(TrainCli, BadDataIsNamedBeforeTraining) {
+  Tensor x(DType::kF32, {64, 8}), y(DType::kI64, {64}), y32(DType::kI32, {64}), y_short(DType::kI64, {63});
+  for (int64_t i = 0; i < 64; ++i) y.data_as<int64_t>()[i] = i % 4;
+  y.data_as<int64_t>()[50] = 7;  // the 4th batch: found before the first
+  ASSERT_TRUE(WriteNpz(Path("labels.npz"), {{"x", x}, {"labels", y}}).ok());
+  ExpectError(TinyArgs(4) + " --data=" + Path("labels.npz"),
+              "labels.npz: array 'labels' holds label 7 at [50], outside the model's 4 classes [0, 4)");
+  y.data_as<int64_t>()[50] = 0;
+  ASSERT_TRUE(WriteNpz(Path("test_split.npz"), {{"x", x}, {"labels", y}, {"test/x", x}, {"test/labels", y_short}}).ok());
+  ExpectError(TinyArgs(4) + " --data=" + Path("test_split.npz"), "test_split.npz (test/ arrays): array 'x' has 64");
+  ASSERT_TRUE(WriteNpz(Path("short.npz"), {{"x", x}, {"labels", y_short}}).ok());
+  ExpectError(TinyArgs(4) + " --data=" + Path("short.npz"), "array 'x' has 64 examples, array 'labels' has 63");
+  ASSERT_TRUE(WriteNpz(Path("i32.npz"), {{"x", x}, {"labels", y32}}).ok());
+  ExpectError(TinyArgs(4) + " --data=" + Path("i32.npz"), "array 'labels' is i32, the model's input 'labels' is i64");
+  ASSERT_TRUE(WriteNpz(Path("empty.npz"), {}).ok());
+  ExpectError(TinyArgs(4) + " --data=" + Path("empty.npz"), "empty.npz: holds no arrays");
+  Tensor wide(DType::kF32, {64, 9});
+  ASSERT_TRUE(WriteNpz(Path("wide.npz"), {{"x", wide}, {"labels", y}}).ok());
+  ExpectError(TinyArgs(4) + " --data=" + Path("wide.npz"), "array 'x' has shape [64, 9], the model's input 'x' is [");
+}
+
+// A FIFO given as an input is refused at once instead of blocking the run forever.
+TEST_F(TrainCli, FifoInputsAreRefusedWithoutBlocking) {
+  const std::string fifo = Path("fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const auto t0 = std::chrono::steady_clock::now();
+  ExpectError(kMlp + " --data=" + fifo, "--data: '" + fifo + "' is a FIFO, not a regular file");
+  ExpectError(fifo + " --data=" + Path("data.npz"), "MODEL.onnx: '" + fifo + "' is a FIFO");
+  ExpectError(kMlp + " --data=" + Path("data.npz") + " --config=" + fifo, "--config: '" + fifo + "' is a FIFO");
+  ExpectError(kMlp + " --data=" + Path("data.npz") + " --resume=" + fifo, "--resume: '" + fifo + "' is a FIFO");
+  Result run = Run("run " + kMlp + " --inputs=" + fifo + " --out=" + Path("out/o.npz"));
+  EXPECT_NE(run.err.find("--inputs: '" + fifo + "' is a FIFO"), std::string::npos) << run.err;
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(20));
+}
+
+// Output paths are checked before the model is even built: a typo costs a second, not a run.
+TEST_F(TrainCli, BadOutputPathsFailBeforeTheFirstStep) {
+  const std::string run = TinyRun(4);
+  struct Case {
+    std::string flags, error;
+  };
+  fs::create_directories(dir_ / "a_dir");
+  ASSERT_EQ(::mkfifo(Path("out_fifo").c_str(), 0600), 0);
+  const std::vector<Case> cases = {
+      {" --save=" + Path("no/such/dir/run.ckpt"), "--save=" + Path("no/such/dir/run.ckpt") + ": folder '"},
+      {" --export=" + Path("a_dir"), "--export=" + Path("a_dir") + ": is a directory"},
+      {" --log-json=" + Path("out_fifo"), ": is a FIFO; only a regular file is replaced"},
+      {" --save=" + Path("x.ckpt") + " --export=" + Path("x.ckpt"), "--save and --export name the same file"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.flags);
+    Result r = Run(run + c.flags);
+    EXPECT_NE(r.code, 0);
+    EXPECT_NE(r.err.find(c.error), std::string::npos) << r.err;
+    EXPECT_EQ(r.err.find("step "), std::string::npos) << "trained before failing: " << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+  EXPECT_FALSE(fs::exists(Path("x.ckpt")));
+}
+
+// --log-json never writes through a guessable name: a symbolic link planted at the old
+// "<path>.tmp" is left alone by a good run and by a failed one, and a link at the path itself is
+// refused rather than followed.
+TEST_F(TrainCli, LogJsonFollowsNoPlantedLink) {
+  const std::string victim = Path("victim.txt");
+  {
+    std::ofstream v(victim);
+    v << "precious";
+  }
+  fs::create_symlink(victim, Path("out/log.jsonl.tmp"));
+  auto victim_text = [&] {
+    std::ifstream v(victim);
+    return std::string(std::istreambuf_iterator<char>(v), {});
+  };
+  Result ok = Run(TinyRun(3) + " --log-json=" + Path("out/log.jsonl"));
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(victim_text(), "precious");
+  EXPECT_TRUE(fs::is_symlink(Path("out/log.jsonl.tmp")));
+  EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(Path("out/log.jsonl"))));
+  EXPECT_EQ(ReadJsonLines(Path("out/log.jsonl")).size(), 3u);
+
+  fs::remove(Path("out/log.jsonl"));
+  Result failed = Run(TinyRun(3) + " --log-json=" + Path("out/log.jsonl") + " --resume=" + Path("missing.ckpt"));
+  EXPECT_NE(failed.code, 0);
+  EXPECT_EQ(victim_text(), "precious");
+  EXPECT_FALSE(fs::exists(Path("out/log.jsonl")));
+  std::vector<std::string> left = OutputsLeft();
+  EXPECT_EQ(left, std::vector<std::string>{"log.jsonl.tmp"}) << "a temp file was left behind";
+
+  fs::create_symlink(victim, Path("out/link.jsonl"));
+  Result link = Run(TinyRun(3) + " --log-json=" + Path("out/link.jsonl"));
+  EXPECT_NE(link.code, 0);
+  EXPECT_NE(link.err.find("is a symbolic link"), std::string::npos) << link.err;
+  EXPECT_EQ(victim_text(), "precious");
 }
 
 }  // namespace
