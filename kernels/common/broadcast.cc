@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/check.h"
@@ -38,8 +39,8 @@ std::vector<int64_t> BroadcastStrides(std::span<const int64_t> in, std::span<con
   return strides;
 }
 
-absl::StatusOr<BroadcastLayout> MakeBroadcastLayout(
-    const std::vector<std::span<const int64_t>>& inputs, std::span<const int64_t> out) {
+absl::StatusOr<BroadcastLayout> MakeBroadcastLayout(std::span<const std::span<const int64_t>> inputs,
+                                                    std::span<const int64_t> out) {
   if (inputs.size() > static_cast<size_t>(kMaxBroadcastInputs))
     return absl::InvalidArgumentError(
         absl::StrCat("broadcast of ", inputs.size(), " inputs (at most ", kMaxBroadcastInputs,
@@ -48,7 +49,8 @@ absl::StatusOr<BroadcastLayout> MakeBroadcastLayout(
   l.num_inputs = static_cast<int>(inputs.size());
   l.numel = 1;
   for (int64_t d : out) l.numel *= d;
-  std::vector<std::vector<int64_t>> strides;
+  using Dims = absl::InlinedVector<int64_t, 8>;  // no heap for the ranks models use
+  absl::InlinedVector<Dims, kMaxBroadcastInputs> strides;
   for (std::span<const int64_t> in : inputs) {
     bool ok = in.size() <= out.size();
     for (size_t k = 0; ok && k < in.size(); ++k) {
@@ -59,13 +61,19 @@ absl::StatusOr<BroadcastLayout> MakeBroadcastLayout(
       return absl::InvalidArgumentError(absl::StrCat("dims [", absl::StrJoin(in, ","),
                                                      "] do not broadcast to [",
                                                      absl::StrJoin(out, ","), "]"));
-    strides.push_back(BroadcastStrides(in, out));
+    Dims& st = strides.emplace_back(out.size(), 0);
+    int64_t s = 1;
+    for (size_t k = 0; k < in.size(); ++k) {
+      size_t di = in.size() - 1 - k, dout = out.size() - 1 - k;
+      st[dout] = in[di] == 1 ? 0 : s;
+      s *= in[di];
+    }
   }
   if (l.numel <= 1) return l;  // rank 0: every input is read at offset 0
   // Keep the non-1 output dims, merging a dim into its outer neighbour when every input walks
   // them as one (outer stride == inner stride * inner size; true for broadcast 0 strides too).
-  std::vector<int64_t> dims;
-  std::vector<std::vector<int64_t>> merged(inputs.size());
+  Dims dims;
+  absl::InlinedVector<Dims, kMaxBroadcastInputs> merged(inputs.size());
   for (size_t d = 0; d < out.size(); ++d) {
     if (out[d] == 1) continue;
     bool can_merge = !dims.empty();

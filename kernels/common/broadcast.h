@@ -48,8 +48,13 @@ struct BroadcastLayout {
 
 // Layout of inputs (each of which must broadcast to `out`) read at every output element.
 // Fails when an input does not broadcast to `out` or too many dims remain after merging.
-absl::StatusOr<BroadcastLayout> MakeBroadcastLayout(
-    const std::vector<std::span<const int64_t>>& inputs, std::span<const int64_t> out);
+// Allocates nothing when it succeeds (kernels call it on every run).
+absl::StatusOr<BroadcastLayout> MakeBroadcastLayout(std::span<const std::span<const int64_t>> inputs,
+                                                    std::span<const int64_t> out);
+inline absl::StatusOr<BroadcastLayout> MakeBroadcastLayout(const std::vector<std::span<const int64_t>>& inputs,
+                                                           std::span<const int64_t> out) {
+  return MakeBroadcastLayout(std::span<const std::span<const int64_t>>(inputs), out);
+}
 
 // Walks output elements [begin, end) row by row: calls fn(out_offset, in_offsets, len) for each
 // piece of an innermost row, where in_offsets[i] is input i's element offset at out_offset and

@@ -89,12 +89,14 @@ absl::Status ClipKernel(KernelContext& ctx) {
 absl::StatusOr<BroadcastLayout> LayoutOf(const KernelContext& ctx,
                                          std::initializer_list<const TensorView*> ins,
                                          const TensorView& out) {
-  std::vector<std::span<const int64_t>> dims;
+  std::span<const int64_t> dims[kMaxBroadcastInputs];
+  size_t n = 0;
   for (const TensorView* t : ins) {
     if (t == nullptr) return ctx.Error("missing input");
-    dims.emplace_back(t->dims);
+    if (n == kMaxBroadcastInputs) return ctx.Error("too many inputs to broadcast");
+    dims[n++] = t->dims;
   }
-  auto l = MakeBroadcastLayout(dims, out.dims);
+  auto l = MakeBroadcastLayout(std::span<const std::span<const int64_t>>(dims, n), out.dims);
   if (!l.ok()) return ctx.Error(l.status().message());
   return l;
 }
