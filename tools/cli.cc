@@ -1,6 +1,7 @@
 #include "tools/cli.h"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -291,8 +292,19 @@ absl::StatusOr<std::unique_ptr<AtomicOutputFile>> AtomicOutputFile::Open(const s
                                                                          const std::string& path) {
   MIXTRAIN_RETURN_IF_ERROR(CheckOutputPath(flag, path));
   const auto [dir, name] = SplitPath(path);
-  std::string tmp = absl::StrCat(dir, "/.", name, ".tmp.", ::getpid(), ".XXXXXX");
-  const int fd = ::mkstemp(tmp.data());  // O_CREAT | O_EXCL with a random name, mode 0600
+  // O_EXCL with a random name, created 0666 so the umask decides the mode (as a plain open does).
+  std::string tmp;
+  int fd = -1;
+  for (int attempt = 0; attempt < 16 && fd < 0; ++attempt) {
+    unsigned char r[6];
+    if (::getrandom(r, sizeof r, 0) != static_cast<ssize_t>(sizeof r)) break;
+    static constexpr char kAlnum[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+    std::string suffix;
+    for (unsigned char c : r) suffix += kAlnum[c % 62];
+    tmp = absl::StrCat(dir, "/.", name, ".tmp.", ::getpid(), ".", suffix);
+    fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0 && errno != EEXIST) break;
+  }
   if (fd < 0) return absl::InvalidArgumentError(absl::StrCat(flag, "=", path, ": cannot create a file there: ", std::strerror(errno)));
   std::FILE* f = ::fdopen(fd, "w");
   if (f == nullptr) {
@@ -311,16 +323,11 @@ AtomicOutputFile::~AtomicOutputFile() {
 
 absl::Status AtomicOutputFile::Commit() {
   MT_CLI_CHECK(f_ != nullptr, "AtomicOutputFile committed twice");
+  // A replaced file keeps its permissions; a new one has the mode the umask gave the temp.
   struct stat st;
-  mode_t mode;
-  if (::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
-    mode = st.st_mode & 07777;
-  } else {
-    const mode_t mask = ::umask(0);
-    ::umask(mask);
-    mode = 0666 & ~mask;
-  }
-  bool ok = std::fflush(f_) == 0 && ::fchmod(fileno(f_), mode) == 0 && ::fsync(fileno(f_)) == 0;
+  bool ok = std::fflush(f_) == 0;
+  if (ok && ::stat(path_.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ok = ::fchmod(fileno(f_), st.st_mode & 07777) == 0;
+  ok = ok && ::fsync(fileno(f_)) == 0;
   ok = std::fclose(f_) == 0 && ok;
   f_ = nullptr;
   if (!ok || std::rename(tmp_.c_str(), path_.c_str()) != 0) {
