@@ -3,11 +3,11 @@
 
 #include <filesystem>
 #include <fstream>
-#include <limits>
 #include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "graph/verifier.h"
 
 namespace mixtrain {
 namespace {
@@ -64,7 +64,7 @@ absl::StatusOr<std::string> ReadExternal(const onnx::TensorProto& p, const std::
     return absl::NotFoundError(absl::StrCat(what, ": cannot open external data file '", path, "'"));
   in.seekg(0, std::ios::end);
   int64_t size = in.tellg();
-  if (offset + static_cast<int64_t>(nbytes) > size)
+  if (size < 0 || static_cast<int64_t>(nbytes) > size || offset > size - static_cast<int64_t>(nbytes))
     return absl::InvalidArgumentError(absl::StrCat(what, ": external data file '", path, "' has ",
                                                    size, " bytes, need ", nbytes, " at offset ",
                                                    offset));
@@ -125,16 +125,12 @@ absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p, const std::st
   if (p.has_segment())
     return absl::UnimplementedError(absl::StrCat(what, ": segmented tensors are not supported"));
   std::vector<int64_t> dims(p.dims().begin(), p.dims().end());
-  int64_t numel = 1;
-  for (int64_t d : dims) {
-    if (d < 0)
-      return absl::InvalidArgumentError(absl::StrCat(what, ": negative dim ", d));
-    // Refuse element counts whose byte size would not fit: a corrupt dims list must not make
-    // us allocate petabytes.
-    if (d != 0 && numel > std::numeric_limits<int64_t>::max() / 16 / d)
-      return absl::InvalidArgumentError(absl::StrCat(what, ": dims are too large"));
-    numel *= d;
-  }
+  for (int64_t d : dims)
+    if (d < 0) return absl::InvalidArgumentError(absl::StrCat(what, ": negative dim ", d));
+  // Before reading or allocating anything: a corrupt dims list must not make us allocate
+  // petabytes (nor overflow the byte count the data is checked against).
+  MT_RETURN_IF_ERROR(CheckTensorSize(dims, *dt, what));
+  const int64_t numel = NumElements(dims);
   const size_t elem = DTypeSize(*dt);
   const size_t nbytes = static_cast<size_t>(numel) * elem;
   const bool external = p.data_location() == onnx::TensorProto::EXTERNAL;

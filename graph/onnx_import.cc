@@ -272,6 +272,43 @@ absl::StatusOr<std::unique_ptr<Graph>> BuildGraph(const onnx::ModelProto& m,
   return g;
 }
 
+// What the model declared (value_info, graph outputs) for a value a node computes.
+struct Declared {
+  const Value* value;
+  DType dtype;
+  Shape shape;
+};
+
+std::vector<Declared> DeclaredTypes(const Graph& g) {
+  std::vector<Declared> out;
+  for (const Value* v : g.values())
+    if (v->producer != nullptr && (v->dtype != DType::kUndefined || v->shape.rank_known))
+      out.push_back({v, v->dtype, v->shape});
+  return out;
+}
+
+// After shape inference: what a node computes (its dtype, rank, known dims) may not contradict
+// what the model declared for it; inference keeps the declaration only where it knows less.
+absl::Status CheckDeclaredTypes(const std::vector<Declared>& declared) {
+  for (const Declared& d : declared) {
+    const Value& v = *d.value;
+    const std::string what = absl::StrCat("node '", v.producer->name(), "' (", v.producer->op_type(),
+                                          ") output '", v.name, "'");
+    if (d.dtype != DType::kUndefined && v.dtype != d.dtype)
+      return absl::InvalidArgumentError(absl::StrCat(what, " is declared ", DTypeName(d.dtype),
+                                                     " but the node computes ", DTypeName(v.dtype)));
+    if (!d.shape.rank_known || !v.shape.rank_known) continue;
+    bool conflict = d.shape.rank() != v.shape.rank();
+    for (size_t i = 0; !conflict && i < d.shape.dims.size(); ++i)
+      conflict = d.shape.dims[i].known() && v.shape.dims[i].known() &&
+                 d.shape.dims[i].value != v.shape.dims[i].value;
+    if (conflict)
+      return absl::InvalidArgumentError(absl::StrCat(what, " is declared ", d.shape.ToString(),
+                                                     " but the node computes ", v.shape.ToString()));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ParseModelProto(const std::string& bytes, onnx::ModelProto* model) {
@@ -293,9 +330,15 @@ absl::Status ParseModelProto(const std::string& bytes, onnx::ModelProto* model) 
 absl::StatusOr<std::unique_ptr<Graph>> ImportOnnxModel(const onnx::ModelProto& model,
                                                        const std::string& base_dir) {
   MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, BuildGraph(model, base_dir));
+  // Every check a pass, shape rule or kernel relies on, before any of them sees the graph.
+  MT_RETURN_IF_ERROR(VerifyAcyclic(*g));
   MT_RETURN_IF_ERROR(g->TopoSort());
   MT_RETURN_IF_ERROR(Verify(*g));
+  MT_RETURN_IF_ERROR(VerifySchemas(*g));
+  const std::vector<Declared> declared = DeclaredTypes(*g);
   MT_RETURN_IF_ERROR(InferShapes(*g));
+  MT_RETURN_IF_ERROR(CheckDeclaredTypes(declared));
+  MT_RETURN_IF_ERROR(VerifyTypesAndSizes(*g));
   return g;
 }
 

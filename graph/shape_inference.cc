@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "graph/check.h"
 
@@ -360,7 +361,12 @@ absl::Status InferShapes(Graph& g, ShapeData* data_out) {
       ins.push_back(std::move(t));
     }
     std::vector<TypeInfo> outs;
-    MT_RETURN_IF_ERROR(InferNode(n, g.opset(n.domain()), ins, &outs));
+    if (absl::Status s = InferNode(n, g.opset(n.domain()), ins, &outs); !s.ok()) {
+      // Rules that return a helper's error (BroadcastShapes, MatMulShape) do not name the node.
+      if (absl::StartsWith(s.message(), "node '")) return s;
+      return absl::Status(s.code(), absl::StrCat("node '", n.name(), "' (", n.op_type(), "): ",
+                                                 s.message()));
+    }
     for (size_t i = 0; i < n.num_outputs() && i < outs.size(); ++i)
       if (Value* v = n.output(i)) Merge(outs[i], v);
     if (n.num_outputs() == 1 && n.output(0) != nullptr) {

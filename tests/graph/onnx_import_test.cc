@@ -198,7 +198,12 @@ TEST(OnnxImport, OtherDomainsAreKept) {
 
 TEST(OnnxImport, OpaqueAttributesAndFunctionsSurviveExport) {
   onnx::ModelProto m = IdentityModel();
+  // A custom-domain op: ONNX's Identity has no such attributes (the verifier would refuse them).
+  auto* op = m.add_opset_import();
+  op->set_domain("com.example");
+  op->set_version(1);
   auto* n = m.mutable_graph()->mutable_node(0);
+  n->set_domain("com.example");
   auto* a = n->add_attribute();
   a->set_name("body");
   a->set_type(onnx::AttributeProto::GRAPH);
