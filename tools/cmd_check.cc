@@ -8,6 +8,7 @@
 #include <map>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mixtrain/mixtrain.h"
@@ -39,7 +40,13 @@ int Check(const cli::Args& args) {
   opt.freeze = args.str("freeze");
   opt.trainable = args.str("trainable");
   absl::StatusOr<ModelCheck> r = CheckModel(path, opt);
-  if (!r.ok()) return cli::Fail("check", absl::Status(r.status().code(), absl::StrCat(path, ": ", r.status().message()))) + 1;
+  if (!r.ok()) {
+    const absl::string_view msg = r.status().message();
+    // The importer's errors name the model already; the checker's do not.
+    return cli::Fail("check", absl::Status(r.status().code(), absl::StartsWith(msg, path + ": ")
+                                                                  ? std::string(msg)
+                                                                  : absl::StrCat(path, ": ", msg))) + 1;
+  }
   const bool verbose = args.flag("verbose");
 
   std::printf("%s: %s\n", path.c_str(), r->trains ? "trains" : "does NOT train");

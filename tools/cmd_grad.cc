@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "mixtrain/mixtrain.h"
 #include "mixtrain/status_macros.h"
@@ -39,9 +40,12 @@ absl::Status Grad(const cli::Args& args) {
   opt.freeze = args.str("freeze");
   opt.trainable = args.str("trainable");
   absl::StatusOr<Gradients> g = ComputeGradients(model_path, data, opt);
-  if (!g.ok())
-    return absl::Status(g.status().code(), absl::StrCat(model_path, " with data ", args.str("data"), ": ",
-                                                        g.status().message()));
+  if (!g.ok()) {
+    const absl::string_view msg = g.status().message();
+    if (absl::StartsWith(msg, model_path + ": "))  // the importer named the model already
+      return absl::Status(g.status().code(), absl::StrCat(msg, " (data ", args.str("data"), ")"));
+    return absl::Status(g.status().code(), absl::StrCat(model_path, " with data ", args.str("data"), ": ", msg));
+  }
   TensorMap named{{"loss", g->loss}};
   for (const auto& [param, grad] : g->gradients) named["grad/" + param] = grad;
   MIXTRAIN_RETURN_IF_ERROR(WriteNpz(args.str("out"), named));
