@@ -5,10 +5,12 @@
 //   d scores_i = coef_i * (softmax_i - onehot(y_i)),  d input_i = -coef_i * onehot(y_i)
 // where coef_i = w[y_i] * (dL / sum of w over non-ignored items | dL | dL_i) for
 // reduction mean | sum | none, and 0 for ignored items.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/common/fastmath.h"
 #include "kernels/cpu/grad_util.h"
 #include "kernels/cpu/parallel.h"
 
@@ -70,8 +72,36 @@ absl::StatusOr<LossArgs> ReadLoss(KernelContext& ctx) {
   return a;
 }
 
+// fp32 rows with the classes contiguous (N x C, what the loss pass makes of a language model's
+// N x T x V logits): softmax in float with the vectorizable fm::Exp, written straight into dX.
+void SoftmaxCrossEntropyGradRows(const LossArgs& a, const float* x, float* dx) {
+  ParallelFor(a.N, 4, [&](int64_t b, int64_t e) {
+    for (int64_t n = b; n < e; ++n) {
+      const float* __restrict xp = x + n * a.C;
+      float* __restrict dp = dx + n * a.C;
+      float mx = xp[0];
+#pragma omp simd reduction(max : mx)
+      for (int64_t c = 0; c < a.C; ++c) mx = std::max(mx, xp[c]);
+      float s = 0;
+#pragma omp simd reduction(+ : s)
+      for (int64_t c = 0; c < a.C; ++c) {
+        dp[c] = fm::Exp(xp[c] - mx);
+        s += dp[c];
+      }
+      const float k = a.coef[n] / s;
+#pragma omp simd
+      for (int64_t c = 0; c < a.C; ++c) dp[c] *= k;
+      if (a.label[n] >= 0) dp[a.label[n]] -= a.coef[n];
+    }
+  });
+}
+
 absl::Status SoftmaxCrossEntropyGradKernel(KernelContext& ctx) {
   MT_ASSIGN_OR_RETURN(LossArgs a, ReadLoss(ctx));
+  if (a.D == 1 && ctx.input(1)->dtype == DType::kF32 && ctx.output(0)->dtype == DType::kF32) {
+    SoftmaxCrossEntropyGradRows(a, ctx.input(1)->as<float>(), ctx.output(0)->as<float>());
+    return absl::OkStatus();
+  }
   const std::vector<float> x = ToFloatVector(*ctx.input(1));
   std::vector<float> dx(x.size());
   ParallelFor(a.N * a.D, 16, [&](int64_t b, int64_t e) {

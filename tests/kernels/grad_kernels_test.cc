@@ -2,7 +2,10 @@
 // themselves are checked by finite differences in tests/passes/*gradcheck_test.cc): storage in
 // the low type, arithmetic in fp32, so the low-precision result is the fp32 one up to the
 // rounding of inputs and outputs.
+#include <algorithm>
+#include <cmath>
 #include <random>
+#include <string>
 
 #include <gtest/gtest.h>
 
@@ -87,6 +90,46 @@ TEST(GradKernels, LossesGeluGatherSumTo) {
   CheckLowPrecision("GeluGrad", {RandomF32({10}, 1), RandomF32({10}, 2)}, 1);
   CheckLowPrecision("GatherGrad", {RandomF32({4, 3}, 1), labels, RandomF32({5, 3}, 2)}, 1);
   CheckLowPrecision("SumToShape", {RandomF32({2, 3, 4}, 1), Tensor::FromVector<int64_t>(DType::kI64, {2}, {3, 1})}, 1);
+}
+
+// The fp32 row kernel (N x C, classes contiguous) against the formula in double:
+// dX[n, c] = coef_n * (softmax(x_n)[c] - [c == y_n]), coef_n = w[y_n] * dL / sum of w over
+// non-ignored rows (mean), w[y_n] * dL (sum) or w[y_n] * dL_n (none); 0 for ignored rows.
+// 37 classes, so the vector loops have tails; scores up to +-8 so the softmax is far from uniform.
+TEST(GradKernels, SoftmaxCrossEntropyRowsMatchTheFormula) {
+  constexpr int64_t kN = 6, kC = 37;
+  Tensor x = RandomF32({kN, kC}, 7);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] *= 8;
+  const std::vector<int64_t> y = {0, 36, -100, 5, 36, 17};
+  std::vector<float> w(kC);
+  for (int64_t c = 0; c < kC; ++c) w[c] = 0.25f + 0.1f * static_cast<float>(c % 7);
+  for (const char* reduction : {"mean", "sum", "none"}) {
+    const bool none = std::string(reduction) == "none";
+    std::vector<float> dl_v = none ? std::vector<float>{0.5f, -1, 2, 0.25f, 1.5f, -0.75f} : std::vector<float>{1.7f};
+    Tensor dl = none ? Tensor::FromVector<float>(DType::kF32, {kN}, dl_v) : Tensor::Scalar(dl_v[0]);
+    std::vector<Tensor> ins{dl, x, Tensor::FromVector<int64_t>(DType::kI64, {kN}, y),
+                            Tensor::FromVector<float>(DType::kF32, {kC}, w)};
+    auto n = MakeNode("SoftmaxCrossEntropyLossGrad", ins, 1,
+                      {A::String("reduction", reduction), A::Int("ignore_index", -100)}, "ai.mixtrain");
+    auto r = RunCpuKernel(*n.node, ins);
+    ASSERT_TRUE(r.ok()) << r.status();
+    const Tensor& dx = (*r)[0];
+    double wsum = 0;
+    for (int64_t i = 0; i < kN; ++i) wsum += y[i] == -100 ? 0 : w[y[i]];
+    for (int64_t i = 0; i < kN; ++i) {
+      const float* xp = x.data_as<float>() + i * kC;
+      double mx = xp[0], z = 0;
+      for (int64_t c = 0; c < kC; ++c) mx = std::max<double>(mx, xp[c]);
+      for (int64_t c = 0; c < kC; ++c) z += std::exp(xp[c] - mx);
+      double coef = 0;
+      if (y[i] != -100) coef = w[y[i]] * (none ? dl_v[i] : dl_v[0]) / (std::string(reduction) == "mean" ? wsum : 1.0);
+      for (int64_t c = 0; c < kC; ++c) {
+        const double want = coef * (std::exp(xp[c] - mx) / z - (c == y[i] ? 1.0 : 0.0));
+        EXPECT_NEAR(dx.GetDouble(i * kC + c), want, 2e-6 * std::abs(coef) + 1e-9)
+            << reduction << " row " << i << " class " << c;
+      }
+    }
+  }
 }
 
 // Kernel errors a malformed graph can cause name the node instead of crashing.

@@ -162,6 +162,15 @@ TEST(NnGradCheck, SoftmaxCrossEntropySpatialWeightsIgnore) {
     return outs;  // the loss and log_prob both feed the test loss
   });
 }
+// N x C rows (the fp32 row kernel): class weights and an ignored row.
+TEST(NnGradCheck, SoftmaxCrossEntropyRowsWeightsIgnore) {
+  Check([](G& g) {
+    return Vs{g.Op1("SoftmaxCrossEntropyLoss",
+                    {g.Param("x", {5, 7}, 1), g.Ints({0, 6, -1, 3, 6}),
+                     g.ConstF({7}, {0.5f, 1.0f, 2.0f, 1.5f, 0.25f, 3.0f, 1.0f})},
+                    {A::Int("ignore_index", -1)})};
+  });
+}
 TEST(NnGradCheck, SoftmaxCrossEntropyNone) {
   Check([](G& g) {
     return Vs{g.Op1("SoftmaxCrossEntropyLoss", {g.Param("x", {3, 4}, 1), g.Ints({3, 0, 1})},
