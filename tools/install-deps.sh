@@ -3,7 +3,10 @@
 set -euo pipefail
 pkgs=(cmake ninja-build ccache g++ pkg-config protobuf-compiler libprotobuf-dev libonnx-dev libabsl-dev
       libgtest-dev libgmock-dev libdnnl-dev zlib1g-dev libzip-dev libonnx-testdata
-      dataset-fashion-mnist graphviz)
+      dataset-fashion-mnist graphviz
+      # The asan preset and the fuzzers (.ci/sanitize, docs/fuzzing.md): clang, its sanitizer and
+      # libFuzzer runtimes, and clang's OpenMP.
+      clang libclang-rt-14-dev libomp-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

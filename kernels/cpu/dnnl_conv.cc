@@ -289,7 +289,10 @@ absl::StatusOr<std::unique_ptr<ConvEntry>> BuildConv(const KernelContext& ctx, b
   std::vector<int64_t> dil(s.g.dilations);
   for (int64_t& d : dil) d -= 1;  // oneDNN counts the gaps
 
-  const auto [w_dims, w_strides] = WeightLayout(s, *ctx.input(1), transposed);
+  // Not a structured binding: clang before 16 cannot capture one in the lambda below.
+  const auto w_layout = WeightLayout(s, *ctx.input(1), transposed);
+  const std::vector<int64_t>& w_dims = w_layout.first;
+  const std::vector<int64_t>& w_strides = w_layout.second;
   const std::vector<int64_t> y_prim_dims = e->reach_dims.empty() ? y_dims : e->reach_dims;
   if (f.y_layout == Layout::kBlocked && s.m % dnnl_util::kChannelBlock != 0)
     return ctx.Error(absl::StrCat("channel-blocked Y needs output channels in multiples of ",

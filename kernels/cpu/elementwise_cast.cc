@@ -11,6 +11,8 @@ namespace mixtrain::cpu_ew {
 absl::Status CastBuffer(const KernelContext& ctx, DType from, const void* in, DType to, void* out,
                         int64_t n) {
   absl::Status inner = absl::OkStatus();
+  // The float-source branches read `in` as float, not `src`: clang checks calls that do not
+  // depend on D while S is bool, in branches that only D would discard.
   absl::Status outer = Dispatch(AllStorage{}, from, ctx, [&](auto from_tag) {
     using S = typename decltype(from_tag)::type;
     inner = Dispatch(AllStorage{}, to, ctx, [&](auto to_tag) {
@@ -24,15 +26,15 @@ absl::Status CastBuffer(const KernelContext& ctx, DType from, const void* in, DT
       } else if constexpr (std::is_same_v<S, float> && std::is_same_v<D, ew::bf16>) {
         if (cpu::Avx512Enabled()) {
           ParallelFor(n, kElementwiseGrain, [&](int64_t b, int64_t e) {
-            cpu::avx512::FloatToBFloat16Row(src + b, reinterpret_cast<uint16_t*>(dst + b), e - b);
+            cpu::avx512::FloatToBFloat16Row(static_cast<const float*>(in) + b, reinterpret_cast<uint16_t*>(dst + b), e - b);
           });
         } else {
-          cpu::FloatToBFloat16N(src, reinterpret_cast<uint16_t*>(dst), n);
+          cpu::FloatToBFloat16N(static_cast<const float*>(in), reinterpret_cast<uint16_t*>(dst), n);
         }
       } else if constexpr (std::is_same_v<S, ew::bf16> && std::is_same_v<D, float>) {
         cpu::BFloat16ToFloatN(reinterpret_cast<const uint16_t*>(src), dst, n);
       } else if constexpr (std::is_same_v<S, float> && std::is_same_v<D, ew::f16>) {
-        cpu::FloatToHalfN(src, reinterpret_cast<uint16_t*>(dst), n);
+        cpu::FloatToHalfN(static_cast<const float*>(in), reinterpret_cast<uint16_t*>(dst), n);
       } else if constexpr (std::is_same_v<S, ew::f16> && std::is_same_v<D, float>) {
         cpu::HalfToFloatN(reinterpret_cast<const uint16_t*>(src), dst, n);
       } else {

@@ -6,7 +6,11 @@
 
 #include <cmath>
 
+#if defined(__clang__)  // clang ignores #pragma GCC target
+#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))), apply_to = function)
+#else
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
+#endif
 
 namespace mixtrain::cpu::avx512 {
 namespace {
@@ -247,3 +251,7 @@ void LayerNormRows(const uint16_t* x, uint16_t* y, int64_t rows, int64_t n, cons
 }
 
 }  // namespace mixtrain::cpu::avx512
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif

@@ -16,9 +16,16 @@
 // Zen 4); the function bodies use 16-bit lanes (BW) and 256-bit masked forms (VL). `flatten`
 // inlines everything the function calls: a callee left out of line (GCC declines large ones
 // such as the softmax row) would run its baseline AVX2 copy. Use it on leaf row loops only.
+#if defined(__clang__)
+// clang takes no prefer-vector-width in target() (it drops the whole attribute); its
+// min_vector_width(512) asks for the same 512-bit vectors.
+#define MT_TARGET_AVX512 \
+  __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"), min_vector_width(512), flatten))
+#else
 #define MT_TARGET_AVX512                                                                 \
   __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,prefer-vector-width=512"), \
                  flatten))
+#endif
 
 namespace mixtrain::cpu {
 

@@ -22,7 +22,7 @@ TEST(ElementwiseIntTest, ArithmeticTruncatesAndBroadcasts) {
     Tensor b = Make(t, {3}, {2, -2, 4});
     EXPECT_EQ(Values(RunOp("Add", {a, b})), (std::vector<double>{-5, 5, 13, -7, 98, 4}));
     EXPECT_EQ(Values(RunOp("Sub", {a, b})), (std::vector<double>{-9, 9, 5, -11, 102, -4}));
-    EXPECT_EQ(Values(RunOp("Mul", {a, b})), (std::vector<double>{-14, -14, 36, -18, -200 + 256 * (t == DType::kI8), 0}));
+    EXPECT_EQ(Values(RunOp("Mul", {a, b})), (std::vector<double>{-14, -14, 36, -18, -200. + 256 * (t == DType::kI8), 0}));
     // Integer division truncates toward zero, like C++ and ONNX's reference.
     EXPECT_EQ(Values(RunOp("Div", {a, b})), (std::vector<double>{-3, -3, 2, -4, -50, 0}));
     EXPECT_EQ(Values(RunOp("Max", {a, b})), (std::vector<double>{2, 7, 9, 2, 100, 4}));

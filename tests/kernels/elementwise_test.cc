@@ -156,7 +156,7 @@ TEST(ElementwiseTest, FloatComparisonsGiveBool) {
         Tensor y = RunOp(op, {a, b});
         ASSERT_EQ(y.dtype(), DType::kBool) << op;
         std::vector<double> want =
-            RefMap({a, b}, [&](const std::vector<double>& v) { return ref(v[0], v[1]) ? 1. : 0.; });
+            RefMap({a, b}, [&ref = ref](const std::vector<double>& v) { return ref(v[0], v[1]) ? 1. : 0.; });
         ASSERT_EQ(Values(y), want) << op << " " << DTypeName(t);
       }
     }
