@@ -1,6 +1,7 @@
 // IDX reader over zlib's gzFile, and the Fashion-MNIST loader built on it.
 #include "runtime/idx.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -82,6 +83,8 @@ absl::StatusOr<Tensor> LoadChecked(const std::string& path, int rank) {
 
 absl::StatusOr<Tensor> ReadIdx(const std::string& path) {
   MT_ASSIGN_OR_RETURN(const int fd, OpenRegularFile(path));  // never blocks on a FIFO
+  struct stat st;
+  const int64_t file_bytes = ::fstat(fd, &st) == 0 ? static_cast<int64_t>(st.st_size) : 0;
   GzFile f(gzdopen(fd, "rb"));
   if (!f) {
     ::close(fd);
@@ -114,6 +117,13 @@ absl::StatusOr<Tensor> ReadIdx(const std::string& path) {
     }
     numel *= dims[i];
   }
+  // The data must fit in the file: byte for byte when it is stored plainly, at most deflate's
+  // 1032:1 when gzipped. A forged header is refused before the tensor is allocated.
+  const int64_t data_bytes = numel * static_cast<int64_t>(DTypeSize(dtype));
+  const int64_t room = gzdirect(f.get()) ? file_bytes - 4 - 4 * rank : file_bytes * 1032;
+  if (data_bytes > room)
+    return IdxError(path, absl::StrCat("dims ", absl::StrJoin(dims, "x"), " need ", data_bytes,
+                                       " bytes of data, more than the ", file_bytes, "-byte file can hold"));
   Tensor t(dtype, dims);
   if (t.nbytes() > 0) {
     MT_RETURN_IF_ERROR(ReadExactly(f.get(), t.data(), t.nbytes(), path,

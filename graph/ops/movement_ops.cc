@@ -89,8 +89,12 @@ absl::Status InferReshape(InferContext& ctx) {
         std::all_of(rest_out.begin(), rest_out.end(), [](const Dim& d) { return d.known(); });
     if (in_known && out_known) {
       int64_t pin = 1, pout = 1;
-      for (const Dim& d : rest_in) pin *= d.value;
-      for (const Dim& d : rest_out) pout *= d.value;
+      bool overflow = false;
+      for (const Dim& d : rest_in) overflow |= __builtin_mul_overflow(pin, d.value, &pin);
+      for (const Dim& d : rest_out) overflow |= __builtin_mul_overflow(pout, d.value, &pout);
+      if (overflow)
+        return ctx.Error(absl::StrCat("cannot reshape ", in.shape.ToString(), " to ", Shape(out).ToString(),
+                                      ": the element count overflows int64"));
       if (infer_at >= 0) {
         if (pout == 0 ? pin != 0 : pin % pout != 0)
           return ctx.Error(absl::StrCat("cannot reshape ", in.shape.ToString(), " to ",
@@ -381,7 +385,10 @@ absl::Status InferTile(InferContext& ctx) {
   for (size_t d = 0; d < out.size(); ++d) {
     int64_t k = (*reps)[d];
     if (k < 0) return ctx.Error(absl::StrCat("repeat ", k, " is negative"));
-    if (out[d].known()) out[d] = out[d].value * k;
+    int64_t tiled = 0;
+    if (out[d].known() && __builtin_mul_overflow(out[d].value, k, &tiled))
+      return ctx.Error(absl::StrCat("dim ", d, " of ", in.shape.ToString(), " times ", k, " overflows int64"));
+    if (out[d].known()) out[d] = tiled;
     else if (k != 1) out[d] = k == 0 ? Dim(0) : Dim();
   }
   ctx.output(0).shape = Shape(std::move(out));

@@ -158,7 +158,8 @@ struct Div {
     if constexpr (std::numeric_limits<T>::is_integer) {
       if (b == T(0)) return T(0);
       if constexpr (std::numeric_limits<T>::is_signed) {
-        if (b == T(-1)) return T(0) - a;
+        // -a in the unsigned type: INT_MIN / -1 wraps to INT_MIN instead of overflowing.
+        if (b == T(-1)) return static_cast<T>(std::make_unsigned_t<T>(0) - static_cast<std::make_unsigned_t<T>>(a));
       }
     }
     return a / b;

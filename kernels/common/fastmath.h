@@ -59,7 +59,8 @@ MT_HD float Exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  float y = ScaleByPow2(p, static_cast<int32_t>(n));
+  // NaN x makes n NaN, and converting NaN to int is undefined: use 0 (the result is NaN anyway).
+  float y = ScaleByPow2(p, static_cast<int32_t>(Select(n != n, 0.0f, n)));
   y = Select(x < lo, 0.0f, y);
   y = Select(x > hi, INFINITY, y);
   return Select(x != x, x, y);

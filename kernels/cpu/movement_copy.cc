@@ -140,7 +140,7 @@ void StridedCopy(void* dst, const void* src, size_t esize, const std::vector<int
   }
   ParallelFor(rows, RowGrain(n * esize), [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r)
-      CopyRow(d + r * n * esize, s + OffsetOf(r, l.dims, l.strides) * esize, esize, n, stride);
+      CopyRow(d + r * n * esize, s + OffsetOf(r, l.dims, l.strides) * static_cast<int64_t>(esize), esize, n, stride);
   });
 }
 
