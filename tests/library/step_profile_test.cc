@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <map>
+#include <memory>
 #include <set>
 #include <string>
 
@@ -11,24 +12,31 @@
 namespace mixtrain {
 namespace {
 
-TEST(StepProfile, EveryPhaseAndEveryParameterUpdateIsTimed) {
+// An fp32 Trainer of models/mlp.onnx and a batch of 8 zero examples for it.
+void MlpTrainer(std::unique_ptr<Trainer>* t, TensorMap* batch) {
   TrainConfig c;
   c.precision.preset = TrainConfig::Precision::Preset::kFp32;
-  auto t = Trainer::Create(std::string(MT_SOURCE_DIR) + "/models/mlp.onnx", c);
-  ASSERT_TRUE(t.ok()) << t.status();
-  TensorMap batch;
+  auto made = Trainer::Create(std::string(MT_SOURCE_DIR) + "/models/mlp.onnx", c);
+  ASSERT_TRUE(made.ok()) << made.status();
+  *t = std::move(*made);
   for (const TensorInfo& in : (*t)->BatchInputs()) {
     std::vector<int64_t> dims = in.shape;
     for (int64_t& d : dims) d = d < 0 ? 8 : d;
     auto z = HostTensor::Zeros(in.type, dims);
     ASSERT_TRUE(z.ok());
-    batch[in.name] = *z;
+    (*batch)[in.name] = *z;
   }
-  ASSERT_TRUE((*t)->Step(batch).ok());  // unprofiled
-  EXPECT_TRUE((*t)->Profile().empty());
-  (*t)->SetProfiling(true);
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*t)->Step(batch, {.read_loss = false}).ok());
-  auto rows = (*t)->Profile();
+}
+
+TEST(StepProfile, EveryPhaseAndEveryParameterUpdateIsTimed) {
+  std::unique_ptr<Trainer> t;
+  TensorMap batch;
+  ASSERT_NO_FATAL_FAILURE(MlpTrainer(&t, &batch));
+  ASSERT_TRUE(t->Step(batch).ok());  // unprofiled
+  EXPECT_TRUE(t->Profile().empty());
+  t->SetProfiling(true);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(t->Step(batch, {.read_loss = false}).ok());
+  auto rows = t->Profile();
   ASSERT_FALSE(rows.empty());
   std::set<std::string> phases;
   std::map<std::string, int64_t> adam_calls;
@@ -47,8 +55,8 @@ TEST(StepProfile, EveryPhaseAndEveryParameterUpdateIsTimed) {
   // One multi-tensor Adam node updates every parameter, run once per profiled step.
   ASSERT_EQ(adam_calls.size(), 1u);
   EXPECT_EQ(adam_calls.begin()->second, 3);
-  (*t)->ResetProfile();
-  EXPECT_TRUE((*t)->Profile().empty());
+  t->ResetProfile();
+  EXPECT_TRUE(t->Profile().empty());
 }
 
 // The profile's arithmetic and traffic columns: fc1 of models/mlp.onnx is a [8, 784] x [784, 256]
@@ -59,24 +67,15 @@ uint64_t g_ticks = 0;
 uint64_t Ticks() { return ++g_ticks; }
 
 TEST(StepProfile, CountsFlopsBytesAndAllocations) {
-  TrainConfig c;
-  c.precision.preset = TrainConfig::Precision::Preset::kFp32;
-  auto t = Trainer::Create(std::string(MT_SOURCE_DIR) + "/models/mlp.onnx", c);
-  ASSERT_TRUE(t.ok()) << t.status();
+  std::unique_ptr<Trainer> t;
   TensorMap batch;
-  for (const TensorInfo& in : (*t)->BatchInputs()) {
-    std::vector<int64_t> dims = in.shape;
-    for (int64_t& d : dims) d = d < 0 ? 8 : d;
-    auto z = HostTensor::Zeros(in.type, dims);
-    ASSERT_TRUE(z.ok());
-    batch[in.name] = *z;
-  }
+  ASSERT_NO_FATAL_FAILURE(MlpTrainer(&t, &batch));
   SetHeapAllocationCounter(&Ticks);
-  (*t)->SetProfiling(true);
-  for (int i = 0; i < 2; ++i) ASSERT_TRUE((*t)->Step(batch, {.read_loss = false}).ok());
+  t->SetProfiling(true);
+  for (int i = 0; i < 2; ++i) ASSERT_TRUE(t->Step(batch, {.read_loss = false}).ok());
   SetHeapAllocationCounter(nullptr);
   bool saw_fc1 = false;
-  for (const auto& r : (*t)->Profile()) {
+  for (const auto& r : t->Profile()) {
     EXPECT_EQ(r.allocations, r.calls) << r.node;
     EXPECT_GT(r.bytes, 0) << r.node;
     if (r.node != "node_linear") continue;
