@@ -59,6 +59,10 @@ absl::StatusOr<std::string> ReadExternal(const onnx::TensorProto& p, const std::
   if (length >= 0 && static_cast<size_t>(length) != nbytes)
     return absl::InvalidArgumentError(absl::StrCat(what, ": external data length ", length,
                                                    " does not match the dims (", nbytes, " bytes)"));
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": external data file '", path, "' is not a regular file"));
   std::ifstream in(path, std::ios::binary);
   if (!in)
     return absl::NotFoundError(absl::StrCat(what, ": cannot open external data file '", path, "'"));

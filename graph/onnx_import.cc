@@ -354,6 +354,9 @@ absl::StatusOr<std::unique_ptr<Graph>> ImportOnnxFile(const std::string& path) {
   std::error_code ec;
   if (std::filesystem::is_directory(path, ec))
     return absl::InvalidArgumentError(absl::StrCat(prefix, "is a folder, not an ONNX file"));
+  // A FIFO or device would block or never end: only regular files (symlinks to them) are read.
+  if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
+    return absl::InvalidArgumentError(absl::StrCat(prefix, "is not a regular file"));
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return absl::NotFoundError(absl::StrCat(prefix, "cannot open the file"));
   const int64_t size = in.tellg();

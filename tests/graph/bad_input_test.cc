@@ -1,6 +1,8 @@
 // Bad ONNX input: every case returns an error naming the file / node / value / opset / path, and
 // random mutations of a valid model never crash the importer.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -185,6 +187,17 @@ TEST_F(BadInput, MutationFuzz) {
   }
   std::printf("mutation fuzz: %d cases, %d imported, %d clean errors\n", kCases, ok, errors);
   EXPECT_EQ(ok + errors, kCases);
+}
+
+// A FIFO in place of a model is refused at once (reading it would block until a writer came).
+TEST(BadInputFile, AFifoIsNotReadAsAModel) {
+  const fs::path fifo = fs::temp_directory_path() / ("mt_fifo_model_" + std::to_string(::getpid()) + ".onnx");
+  fs::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  auto g = ImportOnnxFile(fifo.string());
+  fs::remove(fifo);
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(std::string(g.status().message()).find("not a regular file"), std::string::npos) << g.status();
 }
 
 }  // namespace
