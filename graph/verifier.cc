@@ -242,20 +242,21 @@ absl::Status CheckTypes(const Node& n, const onnx::OpSchema& s) {
   return check(s.outputs(), n.outputs(), "output");
 }
 
+// "2", "1 to 3" or "1 or more": a schema's count range as the errors say it.
+std::string CountRange(int min, int max) {
+  if (max == min) return absl::StrCat(min);
+  if (max == std::numeric_limits<int>::max()) return absl::StrCat(min, " or more");
+  return absl::StrCat(min, " to ", max);
+}
+
 absl::Status CheckArity(const Node& n, const onnx::OpSchema& s) {
   const int ins = static_cast<int>(n.num_inputs()), outs = static_cast<int>(n.num_outputs());
   if (ins < s.min_input() || ins > s.max_input())
-    return absl::InvalidArgumentError(absl::StrCat(
-        NodeRef(n), " has ", ins, " inputs; ", SchemaName(s), " takes ", s.min_input(),
-        s.max_input() == s.min_input() ? ""
-        : s.max_input() == std::numeric_limits<int>::max() ? " or more"
-                                                           : absl::StrCat(" to ", s.max_input())));
+    return absl::InvalidArgumentError(absl::StrCat(NodeRef(n), " has ", ins, " inputs; ", SchemaName(s), " takes ",
+                                                   CountRange(s.min_input(), s.max_input())));
   if (outs < s.min_output() || outs > s.max_output())
-    return absl::InvalidArgumentError(absl::StrCat(
-        NodeRef(n), " has ", outs, " outputs; ", SchemaName(s), " makes ", s.min_output(),
-        s.max_output() == s.min_output() ? ""
-        : s.max_output() == std::numeric_limits<int>::max() ? " or more"
-                                                            : absl::StrCat(" to ", s.max_output())));
+    return absl::InvalidArgumentError(absl::StrCat(NodeRef(n), " has ", outs, " outputs; ", SchemaName(s), " makes ",
+                                                   CountRange(s.min_output(), s.max_output())));
   auto required = [&](const std::vector<onnx::OpSchema::FormalParameter>& formals,
                       const std::vector<Value*>& values, const char* kind) -> absl::Status {
     for (size_t i = 0; i < values.size() && !formals.empty(); ++i) {
