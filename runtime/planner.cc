@@ -92,7 +92,7 @@ class Planner {
       const Value* init = g_.FindValue(to);
       if (init == nullptr || !init->is_initializer())
         return absl::NotFoundError(absl::StrCat("state update target '", to, "' is not an initializer"));
-      work.push_back(v);
+      if (req_.run_state_updates) work.push_back(v);
       mutable_inits_.insert(init);
     }
     absl::flat_hash_set<const Value*> seen;
@@ -333,6 +333,7 @@ class Planner {
       plan_->fetch_slots.push_back(it->second);
     }
     for (const auto& [from, to] : req_.state_updates) {
+      if (!req_.run_state_updates) break;
       int src = slot_of_.at(g_.FindValue(from));
       auto it = slot_of_.find(g_.FindValue(to));
       if (it == slot_of_.end() || plan_->slots[it->second].kind != SlotKind::kInitializer)

@@ -37,6 +37,9 @@ struct PlanRequest {
   std::vector<const Tensor*> initializers;
   // (value produced each run, initializer that takes its contents after the run).
   std::vector<std::pair<std::string, std::string>> state_updates;
+  // false: a dry run. The state stays as it is: the update targets still count as changing (never
+  // folded), but nothing writes them and nodes that only feed updates do not run.
+  bool run_state_updates = true;
   // Nodes whose inputs are all known and whose outputs have at most this many elements in all
   // are computed at plan time.
   int64_t fold_limit_elements = 65536;

@@ -15,6 +15,7 @@ namespace mixtrain {
 // a key (no allocation on the hot path).
 struct Session::CachedPlan {
   std::vector<std::string> fetches;
+  bool write_state = true;
   std::vector<bool> fed;
   std::vector<DType> dtypes;
   std::vector<std::vector<int64_t>> dims;
@@ -98,7 +99,8 @@ std::vector<void*> Session::InitializerAddresses() const {
 }
 
 absl::StatusOr<std::string> Session::SignatureKey(const std::map<std::string, Tensor>& feeds,
-                                                  const std::vector<std::string>& fetches) const {
+                                                  const std::vector<std::string>& fetches,
+                                                  bool write_state) const {
   const auto& inputs = graph_->inputs();
   absl::flat_hash_set<std::string> input_names;
   for (const Value* v : inputs) input_names.insert(v->name);
@@ -106,7 +108,7 @@ absl::StatusOr<std::string> Session::SignatureKey(const std::map<std::string, Te
     if (!input_names.contains(name)) return absl::InvalidArgumentError(absl::StrCat("feed '", name, "' is not an input of the graph"));
   // symbol -> (size, input that bound it)
   std::map<std::string, std::pair<int64_t, std::string>> bound;
-  std::string key = absl::StrCat(absl::StrJoin(fetches, ","), "|");
+  std::string key = absl::StrCat(write_state ? "" : "dry|", absl::StrJoin(fetches, ","), "|");
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Value* v = inputs[i];
     auto it = feeds.find(v->name);
@@ -147,8 +149,8 @@ absl::StatusOr<std::string> Session::SignatureKey(const std::map<std::string, Te
 }
 
 bool Session::Matches(const CachedPlan& p, const std::map<std::string, Tensor>& feeds,
-                      const std::vector<std::string>& fetches) const {
-  if (p.fetches != fetches) return false;
+                      const std::vector<std::string>& fetches, bool write_state) const {
+  if (p.fetches != fetches || p.write_state != write_state) return false;
   const auto& inputs = graph_->inputs();
   size_t fed = 0;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -164,9 +166,10 @@ bool Session::Matches(const CachedPlan& p, const std::map<std::string, Tensor>& 
 }
 
 absl::StatusOr<std::unique_ptr<Session::CachedPlan>> Session::MakePlan(
-    const std::map<std::string, Tensor>& feeds, const std::vector<std::string>& fetches) {
+    const std::map<std::string, Tensor>& feeds, const std::vector<std::string>& fetches, bool write_state) {
   const auto& inputs = graph_->inputs();
   PlanRequest req;
+  req.run_state_updates = write_state;
   req.device = options_.device;
   req.fetches = fetches;
   req.state_updates.assign(options_.state_updates.begin(), options_.state_updates.end());
@@ -192,6 +195,7 @@ absl::StatusOr<std::unique_ptr<Session::CachedPlan>> Session::MakePlan(
 
   auto cp = std::make_unique<CachedPlan>();
   cp->fetches = fetches;
+  cp->write_state = write_state;
   for (size_t i = 0; i < inputs.size(); ++i) {
     cp->fed.push_back(req.feeds[i].fed);
     cp->dtypes.push_back(req.feeds[i].dtype);
@@ -205,23 +209,25 @@ absl::StatusOr<std::unique_ptr<Session::CachedPlan>> Session::MakePlan(
 }
 
 absl::StatusOr<Session::CachedPlan*> Session::GetPlan(const std::map<std::string, Tensor>& feeds,
-                                                      const std::vector<std::string>& fetches) {
-  if (last_ != nullptr && Matches(*last_, feeds, fetches)) return last_;
-  MT_ASSIGN_OR_RETURN(std::string key, SignatureKey(feeds, fetches));
+                                                      const std::vector<std::string>& fetches,
+                                                      bool write_state) {
+  if (last_ != nullptr && Matches(*last_, feeds, fetches, write_state)) return last_;
+  MT_ASSIGN_OR_RETURN(std::string key, SignatureKey(feeds, fetches, write_state));
   auto it = plans_.find(key);
   if (it != plans_.end()) return last_ = it->second.get();
-  MT_ASSIGN_OR_RETURN(std::unique_ptr<CachedPlan> cp, MakePlan(feeds, fetches));
+  MT_ASSIGN_OR_RETURN(std::unique_ptr<CachedPlan> cp, MakePlan(feeds, fetches, write_state));
   // Planning may have learned that some contents matter: key the plan on them.
-  MT_ASSIGN_OR_RETURN(key, SignatureKey(feeds, fetches));
+  MT_ASSIGN_OR_RETURN(key, SignatureKey(feeds, fetches, write_state));
   last_ = cp.get();
   plans_[key] = std::move(cp);
   return last_;
 }
 
 absl::StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Tensor>& feeds,
-                                                 const std::vector<std::string>& fetch_names) {
+                                                 const std::vector<std::string>& fetch_names,
+                                                 bool write_state) {
   const std::vector<std::string>& fetches = fetch_names.empty() ? default_fetches_ : fetch_names;
-  MT_ASSIGN_OR_RETURN(CachedPlan* p, GetPlan(feeds, fetches));
+  MT_ASSIGN_OR_RETURN(CachedPlan* p, GetPlan(feeds, fetches, write_state));
   const auto& inputs = graph_->inputs();
   for (size_t i = 0; i < inputs.size(); ++i) {
     auto it = feeds.find(inputs[i]->name);

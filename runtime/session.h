@@ -55,9 +55,12 @@ class Session {
   ~Session();
 
   // Runs the graph on `feeds` (graph input name -> tensor) and returns the fetched values (the
-  // graph outputs when `fetch_names` is empty), in order.
+  // graph outputs when `fetch_names` is empty), in order. `write_state` = false is a dry run: the
+  // state updates (SessionOptions::state_updates) neither run nor write, so the session's state
+  // stays as it was (the precision debugger replays a skipped step this way).
   absl::StatusOr<std::vector<Tensor>> Run(const std::map<std::string, Tensor>& feeds,
-                                          const std::vector<std::string>& fetch_names = {});
+                                          const std::vector<std::string>& fetch_names = {},
+                                          bool write_state = true);
 
   // A host copy of an initializer's current contents.
   absl::StatusOr<Tensor> GetInitializer(const std::string& name) const;
@@ -93,13 +96,14 @@ class Session {
   // Checks the feeds against the graph inputs (dtypes, ranks, fixed dims, one size per symbol)
   // and returns the plan-cache key.
   absl::StatusOr<std::string> SignatureKey(const std::map<std::string, Tensor>& feeds,
-                                           const std::vector<std::string>& fetches) const;
+                                           const std::vector<std::string>& fetches, bool write_state) const;
   bool Matches(const CachedPlan& p, const std::map<std::string, Tensor>& feeds,
-               const std::vector<std::string>& fetches) const;
+               const std::vector<std::string>& fetches, bool write_state) const;
   absl::StatusOr<CachedPlan*> GetPlan(const std::map<std::string, Tensor>& feeds,
-                                      const std::vector<std::string>& fetches);
+                                      const std::vector<std::string>& fetches, bool write_state);
   absl::StatusOr<std::unique_ptr<CachedPlan>> MakePlan(const std::map<std::string, Tensor>& feeds,
-                                                       const std::vector<std::string>& fetches);
+                                                       const std::vector<std::string>& fetches,
+                                                       bool write_state);
   std::vector<void*> InitializerAddresses() const;
 
   std::shared_ptr<const Graph> graph_;
