@@ -72,6 +72,7 @@ pb::TrainConfig ToProto(const TrainConfig& c) {
   MT_SET(p, steps, c.steps);
   MT_SET(p, accumulate, c.accumulate);
   MT_SET(p, device, c.device);
+  MT_SET(p, debug_precision, c.debug_precision);
 
   pb::OptimizerConfig o;
   MT_SET_ENUM(o, kind, c.optimizer.kind, pb::OptimizerConfig::Kind);
@@ -137,6 +138,7 @@ TrainConfig FromProto(const pb::TrainConfig& p) {
   c.steps = p.steps();
   c.accumulate = p.accumulate();
   c.device = p.device();
+  c.debug_precision = p.debug_precision();
   const pb::OptimizerConfig& o = p.optimizer();
   c.optimizer = {static_cast<TC::Optimizer::Kind>(o.kind()), o.lr(), o.beta1(), o.beta2(),
                  o.has_epsilon() ? std::optional<float>(o.epsilon()) : std::nullopt,
@@ -201,6 +203,7 @@ constexpr NumericField kNumericFields[] = {
     MT_FIELD(epochs, NumberRule::Integer(0, kInt32Max)),
     MT_FIELD(steps, NumberRule::Integer(0, kMaxSteps)),
     MT_FIELD(accumulate, NumberRule::Integer(1, kInt32Max)),
+    MT_FIELD(debug_precision, NumberRule::Integer(0, kInt32Max)),
 };
 #undef MT_FIELD
 

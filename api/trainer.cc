@@ -83,6 +83,44 @@ struct Trainer::Impl {
 
 namespace {
 
+ValueStats ToPublic(const PrecisionValue& v) {
+  ValueStats o;
+  o.value = v.value;
+  o.node = v.node;
+  o.op_type = v.op_type;
+  o.phase = StepPhaseName(v.phase);
+  o.dtype = v.dtype == DType::kF16 ? "fp16" : v.dtype == DType::kBF16 ? "bf16" : v.dtype == DType::kF32 ? "fp32" : DTypeName(v.dtype);
+  o.cast_input = v.cast_input;
+  o.inputs = v.inputs;
+  o.consumers = v.consumers;
+  o.elements = v.stats.elements;
+  o.max_abs = v.stats.max_abs;
+  o.nan = v.stats.nan;
+  o.inf = v.stats.inf;
+  o.overflow = v.stats.overflow;
+  o.underflow = v.stats.underflow;
+  o.subnormal = v.stats.subnormal;
+  o.zero = v.stats.zero;
+  return o;
+}
+
+NonFiniteReport ToPublic(const PrecisionDiagnosis& d) {
+  NonFiniteReport o;
+  o.step = d.step;
+  o.value = ToPublic(d.value);
+  for (const PrecisionValue& v : d.inputs) o.inputs.push_back(ToPublic(v));
+  return o;
+}
+
+PrecisionStatistics ToPublic(const PrecisionReport& r) {
+  PrecisionStatistics o;
+  o.steps = r.steps;
+  for (const PrecisionValue& v : r.values) o.values.push_back(ToPublic(v));
+  for (const PrecisionDiagnosis& d : r.skipped) o.skipped.push_back(ToPublic(d));
+  o.skipped_steps = r.skipped_steps;
+  return o;
+}
+
 absl::StatusOr<StepResult> RunStep(api::RtTrainer& rt, const TensorMap& batch, StepOptions options) {
   return api::Guarded("Trainer::Step", [&]() -> absl::StatusOr<StepResult> {
     MT_ASSIGN_OR_RETURN(api::RtStepResult r, rt.Step(api::ToTensors(batch), options.read_loss));
@@ -92,6 +130,8 @@ absl::StatusOr<StepResult> RunStep(api::RtTrainer& rt, const TensorMap& batch, S
     out.skipped = r.skipped;
     out.learning_rate = r.lr;
     out.step = rt.calls();
+    out.precision_measured = r.precision_gathered;
+    if (r.nonfinite) out.nonfinite = ToPublic(*r.nonfinite);
     return out;
   });
 }
@@ -237,6 +277,15 @@ std::vector<Trainer::NodeTime> Trainer::Profile() const {
     out.push_back({t.node->name(), t.node->op_type(), StepPhaseName(t.phase), t.calls, t.seconds,
                    t.allocations, t.flops, t.bytes});
   return out;
+}
+
+absl::StatusOr<PrecisionStatistics> Trainer::PrecisionStats(StatisticsOf which) const {
+  auto lock = impl_->Lock();
+  const PrecisionDebugger* d = impl_->rt->precision_debugger();
+  if (d == nullptr)
+    return absl::FailedPreconditionError("the precision debugger is off: set TrainConfig::debug_precision to N > 0");
+  if (which == StatisticsOf::kSummary) return ToPublic(d->summary());
+  return d->last() ? ToPublic(*d->last()) : PrecisionStatistics{};
 }
 
 void Trainer::ResetProfile() {

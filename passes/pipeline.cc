@@ -106,6 +106,7 @@ absl::StatusOr<TrainingRecipe> ResolveTrainingRecipe(const pb::TrainConfig& c, c
   MT_ASSIGN_OR_RETURN(r.optimizer, Optimizer(c));
   r.optimizer.unscale = r.scaling;
   r.optimizer.dynamic_scale = r.dynamic_scaling;
+  r.debug_precision = c.debug_precision() > 0;
   return r;
 }
 
@@ -140,6 +141,12 @@ absl::StatusOr<std::vector<std::string>> BuildTrainingStep(Graph& g, const Train
   ps.push_back(MakeCleanupPass());
   MT_RETURN_IF_ERROR(RunPasses(g, std::move(ps)));
   MT_RETURN_IF_ERROR(InferShapes(g));
+  if (r.debug_precision) {  // last, so it watches the nodes that run, under their final names
+    ps.clear();
+    ps.push_back(MakePrecisionStatsPass());
+    MT_RETURN_IF_ERROR(RunPasses(g, std::move(ps)));
+    MT_RETURN_IF_ERROR(InferShapes(g));
+  }
   return params;
 }
 

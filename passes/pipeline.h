@@ -6,7 +6,7 @@
 // prints is what `train` runs:
 //
 //   import -> canonicalize -> [step] train_mode -> loss -> precision -> loss_scale -> autodiff
-//                                    -> optimizer -> cleanup
+//                                    -> optimizer -> cleanup [-> precision_stats]
 //                          -> [eval] inference form -> loss -> precision -> cleanup
 //                          -> [export] inference form -> precision (half) -> cleanup -> weight casts
 #pragma once
@@ -35,6 +35,7 @@ struct TrainingRecipe {
   LossOptions loss;  // output and labels resolved against the model
   TrainableSelection params;
   OptimizerOptions optimizer;
+  bool debug_precision = false;  // the precision debugger's statistics (MakePrecisionStatsPass)
 };
 
 // Resolves `config` for `model` (its first output when the config names none). `native_bf16`:

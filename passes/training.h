@@ -22,6 +22,26 @@ inline constexpr char kLrName[] = "lr";                        // f32 scalar inp
 inline constexpr char kApplyName[] = "apply";                  // bool scalar input (accumulation)
 inline constexpr char kFoundInfName[] = "found_inf";           // bool scalar output
 
+inline constexpr char kPrecisionStatsName[] = "precision_stats";  // f32 [K, 8] output (debugger)
+
+// Where a training-step node belongs, from the names the passes give the nodes they add: the
+// loss and loss-scale passes "loss/...", "loss_scale/...", autodiff "<node>/grad/...", the
+// optimizer pass "adam/", "sgd/", "adagrad/", "amp/", "step/", "clip/", "accum/", the precision
+// debugger "precision_stats/"; everything else is the model's forward.
+enum class StepPhase { kForward, kLoss, kBackward, kOptimizer, kDebug };
+StepPhase PhaseOf(const Node& n);
+const char* StepPhaseName(StepPhase p);
+
+// The precision debugger's statistics (DESIGN.md, "Seeing the precision"): one
+// ai.mixtrain.PrecisionStats per float value the step computes before the optimizer (the outputs
+// of forward, loss and backward nodes, and the float graph inputs), placed right after its
+// producer so no tensor lives longer, all concatenated into the output "precision_stats" [K, 8].
+// A Cast from fp32 to a low type is measured on its fp32 input against the low type's range, so
+// its overflow and flush-to-zero counts are exact. Row k's node carries the attributes `value`
+// (the watched value), `node` (its producer, "" for a graph input), `cast_input` and `to`.
+// Nothing else reads the rows: a run that does not fetch "precision_stats" skips them all.
+std::unique_ptr<Pass> MakePrecisionStatsPass();
+
 struct LossScaleOptions {
   float init_scale = 65536.0f;
 };

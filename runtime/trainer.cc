@@ -125,7 +125,8 @@ std::string ModelDifference(const pb::ModelSignature& saved, const pb::ModelSign
 // the device. Every other field shapes the trajectory and must be equal.
 bool MayDiffer(const std::string& field) {
   static const absl::flat_hash_set<std::string> kFields = {
-      "model", "steps", "epochs", "device", "data.path", "data.dataset", "data.labels_key"};
+      "model", "steps", "epochs", "device", "data.path", "data.dataset", "data.labels_key",
+      "debug_precision"};
   return kFields.contains(field);
 }
 
@@ -168,25 +169,6 @@ std::string PrecisionText(const ResolvedPrecision& p) {
 
 
 }  // namespace
-
-StepPhase PhaseOf(const Node& n) {
-  const std::string& name = n.name();
-  if (name.find("/grad") != std::string::npos) return StepPhase::kBackward;
-  if (name.rfind("loss/", 0) == 0 || name.rfind("loss_scale/", 0) == 0) return StepPhase::kLoss;
-  for (const char* p : {"adam/", "adamw/", "sgd/", "adagrad/", "amp/", "step/", "clip/", "accum/"})
-    if (name.rfind(p, 0) == 0) return StepPhase::kOptimizer;
-  return StepPhase::kForward;
-}
-
-const char* StepPhaseName(StepPhase p) {
-  switch (p) {
-    case StepPhase::kForward: return "forward";
-    case StepPhase::kLoss: return "loss";
-    case StepPhase::kBackward: return "backward";
-    case StepPhase::kOptimizer: return "optimizer";
-  }
-  return "?";
-}
 
 std::vector<StepNodeTime> Trainer::Profile() const {
   std::vector<StepNodeTime> out;
@@ -253,6 +235,9 @@ absl::Status Trainer::Build(std::unique_ptr<Graph> model) {
   }
   train_graph_ = std::shared_ptr<Graph>(g.release());
   MT_ASSIGN_OR_RETURN(train_, Session::Create(std::const_pointer_cast<const Graph>(train_graph_), so));
+  if (recipe.debug_precision) {
+    MT_ASSIGN_OR_RETURN(debugger_, PrecisionDebugger::Create(*train_graph_));
+  }
 
   // --- the eval graph: inference form, same loss and precision ---
   std::unique_ptr<Graph> e = model->Clone();
@@ -308,18 +293,49 @@ absl::StatusOr<StepResult> Trainer::Step(const std::map<std::string, Tensor>& ba
       feeds.emplace(in->name, it->second);
     }
   }
-  if (read_loss && precision_.scaling != "off") {
+  const int64_t every = config_.debug_precision();
+  const bool gather = debugger_ != nullptr && calls_ % every == 0;
+  if ((read_loss || debugger_ != nullptr) && precision_.scaling != "off") {
     MT_ASSIGN_OR_RETURN(Tensor s, train_->GetInitializer(kLossScaleName));
     r.loss_scale = s.data_as<float>()[0];
   }
   std::vector<std::string> fetch = {kFoundInfName};
   if (read_loss) fetch.push_back(kLossName);
+  if (gather) fetch.push_back(kPrecisionStatsName);
   MT_ASSIGN_OR_RETURN(std::vector<Tensor> out, train_->Run(feeds, fetch));
   r.skipped = out[0].data_as<uint8_t>()[0] != 0;
   r.loss = read_loss ? static_cast<float>(out[1].GetDouble(0)) : std::numeric_limits<float>::quiet_NaN();
+  if (gather || (debugger_ != nullptr && r.skipped)) {
+    Tensor stats;
+    if (gather) {
+      stats = out.back();
+    } else {
+      MT_ASSIGN_OR_RETURN(stats, RerunForStatistics(feeds, r.loss_scale));
+    }
+    auto init = [&](const std::string& name) { return train_->GetInitializer(name); };
+    MT_ASSIGN_OR_RETURN(r.nonfinite, debugger_->Record(stats, calls_ + 1, r.skipped, init));
+    r.precision_gathered = true;
+  }
   ++calls_;
   eval_stale_ = true;
   return r;
+}
+
+absl::StatusOr<Tensor> Trainer::RerunForStatistics(const std::map<std::string, Tensor>& feeds, float loss_scale) {
+  // The step just run, again, as a dry run (no state written): the same batch, the loss scale it
+  // used (a dynamic scaler has backed off since) and the same random draws (dropout).
+  const uint64_t runs = train_->run_count();
+  std::optional<Tensor> scale_after;
+  if (precision_.scaling != "off") {
+    MT_ASSIGN_OR_RETURN(scale_after, train_->GetInitializer(kLossScaleName));
+    MT_RETURN_IF_ERROR(train_->SetInitializer(kLossScaleName, Tensor::Scalar(loss_scale)));
+  }
+  train_->set_run_count(runs - 1);
+  absl::StatusOr<std::vector<Tensor>> out = train_->Run(feeds, {kPrecisionStatsName}, /*write_state=*/false);
+  train_->set_run_count(runs);
+  if (scale_after) MT_RETURN_IF_ERROR(train_->SetInitializer(kLossScaleName, *scale_after));
+  if (!out.ok()) return out.status();
+  return (*out)[0];
 }
 
 absl::Status Trainer::SyncEval() {

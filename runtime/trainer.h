@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,7 +17,9 @@
 #include "absl/status/statusor.h"
 #include "graph/graph.h"
 #include "passes/precision_policy.h"
+#include "passes/training.h"
 #include "proto/mixtrain_pb.h"
+#include "runtime/precision_debugger.h"
 #include "runtime/session.h"
 
 namespace mixtrain {
@@ -26,6 +29,8 @@ struct StepResult {
   float loss_scale = 1;  // the scale used by this step (1 without loss scaling)
   bool skipped = false;  // an inf/NaN gradient skipped the update
   float lr = 0;          // learning rate of this step
+  bool precision_gathered = false;  // the precision debugger measured this step
+  std::optional<PrecisionDiagnosis> nonfinite;  // a skipped step's first non-finite value
 };
 
 struct EvalResult {
@@ -41,13 +46,6 @@ struct ResolvedPrecision {
   std::string scaling;  // off | static | dynamic
   std::string note;     // why --dtype=auto chose what it did, when the user should know
 };
-
-// Where a training-step node's time goes, from the names the passes give the nodes they add:
-// the loss and loss-scale passes "loss/...", "loss_scale/...", autodiff "<node>/grad/...", the optimizer pass "adam/", "sgd/",
-// "adagrad/", "amp/", "step/", "clip/", "accum/"; everything else is the model's forward.
-enum class StepPhase { kForward, kLoss, kBackward, kOptimizer };
-StepPhase PhaseOf(const Node& n);
-const char* StepPhaseName(StepPhase p);
 
 struct StepNodeTime {
   const Node* node = nullptr;
@@ -106,6 +104,10 @@ class Trainer {
   void ResetProfile() { train_->ResetProfile(); }
   const ResolvedPrecision& precision() const { return precision_; }
   const pb::TrainConfig& config() const { return config_; }
+  // The precision debugger (config.debug_precision = N > 0): statistics of every N-th step (the
+  // first included) and of every skipped step, which a dry rerun measures when it was not one of
+  // them. Null when the debugger is off.
+  const PrecisionDebugger* precision_debugger() const { return debugger_.get(); }
   // Learning rate for update number `update` (0-based) by the schedule.
   float LearningRate(int64_t update) const;
   // Step() calls the whole run will make; schedules that need the run's length (cosine) use it.
@@ -119,6 +121,8 @@ class Trainer {
  private:
   Trainer() = default;
   absl::Status Build(std::unique_ptr<Graph> model);
+  // The precision statistics of the step just run, measured by a dry rerun of it.
+  absl::StatusOr<Tensor> RerunForStatistics(const std::map<std::string, Tensor>& feeds, float loss_scale);
   // Copies trained parameters and BN statistics into the eval session.
   absl::Status SyncEval();
 
@@ -135,6 +139,7 @@ class Trainer {
   int64_t calls_ = 0;
   int64_t total_steps_ = 0;
   pb::ModelSignature signature_;  // of model_ and params_, saved with checkpoints
+  std::unique_ptr<PrecisionDebugger> debugger_;
 };
 
 // The checkpoint file format: "MXTRCKPT", version (u32 LE), payload length (u64 LE), the

@@ -114,6 +114,9 @@ struct TrainConfig {
   int64_t steps = 0;       // planned steps (the cosine schedule's horizon)
   int32_t accumulate = 1;  // gradient accumulation: every N-th Step applies the update
   std::string device = "auto";  // cpu or auto
+  // The precision debugger (Trainer::PrecisionStatistics): per-value statistics every N steps
+  // and a diagnosis of every skipped step; 0 = off. The other steps do no extra work.
+  int32_t debug_precision = 0;
 
   // Parses a text-format TrainConfig (a `--config` file's contents); unset fields keep defaults.
   // Syntax errors name the line and field; the parsed values are then checked by Validate().

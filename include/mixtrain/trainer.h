@@ -35,12 +35,51 @@ struct StepOptions {
   bool read_loss = true;
 };
 
+// The precision debugger (TrainConfig::debug_precision = N). One watched tensor: every float value
+// the step computes before the optimizer (the outputs of the model's forward, the loss and the
+// backward) and the float batch inputs, measured in the graph against the range of its dtype.
+struct ValueStats {
+  std::string value;     // the tensor (for a Cast to a low type: the Cast's output)
+  std::string node;      // its producer; "" for a batch input or an initializer
+  std::string op_type;   // the producer's op ("initializer" for a weight)
+  std::string phase;     // forward, loss or backward
+  std::string dtype;     // fp32, fp16, bf16: the type whose range it is measured against
+  bool cast_input = false;  // measured on the fp32 input of a Cast to `dtype`: exact counts of
+                            // what the conversion turns into inf (overflow) or 0 (underflow)
+  std::vector<std::string> inputs;     // the producer's inputs
+  std::vector<std::string> consumers;  // the nodes that read it
+  int64_t elements = 0;  // summed over the steps measured
+  float max_abs = 0;     // largest finite |x|
+  int64_t nan = 0, inf = 0;
+  int64_t overflow = 0;   // finite but beyond the dtype's range: becomes inf (cast inputs only)
+  int64_t underflow = 0;  // non-zero but below half the smallest subnormal: flushed to 0 (cast inputs)
+  int64_t subnormal = 0;  // among the dtype's subnormals (precision lost)
+  int64_t zero = 0;       // exactly 0 (in a low-precision output: true zeros and flushed values)
+};
+
+// What made a step skip: the first watched value, in graph order, holding inf or NaN (or
+// overflowing the Cast it feeds), with the statistics of its producer's inputs in that step.
+struct NonFiniteReport {
+  int64_t step = 0;  // 1-based Step() call
+  ValueStats value;
+  std::vector<ValueStats> inputs;
+};
+
+struct PrecisionStatistics {
+  int64_t steps = 0;               // steps measured (every N-th, and every skipped one)
+  std::vector<ValueStats> values;  // in graph order; counts summed over the steps
+  std::vector<NonFiniteReport> skipped;  // one per diagnosed skipped step (the first 1000)
+  int64_t skipped_steps = 0;             // skipped steps diagnosed in all
+};
+
 struct StepResult {
   std::optional<float> loss;  // unscaled loss of the batch; empty when not read
   float loss_scale = 1;       // the scale this step used (1 without loss scaling; read with the loss)
   bool skipped = false;       // an inf/NaN gradient made the step skip the update
   float learning_rate = 0;    // the schedule's learning rate for this step
   int64_t step = 0;           // Step() calls so far, this one included
+  bool precision_measured = false;        // the precision debugger measured this step
+  std::optional<NonFiniteReport> nonfinite;  // debugger on and the step skipped: what overflowed
 };
 
 struct EvalResult {
@@ -145,6 +184,15 @@ class Trainer {
   void ResetProfile();
   ResolvedPrecision precision() const;
   const TrainConfig& config() const;
+
+  // The precision debugger's statistics (TrainConfig::debug_precision = N > 0): every N-th step
+  // (the first included) runs with the statistics nodes and copies them back; the other steps do
+  // no extra work and no extra synchronization. A skipped step that was not measured is measured
+  // by a dry rerun (same batch, loss scale and random draws; nothing written), so every skipped
+  // step is diagnosed. `which`: kSummary sums every measured step; kLast is the latest alone.
+  // FailedPrecondition when the debugger is off; kLast before any measured step is empty.
+  enum class StatisticsOf { kSummary, kLast };
+  absl::StatusOr<PrecisionStatistics> PrecisionStats(StatisticsOf which = StatisticsOf::kSummary) const;
 
  private:
   struct Impl;
