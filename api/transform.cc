@@ -149,6 +149,22 @@ absl::StatusOr<TransformedModel> TransformModel(const std::string& model_path, c
       return out;
     }
     MT_RETURN_IF_ERROR(InferShapes(*g));
+    if (!options.node_risk.empty()) {
+      absl::flat_hash_map<std::string, Node*> nodes;
+      for (const auto& n : g->nodes()) nodes[n->name()] = n.get();
+      for (const auto& [name, risk] : options.node_risk) {
+        auto it = nodes.find(name);
+        if (it == nodes.end()) {
+          out.risk_nodes_missing.push_back(name);
+        } else {
+          it->second->annotations()["risk"] = risk;
+        }
+      }
+      if (out.risk_nodes_missing.size() == options.node_risk.size())
+        return absl::InvalidArgumentError(absl::StrCat(
+            "none of the ", options.node_risk.size(), " nodes with a measured risk is in this graph (statistics of "
+            "another model, or the graph is not the training step: dump with passes=train)"));
+    }
     out.graph = format == GraphFormat::kDot ? GraphToDot(*g) : GraphToText(*g);
     if (stage || std::find(names.begin(), names.end(), "precision") != names.end()) {
       out.precision_report = PrecisionReport(*g);

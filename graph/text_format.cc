@@ -59,6 +59,15 @@ bool IsCast(const Node& n) {
   return n.domain().empty() && (n.op_type() == "Cast" || n.op_type() == "CastLike");
 }
 
+// Fill colours of the precision debugger's risks (ColorBrewer-like, distinct from the dtypes').
+const char* RiskColor(const std::string& risk) {
+  if (risk == "non-finite") return "#d62728";
+  if (risk == "overflow") return "#ff7f0e";
+  if (risk == "near-overflow") return "#ffd92f";
+  if (risk == "underflow") return "#6baed6";
+  return "#cccccc";
+}
+
 }  // namespace
 
 DType ComputeDType(const Node& n) {
@@ -123,7 +132,13 @@ std::string GraphToDot(const Graph& g) {
     const Node& n = *g.nodes()[i];
     std::string id = absl::StrCat("n", i);
     const Style& s = StyleFor(ComputeDType(n));
-    if (IsCast(n)) {
+    if (auto risk = n.annotations().find("risk"); risk != n.annotations().end()) {
+      // Measured by the precision debugger (`dump --stats`): filled by risk, the reason below.
+      const std::string word = risk->second.substr(0, risk->second.find(':'));
+      absl::StrAppend(&out, "  ", id, " [shape=", IsCast(n) ? "diamond" : "box", ", penwidth=3, fillcolor=\"",
+                      RiskColor(word), "\", label=\"", Quote(n.name()), "\\n", Quote(OpName(n)), " (", s.label,
+                      ")\\n", Quote(risk->second.substr(0, 120)), "\"];\n");
+    } else if (IsCast(n)) {
       absl::StrAppend(&out, "  ", id, " [shape=diamond, penwidth=3, color=\"#d62728\", fillcolor=\"",
                       s.color, "\", label=\"", Quote(n.name()), "\\n", Quote(OpName(n)), " to ",
                       s.label, "\"];\n");
@@ -156,7 +171,17 @@ std::string GraphToDot(const Graph& g) {
     absl::StrAppend(&out, "    legend_", s->label, " [shape=box, fillcolor=\"", s->color,
                     "\", label=\"", s->label, "\"];\n");
   out += "    legend_cast [shape=diamond, penwidth=3, color=\"#d62728\", fillcolor=white, "
-         "label=\"Cast\"];\n  }\n}\n";
+         "label=\"Cast\"];\n  }\n";
+  bool marked = false;
+  for (const auto& n : g.nodes()) marked |= n->annotations().contains("risk");
+  if (marked) {
+    out += "  subgraph cluster_risk {\n    label=\"measured risk (dump --stats)\";\n    fontsize=10;\n";
+    for (const char* r : {"non-finite", "overflow", "near-overflow", "underflow"})
+      absl::StrAppend(&out, "    \"risk_", r, "\" [shape=box, penwidth=3, fillcolor=\"", RiskColor(r), "\", label=\"", r,
+                      "\"];\n");
+    out += "  }\n";
+  }
+  out += "}\n";
   return out;
 }
 

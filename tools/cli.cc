@@ -74,6 +74,7 @@ const std::vector<NumericFlag>& NumericFlags() {
       Field("loss-scale", "loss_scaler.init_scale", {"dynamic", "off"}),
       Field("growth-interval", "loss_scaler.growth_interval"),
       Field("accumulate", "accumulate"),
+      Field("debug-precision", "debug_precision"),
       Field("epochs", "epochs"),
       Field("steps", "steps"),
       Field("batch-size", "data.batch_size"),  // train; bench's random batch
@@ -85,6 +86,9 @@ const std::vector<NumericFlag>& NumericFlags() {
       Own("log-every", NumberRule::Integer(1, kMaxCount)),
       Own("warmup", NumberRule::Integer(0, 1e6)),  // bench
       Own("iters", NumberRule::Integer(1, 1e6)),   // bench
+      Own("smooth", NumberRule::Float(0, 1, false, true)),  // plot: the loss EMA's factor, [0, 1)
+      Own("width", NumberRule::Integer(200, 10000)),        // plot
+      Own("height", NumberRule::Integer(150, 10000)),       // plot
   };
   return *flags;
 }
@@ -132,6 +136,8 @@ absl::StatusOr<Args> Args::Parse(const std::vector<std::string>& argv,
         return absl::InvalidArgumentError(
             absl::StrCat("flag --", name, " takes true or false, not '", value, "'"));
       value = (value == "1" || value == "true") ? "true" : "false";
+    } else if (!has_value && !spec->bare_value.empty()) {
+      value = spec->bare_value;
     } else if (!has_value) {
       return absl::InvalidArgumentError(absl::StrCat("flag --", name, " needs a value: --", name, "=..."));
     }

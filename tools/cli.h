@@ -23,6 +23,7 @@ struct FlagSpec {
   std::string default_value;  // shown in --help; "" = no default
   std::string help;
   bool is_bool = false;       // --x, --x=true|false, --no-x
+  std::string bare_value;     // non-empty: a valued flag given as plain --x takes this value
 };
 
 // A numeric flag: the values it takes. A flag that sets a TrainConfig field takes that field's

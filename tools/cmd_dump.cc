@@ -9,6 +9,7 @@
 #include "mixtrain/mixtrain.h"
 #include "mixtrain/status_macros.h"
 #include "tools/cli.h"
+#include "tools/precision_report.h"
 
 namespace mixtrain {
 namespace {
@@ -43,10 +44,20 @@ absl::Status RunDump(const cli::Args& args) {
   options.loss = args.str("loss");
   options.class_axis = static_cast<int32_t>(args.integer("class-axis"));
   options.optimizer = args.str("optimizer");
+  if (args.has("stats")) {
+    if (format == "onnx")
+      return absl::InvalidArgumentError("--stats marks nodes in the text or DOT rendering, not in --format=onnx");
+    MIXTRAIN_ASSIGN_OR_RETURN(cli::PrecisionStatsFile f, cli::ReadPrecisionStats(args.str("stats")));
+    options.node_risk = cli::NodeRisks(f);
+  }
   const GraphFormat graph_format = format == "onnx" ? GraphFormat::kOnnx
                                    : format == "dot" ? GraphFormat::kDot
                                                      : GraphFormat::kText;
   MIXTRAIN_ASSIGN_OR_RETURN(TransformedModel m, TransformModel(model_path, options, graph_format, out));
+  if (!m.risk_nodes_missing.empty()) {
+    std::fprintf(stderr, "mixtrain dump: --stats: %zu of %zu marked nodes are not in this graph (first: '%s')\n",
+                 m.risk_nodes_missing.size(), options.node_risk.size(), m.risk_nodes_missing[0].c_str());
+  }
   // The text holds the precision report; with DOT, stdout or --out holds the graph alone.
   if (graph_format == GraphFormat::kDot && !m.precision_report.empty())
     std::fputs(m.precision_report.c_str(), stderr);
@@ -69,6 +80,11 @@ MT_REGISTER_COMMAND(
                  .help = absl::StrCat("comma-separated passes to run first, in order; canonicalize "
                                       "runs before them, as before training (known: ",
                                       absl::StrJoin(TransformPassNames(), ", "), ")")},
+                {.name = "stats",
+                 .default_value = "",
+                 .help = "precision statistics (train --debug-precision-out): mark each node by its measured risk "
+                         "(non-finite, overflow, near-overflow, underflow); use with --passes=train and the run's "
+                         "--dtype/--policy so the node names match"},
                 {.name = "format",
                  .default_value = "text",
                  .help = "text (one line per node and a summary), dot (Graphviz, coloured by "

@@ -14,6 +14,7 @@
 #include "mixtrain/mixtrain.h"
 #include "mixtrain/status_macros.h"
 #include "tools/cli.h"
+#include "tools/precision_report.h"
 #include "tools/step_profile.h"
 
 namespace mixtrain {
@@ -115,6 +116,8 @@ absl::Status ApplyFlags(const cli::Args& a, TrainConfig& c) {
       MIXTRAIN_RETURN_IF_ERROR(c.SetNumber("loss_scaler.init_scale", a.number("loss-scale")));
     }
   }
+  if (a.has("debug-precision")) MIXTRAIN_RETURN_IF_ERROR(c.SetNumber("debug_precision", a.number("debug-precision")));
+  if (a.has("debug-precision-out") && c.debug_precision == 0) c.debug_precision = 1;
   if (c.epochs < 1 && c.steps < 1) return absl::InvalidArgumentError("--epochs or --steps must be >= 1");
   return absl::OkStatus();
 }
@@ -126,7 +129,7 @@ absl::StatusOr<std::map<std::string, std::string>> CheckPaths(const cli::Args& a
   if (!c.data.path.empty()) MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("--data", c.data.path));
   if (a.has("resume")) MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("--resume", a.str("resume")));
   std::map<std::string, std::string> outputs;  // flag -> path
-  for (const char* flag : {"save", "export", "log-json"}) {
+  for (const char* flag : {"save", "export", "log-json", "debug-precision-out"}) {
     if (!a.has(flag)) continue;
     const std::string path = a.str(flag);
     MIXTRAIN_RETURN_IF_ERROR(cli::CheckOutputPath(absl::StrCat("--", flag), path));
@@ -295,7 +298,8 @@ absl::Status RunTrain(const cli::Args& a) {
   // --profile: every step after the first (which builds the plans and primitives) is timed.
   const bool profile = a.flag("profile");
   const int64_t first_step = t.steps_taken();
-  int64_t skipped = 0;
+  int64_t skipped = 0, diagnosed = 0;
+  constexpr int64_t kShownDiagnoses = 5;
   double window_ms = 0, loss_ema = NAN;
   int64_t window_n = 0;
   auto t0 = Clock::now();
@@ -314,6 +318,12 @@ absl::Status RunTrain(const cli::Args& a) {
       window_ms += ms;
       ++window_n;
       skipped += r.skipped;
+      if (r.nonfinite && ++diagnosed <= kShownDiagnoses) {
+        if (tty) std::fprintf(stderr, "\n");
+        std::fprintf(stderr, "mixtrain train: %s\n", cli::DescribeNonFinite(*r.nonfinite).c_str());
+        if (diagnosed == kShownDiagnoses)
+          std::fprintf(stderr, "mixtrain train: (further skipped steps are diagnosed in the summary)\n");
+      }
       if (!std::isnan(loss)) loss_ema = std::isnan(loss_ema) ? loss : 0.9 * loss_ema + 0.1 * loss;
       if (json)  // NaN and infinities as null: JSON has no literal for them
         std::fprintf(json, "{\"step\": %lld, \"loss\": %s, \"loss_scale\": %s, \"skipped\": %s, \"lr\": %s, \"ms\": %.4f}\n",
@@ -359,6 +369,22 @@ absl::Status RunTrain(const cli::Args& a) {
   std::printf("trained %lld steps in %.1f s (%lld skipped)\n", static_cast<long long>(t.steps_taken()), secs,
               static_cast<long long>(skipped));
   if (profile) cli::PrintStepProfile(t.Profile(), t.steps_taken() - first_step - 1);
+  // The precision report is written even when every step skipped: that is when it is needed.
+  if (c.debug_precision > 0) {
+    MIXTRAIN_ASSIGN_OR_RETURN(PrecisionStatistics ps, t.PrecisionStats());
+    cli::PrintPrecisionSummary(ps, stdout);
+    if (outputs.contains("debug-precision-out")) {
+      MIXTRAIN_ASSIGN_OR_RETURN(auto f, cli::AtomicOutputFile::Open("--debug-precision-out",
+                                                                     outputs.at("debug-precision-out")));
+      const std::string text = cli::PrecisionStatsToJson(
+          ps, c.model, p.low_type == ElementType::kFloat16 ? "fp16" : p.low_type == ElementType::kBFloat16 ? "bf16" : "fp32");
+      if (std::fwrite(text.data(), 1, text.size(), f->file()) != text.size())
+        return absl::DataLossError(absl::StrCat("--debug-precision-out=", outputs.at("debug-precision-out"),
+                                                ": write failed"));
+      MIXTRAIN_RETURN_IF_ERROR(f->Commit());
+      std::printf("precision statistics written to %s\n", outputs.at("debug-precision-out").c_str());
+    }
+  }
   if (const int64_t ran = t.steps_taken() - first_step; ran > 0 && skipped == ran)
     return absl::InvalidArgumentError(absl::StrCat(
         "all ", ran, " steps skipped their update (non-finite gradients): nothing was trained; check the data "
@@ -419,6 +445,8 @@ MT_REGISTER_COMMAND(
                 {"limit-test", "0", "use only the first N test examples"},
                 {"log-every", "100", "print a progress line every N steps when not on a terminal"},
                 {"log-json", "", "write one JSON object per step (step, loss, loss_scale, skipped, lr, ms); a NaN or infinite number is written as null; the file appears when the run succeeds"},
+                {"debug-precision", "0", "precision debugger: measure every low-precision value (range, inf/NaN, overflow, flush to zero) every N steps (bare flag: every step), name the node behind each skipped step, and print a summary; the other steps do no extra work", false, "1"},
+                {"debug-precision-out", "", "write the precision debugger's statistics here as JSON (for mixtrain dump --stats and mixtrain suggest-policy); implies --debug-precision"},
                 {"profile", "false", "time every kernel of the step after the first and print where the step's time goes (forward, loss, backward, optimizer; by op type and node)", true},
                 {"save", "", "checkpoint file written at each epoch end and at the end"},
                 {"resume", "", "checkpoint to resume from"},

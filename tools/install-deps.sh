@@ -3,7 +3,9 @@
 set -euo pipefail
 pkgs=(cmake ninja-build ccache g++ pkg-config protobuf-compiler libprotobuf-dev libonnx-dev libabsl-dev
       libgtest-dev libgmock-dev libdnnl-dev zlib1g-dev libzip-dev libonnx-testdata
-      dataset-fashion-mnist graphviz
+      dataset-fashion-mnist graphviz nlohmann-json3-dev
+      # `mixtrain plot`: PLplot (its svg driver) and its cairo driver for PNG.
+      libplplot-dev plplot-driver-cairo
       # The asan preset and the fuzzers (.ci/sanitize, docs/fuzzing.md): clang, its sanitizer and
       # libFuzzer runtimes, and clang's OpenMP.
       clang libclang-rt-14-dev libomp-dev)

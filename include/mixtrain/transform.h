@@ -5,6 +5,7 @@
 // option. Thread safety: the functions share no mutable state.
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,12 @@ struct TransformOptions {
   // cleanup), from this config; unset: a TrainConfig made of the fields above (precision
   // preset and low type, lists, loss, class axis, optimizer; loss scaling as train's default).
   std::optional<TrainConfig> train_config;
+  // Node name -> its measured precision risk and why, "<risk>: <reason>" with risk one of
+  // non-finite, overflow, near-overflow, underflow (`mixtrain dump --stats` fills it from the
+  // precision debugger's statistics). The text marks those nodes [risk=...]; DOT fills them by
+  // risk. Names that are not nodes of the transformed graph are listed in
+  // TransformedModel::risk_nodes_missing; when none is a node, TransformModel fails.
+  std::map<std::string, std::string> node_risk;
 };
 
 struct TransformedModel {
@@ -47,6 +54,8 @@ struct TransformedModel {
   std::string graph;
   // Per compute dtype node counts and the Casts inserted; empty unless the precision pass ran.
   std::string precision_report;
+  // Names in TransformOptions::node_risk that are not nodes of the transformed graph.
+  std::vector<std::string> risk_nodes_missing;
 };
 
 // Imports the ONNX model at `model_path` and runs options.passes on it. The pass list and its
