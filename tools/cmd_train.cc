@@ -154,12 +154,16 @@ absl::StatusOr<HostTensor> FitToInput(const HostTensor& x, int64_t rank) {
 }
 
 // The number of classes a cross_entropy model predicts: the class axis of the output the loss
-// reads, from one inference pass on the first example (the public API gives no output shapes).
+// reads, from one inference pass on the first example, or the first batch when the model was
+// exported with a fixed batch size (the public API gives no output shapes).
 absl::StatusOr<int64_t> NumClasses(const TrainConfig& c, const Dataset& train) {
   InferenceOptions options;
   options.optimize = false;
   MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> s, InferenceSession::Create(c.model, options));
-  MIXTRAIN_ASSIGN_OR_RETURN(TensorMap first, train.Gather(train.Order(false, 0, 0), 0, 1));
+  int64_t n = 1;
+  for (const TensorInfo& in : s->Inputs())
+    if (!in.shape.empty() && in.shape[0] > 0) n = std::max(n, std::min(in.shape[0], train.size()));
+  MIXTRAIN_ASSIGN_OR_RETURN(TensorMap first, train.Gather(train.Order(false, 0, 0), 0, n));
   TensorMap feeds;
   for (const TensorInfo& in : s->Inputs())
     if (first.contains(in.name)) feeds.emplace(in.name, first.at(in.name));
