@@ -258,7 +258,7 @@ std::string SuggestPolicy(const PrecisionStatsFile& f) {
   std::vector<std::string> notes;
   std::map<std::string, std::string> op_of;
   for (const ValueStats& v : f.stats.values)
-    if (!v.node.empty()) op_of[ForwardNode(v.node)] = op_of.contains(ForwardNode(v.node)) ? op_of[ForwardNode(v.node)] : v.op_type;
+    if (!v.node.empty()) op_of.try_emplace(ForwardNode(v.node), v.op_type);  // the forward node's own op comes first
   auto add = [&](const ValueStats& v, const std::string& reason) {
     std::vector<std::string> nodes;
     if (v.cast_input) {
