@@ -294,6 +294,13 @@ absl::Status CheckOutputPath(const std::string& flag, const std::string& path) {
   return absl::OkStatus();
 }
 
+absl::Status AtomicOutputFile::Write(const std::string& flag, const std::string& path, std::string_view contents) {
+  MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<AtomicOutputFile> f, Open(flag, path));
+  if (std::fwrite(contents.data(), 1, contents.size(), f->file()) != contents.size())
+    return absl::DataLossError(absl::StrCat(flag, "=", path, ": cannot write"));  // the temp goes with `f`
+  return f->Commit();
+}
+
 absl::StatusOr<std::unique_ptr<AtomicOutputFile>> AtomicOutputFile::Open(const std::string& flag,
                                                                          const std::string& path) {
   MIXTRAIN_RETURN_IF_ERROR(CheckOutputPath(flag, path));

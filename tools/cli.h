@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -99,6 +100,8 @@ absl::Status CheckOutputPath(const std::string& flag, const std::string& path);
 class AtomicOutputFile {
  public:
   static absl::StatusOr<std::unique_ptr<AtomicOutputFile>> Open(const std::string& flag, const std::string& path);
+  // The whole of `contents` to `path` at once: Open, write, Commit (nothing left on failure).
+  static absl::Status Write(const std::string& flag, const std::string& path, std::string_view contents);
   ~AtomicOutputFile();
   AtomicOutputFile(const AtomicOutputFile&) = delete;
   AtomicOutputFile& operator=(const AtomicOutputFile&) = delete;

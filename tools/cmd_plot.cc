@@ -32,10 +32,7 @@ absl::Status Plot(const cli::Args& args, cli::ImageFormat format) {
                                    .height = static_cast<int>(args.integer("height")),
                                    .smooth = args.number("smooth")};
   MIXTRAIN_ASSIGN_OR_RETURN(std::string image, cli::RenderFigure(logs, options));
-  MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<cli::AtomicOutputFile> file, cli::AtomicOutputFile::Open("--out", out));
-  if (std::fwrite(image.data(), 1, image.size(), file->file()) != image.size())
-    return absl::DataLossError(absl::StrCat("--out=", out, ": cannot write"));  // the temp goes with `file`
-  MIXTRAIN_RETURN_IF_ERROR(file->Commit());
+  MIXTRAIN_RETURN_IF_ERROR(cli::AtomicOutputFile::Write("--out", out, image));
   std::printf("%zu logs, %zu steps drawn to %s\n", logs.size(), steps, out.c_str());
   return absl::OkStatus();
 }

@@ -26,10 +26,7 @@ absl::Status RunSuggest(const cli::Args& args) {
     std::fputs(policy.c_str(), stdout);
     return absl::OkStatus();
   }
-  MIXTRAIN_ASSIGN_OR_RETURN(auto file, cli::AtomicOutputFile::Open("--out", out));
-  if (std::fwrite(policy.data(), 1, policy.size(), file->file()) != policy.size())
-    return absl::DataLossError(absl::StrCat("--out=", out, ": write failed"));
-  return file->Commit();
+  return cli::AtomicOutputFile::Write("--out", out, policy);
 }
 
 MT_REGISTER_COMMAND(

@@ -378,14 +378,9 @@ absl::Status RunTrain(const cli::Args& a) {
     MIXTRAIN_ASSIGN_OR_RETURN(PrecisionStatistics ps, t.PrecisionStats());
     cli::PrintPrecisionSummary(ps, stdout);
     if (outputs.contains("debug-precision-out")) {
-      MIXTRAIN_ASSIGN_OR_RETURN(auto f, cli::AtomicOutputFile::Open("--debug-precision-out",
-                                                                     outputs.at("debug-precision-out")));
       const std::string text = cli::PrecisionStatsToJson(
           ps, c.model, p.low_type == ElementType::kFloat16 ? "fp16" : p.low_type == ElementType::kBFloat16 ? "bf16" : "fp32");
-      if (std::fwrite(text.data(), 1, text.size(), f->file()) != text.size())
-        return absl::DataLossError(absl::StrCat("--debug-precision-out=", outputs.at("debug-precision-out"),
-                                                ": write failed"));
-      MIXTRAIN_RETURN_IF_ERROR(f->Commit());
+      MIXTRAIN_RETURN_IF_ERROR(cli::AtomicOutputFile::Write("--debug-precision-out", outputs.at("debug-precision-out"), text));
       std::printf("precision statistics written to %s\n", outputs.at("debug-precision-out").c_str());
     }
   }
