@@ -8,8 +8,13 @@
 namespace mixtrain {
 
 int64_t NumElements(std::span<const int64_t> dims) {
+  // A zero dimension empties the tensor whatever the others are; readers of untrusted shapes
+  // (.npy, ONNX, checkpoints) reject products that overflow, so an overflow here is a bug.
+  for (int64_t d : dims) {
+    if (d == 0) return 0;
+  }
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  for (int64_t d : dims) MT_CHECK(!__builtin_mul_overflow(n, d, &n)) << "element count overflows";
   return n;
 }
 

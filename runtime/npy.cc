@@ -7,6 +7,7 @@
 #include <zip.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -239,9 +240,18 @@ absl::StatusOr<Tensor> ParseNpy(std::string_view bytes, const std::string& sourc
   const size_t data_start = header_start + header_len;
   const uint64_t available = bytes.size() - data_start;
   const uint64_t elem = DTypeSize(dtype);
+  // As numpy ("array is too big"): the product of the non-zero dimensions must fit, even when a
+  // zero dimension makes the array empty, or the tensor's element count would overflow later.
   uint64_t numel = 1;
+  uint64_t nonzero_product = elem;
   for (int64_t d : h.shape) {
-    if (d == 0) numel = 0;
+    if (d == 0) {
+      numel = 0;
+    } else if (nonzero_product > static_cast<uint64_t>(INT64_MAX) / static_cast<uint64_t>(d)) {
+      return NpyError(source, absl::StrCat("shape ", ShapeLiteral(h.shape), " is too big"));
+    } else {
+      nonzero_product *= static_cast<uint64_t>(d);
+    }
   }
   for (int64_t d : h.shape) {
     if (numel == 0) break;

@@ -220,8 +220,16 @@ TEST(NpyTest, CorruptNpyFailsCleanly) {
   }
   // A shape far larger than the data must not allocate or overflow.
   std::string huge = good;
-  huge.replace(huge.find("(3, 4)"), 6, "(99999999999, 99999999999, 99999999999)");
+  huge.replace(huge.find("(3, 4)"), 6, "(999999, 999999, 999)");
   ExpectError(ParseNpy(huge, "huge").status(), "huge", "needs more than");
+  std::string too_big = good;
+  too_big.replace(too_big.find("(3, 4)"), 6, "(99999999999, 99999999999, 99999999999)");
+  ExpectError(ParseNpy(too_big, "too_big").status(), "too_big", "is too big");
+  // An empty array whose other dimensions multiply past int64 is refused as numpy refuses it
+  // ("array is too big"), not left to overflow the element count (the npz fuzzer found this).
+  std::string empty_huge = good;
+  empty_huge.replace(empty_huge.find("(3, 4)"), 6, "(0, 9999999999999, 9999999999999)");
+  ExpectError(ParseNpy(empty_huge, "empty_huge").status(), "empty_huge", "is too big");
 }
 
 TEST(NpyTest, CorruptNpzFailsCleanly) {
