@@ -142,22 +142,25 @@ Trainer::Trainer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Trainer::~Trainer() = default;
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const std::string& model_path,
-                                                         const TrainConfig& config) {
+                                                         const TrainConfig& config,
+                                                         std::shared_ptr<Communicator> communicator) {
   return api::Guarded("Trainer::Create", [&]() -> absl::StatusOr<std::unique_ptr<Trainer>> {
     MT_RETURN_IF_ERROR(config.Validate());
     auto impl = std::make_unique<Impl>();
-    MT_ASSIGN_OR_RETURN(impl->rt, api::RtTrainer::Create(model_path, api::ToProto(config)));
+    MT_ASSIGN_OR_RETURN(impl->rt, api::RtTrainer::Create(model_path, api::ToProto(config), std::move(communicator)));
     impl->config = config;
     return std::unique_ptr<Trainer>(new Trainer(std::move(impl)));
   });
 }
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::CreateFromBytes(std::string_view onnx_bytes,
-                                                                  const TrainConfig& config) {
+                                                                  const TrainConfig& config,
+                                                                  std::shared_ptr<Communicator> communicator) {
   return api::Guarded("Trainer::CreateFromBytes", [&]() -> absl::StatusOr<std::unique_ptr<Trainer>> {
     MT_RETURN_IF_ERROR(config.Validate());
     auto impl = std::make_unique<Impl>();
-    MT_ASSIGN_OR_RETURN(impl->rt, api::RtTrainer::CreateFromBytes(std::string(onnx_bytes), api::ToProto(config)));
+    MT_ASSIGN_OR_RETURN(impl->rt, api::RtTrainer::CreateFromBytes(std::string(onnx_bytes), api::ToProto(config),
+                                                                  std::move(communicator)));
     impl->config = config;
     return std::unique_ptr<Trainer>(new Trainer(std::move(impl)));
   });
@@ -255,6 +258,16 @@ void Trainer::SetTotalSteps(int64_t steps) {
 int64_t Trainer::steps_taken() const {
   auto lock = impl_->Lock();
   return impl_->rt->calls();
+}
+
+int Trainer::rank() const {
+  auto lock = impl_->Lock();
+  return impl_->rt->rank();
+}
+
+int Trainer::world_size() const {
+  auto lock = impl_->Lock();
+  return impl_->rt->world_size();
 }
 
 ResolvedPrecision Trainer::precision() const {

@@ -14,6 +14,9 @@
 #include "graph/graph.h"
 
 namespace mixtrain {
+inline namespace v1 {
+class Communicator;  // mixtrain/communicator.h
+}
 
 enum class DeviceType : uint8_t { kCPU, kCUDA };
 const char* DeviceName(DeviceType d);
@@ -59,6 +62,9 @@ class KernelContext {
   // kernels) when such an initializer is replaced.
   bool input_constant(size_t i) const { return i < constant_inputs_.size() && constant_inputs_[i]; }
   void set_constant_inputs(std::vector<bool> c) { constant_inputs_ = std::move(c); }
+  // The ranks collective ops (ai.mixtrain.AllReduce) reduce over; null when the session has none.
+  Communicator* communicator() const { return communicator_; }
+  void set_communicator(Communicator* c) { communicator_ = c; }
   absl::Status Error(absl::string_view msg) const;  // names the node and op
 
  private:
@@ -70,6 +76,7 @@ class KernelContext {
   int64_t opset_;
   uint64_t run_index_ = 0;
   std::vector<bool> constant_inputs_;
+  Communicator* communicator_ = nullptr;
 };
 
 // One instance per node of a plan; may cache per-shape state (oneDNN primitives, cuDNN algos).

@@ -36,7 +36,8 @@ class OptimizerPass final : public Pass {
     g.AddInput(lr);
     Value* step = g.AddInitializer(kStepName, Tensor::ScalarI64(0));
     Value* apply = Accumulate(g);
-    Value* found_inf = CheckOverflow(g, keep_outputs);
+    ReduceGradients(g, apply);
+    Value* found_inf = CheckOverflow(g, keep_outputs, apply);
     Value* all_finite = found_inf->producer->input(0);
     Value* good_step = apply ? Op("And", {all_finite, apply}, "accum/apply_and_finite") : all_finite;
     Value* skip = apply ? Op("Not", {good_step}, "accum/skip") : found_inf;
@@ -98,14 +99,58 @@ class OptimizerPass final : public Pass {
     return apply;
   }
 
+  // Data parallel: grads_ averaged over the ranks, in buckets of at most bucket_bytes taken from
+  // the last parameter back (the order the backward produces them). With accumulation only the
+  // micro-batches that apply exchange anything (`apply` is the nodes' `active` input).
+  void ReduceGradients(Graph& g, Value* apply) {
+    if (!o_.data_parallel) return;
+    std::vector<std::vector<size_t>> buckets;
+    int64_t bytes = 0;
+    for (size_t k = grads_.size(); k-- > 0;) {
+      const int64_t b = NumElements(params_[k]->initializer->dims()) * 4;
+      if (buckets.empty() || (bytes > 0 && bytes + b > o_.bucket_bytes)) {
+        buckets.emplace_back();
+        bytes = 0;
+      }
+      buckets.back().push_back(k);
+      bytes += b;
+    }
+    for (size_t b = 0; b < buckets.size(); ++b) {
+      std::vector<Value*> ins;
+      for (size_t k : buckets[b]) ins.push_back(grads_[k]);
+      std::vector<Value*> outs = AllReduce(g, ins, apply, absl::StrCat("dp/allreduce/", b));
+      for (size_t j = 0; j < outs.size(); ++j) grads_[buckets[b][j]] = outs[j];
+    }
+  }
+
+  // One ai.mixtrain.AllReduce over `ins` (f32 averaged, bool ANDed); returns its outputs.
+  std::vector<Value*> AllReduce(Graph& g, std::vector<Value*> ins, Value* active, const std::string& name) {
+    const size_t n = ins.size();
+    if (active) ins.push_back(active);
+    Node* r = g.AddNode("AllReduce", ins, n, g.UniqueName(name), kMt);
+    r->SetAttr(Attribute::Int("average", 1));
+    r->SetAttr(Attribute::Int("fixed_order", o_.fixed_order ? 1 : 0));
+    std::vector<Value*> outs;
+    for (size_t i = 0; i < n; ++i) {
+      Value* y = r->output(i);
+      y->dtype = ins[i]->dtype;
+      y->shape = ins[i]->shape;
+      outs.push_back(y);
+    }
+    return outs;
+  }
+
   // The overflow check on the gradients as computed (an inf stays inf after scaling): the
   // `found_inf` output. Other state (BatchNorm running statistics) is kept on such a step too,
   // so one bad batch cannot poison it for good: state/X = Where(found_inf, X, state/X computed).
-  Value* CheckOverflow(Graph& g, const std::vector<Value*>& outputs) {
+  // Data parallel: the flag is ANDed over the ranks on the micro-batches that apply, so every rank
+  // skips the same steps, and the f32 statistics are averaged over the ranks on every micro-batch.
+  Value* CheckOverflow(Graph& g, const std::vector<Value*>& outputs, Value* apply) {
     Node* af = g.AddNode("AllFinite", grads_, 1, "amp/all_finite", kMt);
     Value* all_finite = af->output(0);
     all_finite->dtype = DType::kBool;
     all_finite->shape = Shape(std::vector<Dim>{});
+    if (o_.data_parallel) all_finite = AllReduce(g, {all_finite}, apply, "dp/all_finite")[0];
     Value* found_inf = g.AddValue(kFoundInfName, DType::kBool, Shape(std::vector<Dim>{}));
     g.AddNode("Not", {all_finite}, {found_inf}, "amp/found_inf");
     g.AddOutput(found_inf);
@@ -115,7 +160,10 @@ class OptimizerPass final : public Pass {
       if (init == nullptr || !init->is_initializer()) continue;
       Value* computed = g.AddValue(g.UniqueName(absl::StrCat(out->name, "/computed")), out->dtype, out->shape);
       g.SetNodeOutput(out->producer, out->producer_output, computed);
-      g.AddNode("Where", {found_inf, init, computed}, {out}, g.UniqueName(absl::StrCat("amp/keep/", init->name)));
+      Value* next = computed;
+      if (o_.data_parallel && computed->dtype == DType::kF32)
+        next = AllReduce(g, {computed}, nullptr, absl::StrCat("dp/allreduce_state/", init->name))[0];
+      g.AddNode("Where", {found_inf, init, next}, {out}, g.UniqueName(absl::StrCat("amp/keep/", init->name)));
     }
     return found_inf;
   }

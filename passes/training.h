@@ -27,8 +27,9 @@ inline constexpr char kPrecisionStatsName[] = "precision_stats";  // f32 [K, 8] 
 // Where a training-step node belongs, from the names the passes give the nodes they add: the
 // loss and loss-scale passes "loss/...", "loss_scale/...", autodiff "<node>/grad/...", the
 // optimizer pass "adam/", "sgd/", "adagrad/", "amp/", "step/", "clip/", "accum/", the precision
-// debugger "precision_stats/"; everything else is the model's forward.
-enum class StepPhase { kForward, kLoss, kBackward, kOptimizer, kDebug };
+// debugger "precision_stats/", data parallel's all-reduces "dp/" (phase "allreduce"); everything
+// else is the model's forward.
+enum class StepPhase { kForward, kLoss, kBackward, kOptimizer, kDebug, kCommunication };
 StepPhase PhaseOf(const Node& n);
 const char* StepPhaseName(StepPhase p);
 
@@ -66,6 +67,13 @@ struct OptimizerOptions {
   // >1: gradients accumulate in state over micro-batches; the update happens on runs fed
   // apply=true, with the mean of the accumulated gradients.
   int64_t accumulate = 1;
+  // Data-parallel training: the (accumulated) gradients are averaged over the session
+  // communicator's ranks by ai.mixtrain.AllReduce nodes ("dp/allreduce/<k>", buckets of at most
+  // `bucket_bytes`, the last layers' gradients first) before the overflow check, the overflow flag
+  // is ANDed over the ranks, and BatchNorm statistics are averaged. `fixed_order`: see AllReduce.
+  bool data_parallel = false;
+  bool fixed_order = false;
+  int64_t bucket_bytes = int64_t{25} << 20;
 };
 // Exact fusions of the backward graph (passes/fuse_backward.cc): a Relu's gradient folded into
 // the MaxPoolGrad that reads the Relu's output. Runs after autodiff.

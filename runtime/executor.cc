@@ -16,7 +16,8 @@ AllocationCountFn ProfilerAllocationCounter() { return g_allocation_counter.load
 
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const ExecutionPlan> plan,
                                                            Device* device,
-                                                           const std::vector<void*>& initializers) {
+                                                           const std::vector<void*>& initializers,
+                                                           Communicator* communicator) {
   std::unique_ptr<Executor> e(new Executor());
   e->plan_ = std::move(plan);
   e->device_ = device;
@@ -49,6 +50,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const
     e->contexts_.emplace_back(*st.node, device->type(), std::move(ins), std::move(outs), device->stream(),
                              st.opset);
     e->contexts_.back().set_constant_inputs(st.constant_inputs);
+    e->contexts_.back().set_communicator(communicator);
   }
   e->step_seconds_.assign(p.steps.size(), 0.0);
   e->step_runs_.assign(p.steps.size(), 0);

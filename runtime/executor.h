@@ -29,7 +29,8 @@ class Executor {
   // order); they must stay valid until rebound or the executor dies.
   static absl::StatusOr<std::unique_ptr<Executor>> Create(std::shared_ptr<const ExecutionPlan> plan,
                                                           Device* device,
-                                                          const std::vector<void*>& initializers);
+                                                          const std::vector<void*>& initializers,
+                                                          Communicator* communicator = nullptr);
 
   // Points initializer slots at new addresses (after the session replaced a buffer).
   void BindInitializers(const std::vector<void*>& initializers);

@@ -203,7 +203,8 @@ absl::StatusOr<std::unique_ptr<Session::CachedPlan>> Session::MakePlan(
     cp->keyed_values.push_back(req.feeds[i].value != nullptr ? req.feeds[i].value->Clone() : Tensor());
   }
   cp->plan = std::move(*plan);
-  MT_ASSIGN_OR_RETURN(cp->executor, Executor::Create(cp->plan, device_.get(), InitializerAddresses()));
+  MT_ASSIGN_OR_RETURN(cp->executor, Executor::Create(cp->plan, device_.get(), InitializerAddresses(),
+                                                      options_.communicator.get()));
   cp->executor->set_profiling(profiling_);
   return cp;
 }

@@ -27,6 +27,8 @@ struct SessionOptions {
   // Plan-time folding limit: nodes with known inputs and at most this many output elements.
   int64_t fold_limit_elements = 65536;
   bool profile = false;  // time every kernel (see Session::Profile)
+  // For collective ops (data-parallel training's ai.mixtrain.AllReduce); null: none may run.
+  std::shared_ptr<Communicator> communicator;
 };
 
 // Time spent in one node (summed over every plan that ran it).

@@ -147,7 +147,8 @@ std::string FieldText(const google::protobuf::Message& m, const google::protobuf
 // "optimizer.kind is ADAM in the checkpoint, ADAMW in this run" for every differing field (unset
 // fields count as their default).
 void ConfigDifferences(const google::protobuf::Message& saved, const google::protobuf::Message& mine,
-                       const std::string& prefix, std::vector<std::string>& out) {
+                       const std::string& prefix, std::vector<std::string>& out,
+                       const char* saved_where = "in the checkpoint", const char* mine_where = "in this run") {
   const google::protobuf::Descriptor* d = mine.GetDescriptor();
   for (int i = 0; i < d->field_count(); ++i) {
     const google::protobuf::FieldDescriptor* f = d->field(i);
@@ -155,12 +156,19 @@ void ConfigDifferences(const google::protobuf::Message& saved, const google::pro
     if (MayDiffer(name)) continue;
     if (!f->is_repeated() && f->cpp_type() == google::protobuf::FieldDescriptor::CPPTYPE_MESSAGE) {
       ConfigDifferences(saved.GetReflection()->GetMessage(saved, f), mine.GetReflection()->GetMessage(mine, f),
-                        name + ".", out);
+                        name + ".", out, saved_where, mine_where);
       continue;
     }
     std::string a = FieldText(saved, f), b = FieldText(mine, f);
-    if (a != b) out.push_back(absl::StrCat(name, " is ", a, " in the checkpoint, ", b, " in this run"));
+    if (a != b) out.push_back(absl::StrCat(name, " is ", a, " ", saved_where, ", ", b, " ", mine_where));
   }
+}
+
+// 64-bit FNV-1a.
+uint64_t Fnv1a(std::string_view bytes) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
+  return h;
 }
 
 std::string PrecisionText(const ResolvedPrecision& p) {
@@ -178,24 +186,80 @@ std::vector<StepNodeTime> Trainer::Profile() const {
 }
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const std::string& model_path,
-                                                         const pb::TrainConfig& config) {
+                                                         const pb::TrainConfig& config,
+                                                         std::shared_ptr<Communicator> communicator) {
   MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxFile(model_path));
-  return CreateFromGraph(std::move(g), config);
+  return CreateFromGraph(std::move(g), config, std::move(communicator));
 }
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::CreateFromBytes(const std::string& bytes,
-                                                                  const pb::TrainConfig& config) {
+                                                                  const pb::TrainConfig& config,
+                                                                  std::shared_ptr<Communicator> communicator) {
   MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxBytes(bytes, "."));
-  return CreateFromGraph(std::move(g), config);
+  return CreateFromGraph(std::move(g), config, std::move(communicator));
 }
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::CreateFromGraph(std::unique_ptr<Graph> model,
-                                                                  const pb::TrainConfig& config) {
+                                                                  const pb::TrainConfig& config,
+                                                                  std::shared_ptr<Communicator> communicator) {
   std::unique_ptr<Trainer> t(new Trainer());
   t->config_ = config;
   t->total_steps_ = config.steps();
+  if (config.data_parallel()) {
+    if (communicator == nullptr) {
+      MT_ASSIGN_OR_RETURN(communicator, Communicator::MpiWorld());
+    }
+    t->comm_ = std::move(communicator);
+  } else if (communicator != nullptr) {
+    return absl::InvalidArgumentError("a communicator was given but data_parallel is off");
+  }
   MT_RETURN_IF_ERROR(t->Build(std::move(model)));
   return t;
+}
+
+absl::Status Trainer::CheckRanksAgree() const {
+  // Each rank's model signature and config hashes, gathered everywhere; on a mismatch every rank
+  // compares its config with rank 0's field by field, so each reports the same thing.
+  pb::TrainConfig mine = config_;
+  for (const char* f : {"model", "data", "steps", "epochs", "device", "debug_precision"})
+    mine.GetReflection()->ClearField(&mine, mine.GetDescriptor()->FindFieldByName(f));
+  std::string bytes;
+  mine.SerializeToString(&bytes);
+  const int k = comm_->size();
+  const uint64_t hashes[2] = {signature_.hash(), Fnv1a(bytes)};
+  std::vector<uint64_t> all(2 * static_cast<size_t>(k));
+  MT_RETURN_IF_ERROR(comm_->AllGather(hashes, sizeof hashes, all.data()));
+  std::vector<std::string> why;
+  for (int r = 1; r < k; ++r) {
+    if (all[2 * r] != all[0]) why.push_back(absl::StrCat("rank ", r, "'s model differs from rank 0's"));
+    if (all[2 * r + 1] != all[1]) why.push_back(absl::StrCat("rank ", r, "'s config differs from rank 0's"));
+  }
+  if (why.empty()) return absl::OkStatus();
+  // Name the fields: every config (padded to the longest) to everyone, and the first one that
+  // differs compared with rank 0's, so every rank reports the same.
+  std::vector<uint64_t> sizes(k);
+  const uint64_t size = bytes.size();
+  MT_RETURN_IF_ERROR(comm_->AllGather(&size, sizeof size, sizes.data()));
+  const uint64_t longest = *std::max_element(sizes.begin(), sizes.end());
+  std::string padded = bytes;
+  padded.resize(longest);
+  std::string gathered(longest * k, '\0');
+  MT_RETURN_IF_ERROR(comm_->AllGather(padded.data(), longest, gathered.data()));
+  for (int r = 1; r < k; ++r) {
+    if (all[2 * r + 1] == all[1]) continue;
+    pb::TrainConfig first, other;
+    if (first.ParseFromString(gathered.substr(0, sizes[0])) &&
+        other.ParseFromString(gathered.substr(longest * r, sizes[r]))) {
+      std::vector<std::string> diffs;
+      const std::string where = absl::StrCat("on rank ", r);
+      ConfigDifferences(first, other, "", diffs, "on rank 0", where.c_str());
+      if (!diffs.empty()) why.push_back(absl::StrJoin(diffs, "; "));
+    }
+    break;
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "data parallel: the ranks must train the same model with the same config: ", absl::StrJoin(why, "; "),
+      " (this is rank ", comm_->rank(), " of ", k, ")"));
 }
 
 absl::Status Trainer::Build(std::unique_ptr<Graph> model) {
@@ -226,9 +290,17 @@ absl::Status Trainer::Build(std::unique_ptr<Graph> model) {
 
   // --- the training step ---
   std::unique_ptr<Graph> g = model->Clone();
+  if (comm_ != nullptr) {
+    recipe.optimizer.data_parallel = true;
+    recipe.optimizer.fixed_order = c.deterministic();
+    // Dropout draws differ between ranks (as they do between a batch's examples in one process).
+    recipe.train_mode.seed += static_cast<int64_t>(comm_->rank()) * 0x9E3779B9;
+  }
   MT_ASSIGN_OR_RETURN(params_, BuildTrainingStep(*g, recipe));
   signature_ = SignModel(*model_, params_);
+  if (comm_ != nullptr) MT_RETURN_IF_ERROR(CheckRanksAgree());
   SessionOptions so;
+  so.communicator = comm_;
   for (const auto& [from, to] : StateUpdates(*g)) {
     so.state_updates[from] = to;
     state_names_.push_back(to);
@@ -305,6 +377,10 @@ absl::StatusOr<StepResult> Trainer::Step(const std::map<std::string, Tensor>& ba
   MT_ASSIGN_OR_RETURN(std::vector<Tensor> out, train_->Run(feeds, fetch));
   r.skipped = out[0].data_as<uint8_t>()[0] != 0;
   r.loss = read_loss ? static_cast<float>(out[1].GetDouble(0)) : std::numeric_limits<float>::quiet_NaN();
+  if (read_loss && comm_ != nullptr && comm_->size() > 1) {
+    MT_RETURN_IF_ERROR(comm_->AllReduceSum(&r.loss, 1, config_.deterministic()));
+    r.loss /= static_cast<float>(comm_->size());
+  }
   if (gather || (debugger_ != nullptr && r.skipped)) {
     Tensor stats;
     if (gather) {
@@ -460,13 +536,35 @@ absl::Status Trainer::SaveCheckpoint(const std::string& path, int64_t epoch, int
     TensorToProto(t, p);
     p->set_name(name);
   }
-  absl::StatusOr<std::string> bytes = EncodeCheckpoint(ck);
-  if (!bytes.ok())
-    return absl::Status(bytes.status().code(), absl::StrCat("checkpoint '", path, "': ", bytes.status().message()));
-  return WriteFileAtomically(path, *bytes);
+  ck.set_world_size(world_size());
+  absl::Status written = absl::OkStatus();
+  if (rank() == 0) {
+    absl::StatusOr<std::string> bytes = EncodeCheckpoint(ck);
+    written = bytes.ok() ? WriteFileAtomically(path, *bytes)
+                         : absl::Status(bytes.status().code(),
+                                        absl::StrCat("checkpoint '", path, "': ", bytes.status().message()));
+  }
+  return AgreeOnSuccess(written, absl::StrCat("writing checkpoint '", path, "'"));
+}
+
+absl::Status Trainer::AgreeOnSuccess(const absl::Status& mine, const std::string& what) const {
+  if (comm_ == nullptr || comm_->size() == 1) return mine;
+  float failed = mine.ok() ? 0.0f : 1.0f;
+  MT_RETURN_IF_ERROR(comm_->AllReduceSum(&failed, 1, /*fixed_order=*/true));
+  if (!mine.ok()) return mine;
+  if (failed > 0)
+    return absl::AbortedError(absl::StrCat(what, " failed on ", static_cast<int>(failed), " of ",
+                                           comm_->size(), " ranks (see their errors)"));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::pair<int64_t, int64_t>> Trainer::LoadCheckpoint(const std::string& path) {
+  absl::StatusOr<std::pair<int64_t, int64_t>> r = LoadCheckpointHere(path);
+  MT_RETURN_IF_ERROR(AgreeOnSuccess(r.status(), absl::StrCat("loading checkpoint '", path, "'")));
+  return r;
+}
+
+absl::StatusOr<std::pair<int64_t, int64_t>> Trainer::LoadCheckpointHere(const std::string& path) {
   std::string bytes;
   {
     // A FIFO would block the read forever, a folder reads as an error: name them instead.
@@ -492,6 +590,9 @@ absl::StatusOr<std::pair<int64_t, int64_t>> Trainer::LoadCheckpoint(const std::s
   for (auto [field, v] : {std::pair<const char*, int64_t>{"step", ck.step()}, {"epoch", ck.epoch()},
                           {"batch_in_epoch", ck.batch_in_epoch()}, {"planned_steps", ck.planned_steps()}})
     if (v < 0) return refuse("field ", field, " is ", v, " (must be >= 0)");
+  if (ck.world_size() != world_size())
+    return refuse("saved by a run of ", ck.world_size(), " data-parallel rank(s), this run has ", world_size(),
+                  " (resume with the same number of ranks)");
 
   // --- the run it continues: config, resolved precision, model ---
   std::vector<std::string> diffs;

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "graph/graph.h"
+#include "mixtrain/communicator.h"
 #include "passes/precision_policy.h"
 #include "passes/training.h"
 #include "proto/mixtrain_pb.h"
@@ -58,31 +59,38 @@ struct StepNodeTime {
 
 class Trainer {
  public:
-  // The model from a file (or ONNX bytes with CreateFromBytes), configured by `config`.
+  // The model from a file (or ONNX bytes with CreateFromBytes), configured by `config`. With
+  // config.data_parallel the step averages gradients over `communicator`'s ranks (MPI's world
+  // when null); every rank must create its Trainer with the same model and config (checked here:
+  // a mismatch fails on every rank, naming what differs).
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const std::string& model_path,
-                                                         const pb::TrainConfig& config);
-  static absl::StatusOr<std::unique_ptr<Trainer>> CreateFromBytes(const std::string& bytes,
-                                                                  const pb::TrainConfig& config);
-  static absl::StatusOr<std::unique_ptr<Trainer>> CreateFromGraph(std::unique_ptr<Graph> model,
-                                                                   const pb::TrainConfig& config);
+                                                         const pb::TrainConfig& config,
+                                                         std::shared_ptr<Communicator> communicator = nullptr);
+  static absl::StatusOr<std::unique_ptr<Trainer>> CreateFromBytes(
+      const std::string& bytes, const pb::TrainConfig& config, std::shared_ptr<Communicator> communicator = nullptr);
+  static absl::StatusOr<std::unique_ptr<Trainer>> CreateFromGraph(
+      std::unique_ptr<Graph> model, const pb::TrainConfig& config,
+      std::shared_ptr<Communicator> communicator = nullptr);
 
   // One micro-batch: graph inputs by name plus the labels under config.data.labels_key. With
   // accumulate = N, every N-th call applies the update. `read_loss` = false skips reading the
-  // loss back (result.loss is then NaN).
+  // loss back (result.loss is then NaN). Data parallel: `batch` is this rank's shard, every rank
+  // calls Step in step, and the loss read is the mean over the ranks.
   absl::StatusOr<StepResult> Step(const std::map<std::string, Tensor>& batch, bool read_loss = true);
   // Loss (and accuracy for classification) on a batch, in inference form, no update.
   absl::StatusOr<EvalResult> Evaluate(const std::map<std::string, Tensor>& batch);
 
   // Every state tensor, the step count, `epoch` and `batch`, the config, the model's signature and
   // the planned run length, framed with a format version and a CRC-32 (docs/checkpoints.md) and
-  // written atomically.
+  // written atomically. Data parallel: rank 0 writes (every rank calls it; all fail if it fails).
   absl::Status SaveCheckpoint(const std::string& path, int64_t epoch = 0, int64_t batch = 0) const;
   // Restores state; returns the (epoch, batch) position saved with it. Refuses, changing nothing, a
   // file that is truncated or fails its checksum, has a negative counter or a bad loss scale, was
   // made for another model (naming what differs) or another config (naming the field and both
   // values; only where the model and data come from, the run's length and the device may differ),
   // or whose state tensors do not match this trainer's. Adopts the saved planned run length (see
-  // set_total_steps), so a schedule continues as the uninterrupted run would.
+  // set_total_steps), so a schedule continues as the uninterrupted run would. Data parallel: every
+  // rank reads it; a checkpoint of another rank count is refused; all fail if any rank fails.
   absl::StatusOr<std::pair<int64_t, int64_t>> LoadCheckpoint(const std::string& path);
   // The model with the trained weights in inference form (BatchNorm with running statistics);
   // `dtype` f16/bf16 stores weights and computes in the low type where the policy allows.
@@ -117,10 +125,18 @@ class Trainer {
   void set_total_steps(int64_t steps) { total_steps_ = steps; }
   int64_t total_steps() const { return total_steps_; }
   std::string input_name() const { return input_name_; }
+  // Data parallel: this process's rank and the rank count (0 and 1 otherwise).
+  int rank() const { return comm_ ? comm_->rank() : 0; }
+  int world_size() const { return comm_ ? comm_->size() : 1; }
 
  private:
   Trainer() = default;
   absl::Status Build(std::unique_ptr<Graph> model);
+  // Data parallel: every rank has the same model signature and config (less where files are).
+  absl::Status CheckRanksAgree() const;
+  // Data parallel: `mine` on this rank, an error on every rank when any rank failed.
+  absl::Status AgreeOnSuccess(const absl::Status& mine, const std::string& what) const;
+  absl::StatusOr<std::pair<int64_t, int64_t>> LoadCheckpointHere(const std::string& path);
   // The precision statistics of the step just run, measured by a dry rerun of it.
   absl::StatusOr<Tensor> RerunForStatistics(const std::map<std::string, Tensor>& feeds, float loss_scale);
   // Copies trained parameters and BN statistics into the eval session.
@@ -140,6 +156,7 @@ class Trainer {
   int64_t total_steps_ = 0;
   pb::ModelSignature signature_;  // of model_ and params_, saved with checkpoints
   std::unique_ptr<PrecisionDebugger> debugger_;
+  std::shared_ptr<Communicator> comm_;  // data parallel; null otherwise
 };
 
 // The checkpoint file format: "MXTRCKPT", version (u32 LE), payload length (u64 LE), the

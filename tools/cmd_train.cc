@@ -117,6 +117,10 @@ absl::Status ApplyFlags(const cli::Args& a, TrainConfig& c) {
     }
   }
   if (a.has("debug-precision")) MIXTRAIN_RETURN_IF_ERROR(c.SetNumber("debug_precision", a.number("debug-precision")));
+  if (a.has("data-parallel")) c.data_parallel = a.flag("data-parallel");
+  if (a.has("deterministic")) c.deterministic = a.flag("deterministic");
+  if (c.deterministic && !c.data_parallel)
+    return absl::InvalidArgumentError("--deterministic needs --data-parallel (one process is deterministic already)");
   if (a.has("debug-precision-out") && c.debug_precision == 0) c.debug_precision = 1;
   if (c.epochs < 1 && c.steps < 1) return absl::InvalidArgumentError("--epochs or --steps must be >= 1");
   return absl::OkStatus();
@@ -256,6 +260,25 @@ absl::Status RunTrain(const cli::Args& a) {
       return absl::InvalidArgumentError("--export-dtype must be fp32, fp16 or bf16");
   }
   MIXTRAIN_ASSIGN_OR_RETURN(auto outputs, CheckPaths(a, c));
+  // Data parallel: only rank 0 prints, evaluates and writes files (the checkpoint included, by
+  // the trainer); every rank steps, reads the data and checks the flags.
+  int rank = 0, ranks = 1;
+  std::FILE* info = stderr;  // progress and notes; errors always go to stderr
+  if (c.data_parallel) {
+    MIXTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<Communicator> world, Communicator::MpiWorld());
+    rank = world->rank();
+    ranks = world->size();
+    if (c.data.batch_size % ranks != 0)
+      return absl::InvalidArgumentError(absl::StrCat("--batch-size=", c.data.batch_size, ": with --data-parallel ",
+                                                     "it is the global batch and must be a multiple of the ", ranks,
+                                                     " ranks"));
+    if (rank != 0) {
+      if (!std::freopen("/dev/null", "w", stdout) || !(info = std::fopen("/dev/null", "w")))
+        return absl::InternalError("cannot open /dev/null");
+      outputs.erase("log-json");
+      outputs.erase("debug-precision-out");
+    }
+  }
   // --log-json goes to an unpredictable temp file renamed over the target when the run succeeds,
   // so a failed run leaves nothing behind (and a link planted at a guessable name is never used).
   std::unique_ptr<cli::AtomicOutputFile> json_log;
@@ -287,17 +310,21 @@ absl::Status RunTrain(const cli::Args& a) {
     batch = pos.batch;
   }
   const ResolvedPrecision p = t.precision();
-  if (!p.note.empty()) std::fprintf(stderr, "mixtrain train: %s\n", p.note.c_str());
-  std::fprintf(stderr, "mixtrain train: %s: precision %s (%s), loss scaling %s, %zu parameter tensors\n",
+  if (!p.note.empty()) std::fprintf(info, "mixtrain train: %s\n", p.note.c_str());
+  std::fprintf(info, "mixtrain train: %s: precision %s (%s), loss scaling %s, %zu parameter tensors\n",
                c.model.c_str(), p.preset.c_str(), ElementTypeName(p.low_type), p.loss_scaling.c_str(),
                t.ParameterNames().size());
   if (a.has("resume"))
-    std::fprintf(stderr, "mixtrain train: resumed from %s at step %lld (epoch %lld, batch %lld)\n",
+    std::fprintf(info, "mixtrain train: resumed from %s at step %lld (epoch %lld, batch %lld)\n",
                  a.str("resume").c_str(), static_cast<long long>(t.steps_taken()),
                  static_cast<long long>(epoch), static_cast<long long>(batch));
-  std::fprintf(stderr, "mixtrain train: %lld train examples, batch %lld, %lld steps\n",
+  std::fprintf(info, "mixtrain train: %lld train examples, batch %lld, %lld steps\n",
                static_cast<long long>(d.train.size()), static_cast<long long>(bs),
                static_cast<long long>(total));
+  if (c.data_parallel)
+    std::fprintf(info, "mixtrain train: data parallel over %d ranks (%s): %lld examples per rank per step, %s\n",
+                 ranks, Communicator::MpiWorld().value()->Describe().c_str(), static_cast<long long>(bs / ranks),
+                 c.deterministic ? "fixed-order (deterministic) reduction" : "MPI_Allreduce");
   const bool tty = isatty(fileno(stderr));
   // --profile: every step after the first (which builds the plans and primitives) is timed.
   const bool profile = a.flag("profile");
@@ -311,7 +338,10 @@ absl::Status RunTrain(const cli::Args& a) {
     std::vector<int64_t> order = d.train.Order(c.data.shuffle, c.data.seed, epoch);
     for (; batch < per_epoch && t.steps_taken() < total; ++batch) {
       int64_t begin = batch * bs, end = std::min(d.train.size(), begin + bs);
-      MIXTRAIN_ASSIGN_OR_RETURN(TensorMap feeds, d.train.Gather(order, begin, end));
+      // This rank's shard of the global batch [begin, end) (every batch is whole: drop_last).
+      const int64_t shard = (end - begin) / ranks;
+      MIXTRAIN_ASSIGN_OR_RETURN(TensorMap feeds,
+                                d.train.Gather(order, begin + rank * shard, begin + (rank + 1) * shard));
       int64_t step = t.steps_taken() + 1;
       bool log = step % log_every == 0 || step == total || tty;
       auto s0 = Clock::now();
@@ -323,10 +353,10 @@ absl::Status RunTrain(const cli::Args& a) {
       ++window_n;
       skipped += r.skipped;
       if (r.nonfinite && ++diagnosed <= kShownDiagnoses) {
-        if (tty) std::fprintf(stderr, "\n");
-        std::fprintf(stderr, "mixtrain train: %s\n", cli::DescribeNonFinite(*r.nonfinite).c_str());
+        if (tty) std::fprintf(info, "\n");
+        std::fprintf(info, "mixtrain train: %s\n", cli::DescribeNonFinite(*r.nonfinite).c_str());
         if (diagnosed == kShownDiagnoses)
-          std::fprintf(stderr, "mixtrain train: (further skipped steps are diagnosed in the summary)\n");
+          std::fprintf(info, "mixtrain train: (further skipped steps are diagnosed in the summary)\n");
       }
       if (!std::isnan(loss)) loss_ema = std::isnan(loss_ema) ? loss : 0.9 * loss_ema + 0.1 * loss;
       if (json)  // NaN and infinities as null: JSON has no literal for them
@@ -341,17 +371,17 @@ absl::Status RunTrain(const cli::Args& a) {
             loss_ema, ex_s, window_ms / window_n, r.loss_scale, static_cast<long long>(skipped));
         if (tty) {
           int width = 30, filled = static_cast<int>(width * step / total);
-          std::fprintf(stderr, "\r[%s%s] %s", std::string(filled, '#').c_str(),
+          std::fprintf(info, "\r[%s%s] %s", std::string(filled, '#').c_str(),
                        std::string(width - filled, '.').c_str(), line.c_str());
         } else {
-          std::fprintf(stderr, "%s\n", line.c_str());
+          std::fprintf(info, "%s\n", line.c_str());
         }
         if (!tty || step % log_every == 0) window_ms = 0, window_n = 0;
       }
     }
     if (batch >= per_epoch) {
-      if (tty) std::fprintf(stderr, "\n");
-      if (d.has_test) {
+      if (tty) std::fprintf(info, "\n");
+      if (d.has_test && rank == 0) {
         MIXTRAIN_ASSIGN_OR_RETURN(EvalResult e, EvaluateAll(t, d.test, std::max<int64_t>(bs, 256)));
         std::printf("epoch %lld: test loss %.4f  test accuracy %.2f%% (%lld examples)\n",
                     static_cast<long long>(epoch + 1), e.loss_sum / e.examples,
@@ -364,8 +394,8 @@ absl::Status RunTrain(const cli::Args& a) {
     }
   }
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (tty) std::fprintf(stderr, "\n");
-  if (batch != 0 && d.has_test) {  // stopped mid-epoch (--steps): evaluate anyway
+  if (tty) std::fprintf(info, "\n");
+  if (batch != 0 && d.has_test && rank == 0) {  // stopped mid-epoch (--steps): evaluate anyway
     MIXTRAIN_ASSIGN_OR_RETURN(EvalResult e, EvaluateAll(t, d.test, std::max<int64_t>(bs, 256)));
     std::printf("final: test loss %.4f  test accuracy %.2f%% (%lld examples)\n", e.loss_sum / e.examples,
                 100.0 * e.correct / e.examples, static_cast<long long>(e.examples));
@@ -389,7 +419,7 @@ absl::Status RunTrain(const cli::Args& a) {
         "all ", ran, " steps skipped their update (non-finite gradients): nothing was trained; check the data "
         "(--allow-nonfinite-inputs), --lr and --loss-scale"));
   if (a.has("save")) MIXTRAIN_RETURN_IF_ERROR(t.SaveCheckpoint(a.str("save"), {epoch, batch}));
-  if (a.has("export")) {
+  if (a.has("export") && rank == 0) {
     MIXTRAIN_RETURN_IF_ERROR(t.ExportInferenceModel(a.str("export"), export_dtype));
     std::printf("exported %s (%s)\n", a.str("export").c_str(), ElementTypeName(export_dtype));
   }
@@ -452,6 +482,8 @@ MT_REGISTER_COMMAND(
                 {"export", "", "write the trained inference model (ONNX) here"},
                 {"export-dtype", "fp32", "fp32, fp16 or bf16 weights/compute in the exported model"},
                 {"device", "auto", "cpu or auto"},
+                {"data-parallel", "false", "data-parallel training over the ranks of `mpirun -n K`: each rank steps on its 1/K of every global batch (--batch-size is global) and the gradients are averaged in the step; rank 0 prints, evaluates, saves and exports (docs/distributed.md)", true},
+                {"deterministic", "false", "with --data-parallel: reduce the gradients in a fixed order (0 + rank 0 + rank 1 + ...), so a run is reproducible bit for bit and equals one process with --accumulate=K and --batch-size=B/K", true},
             },
         .run = [](const cli::Args& args) {
           absl::Status s = RunTrain(args);

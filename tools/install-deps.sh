@@ -6,6 +6,8 @@ pkgs=(cmake ninja-build ccache g++ pkg-config protobuf-compiler libprotobuf-dev 
       dataset-fashion-mnist graphviz nlohmann-json3-dev
       # `mixtrain plot`: PLplot (its svg driver) and its cairo driver for PNG.
       libplplot-dev plplot-driver-cairo
+      # Data-parallel training (docs/distributed.md): Open MPI, its headers and mpirun.
+      libopenmpi-dev openmpi-bin
       # The asan preset and the fuzzers (.ci/sanitize, docs/fuzzing.md): clang, its sanitizer and
       # libFuzzer runtimes, and clang's OpenMP.
       clang libclang-rt-14-dev libomp-dev)

@@ -63,7 +63,7 @@ void PrintStepProfile(const std::vector<Trainer::NodeTime>& rows, int64_t steps)
               "  inputs and outputs over its time; allocs: heap allocations per step%s\n",
               allocations_counted ? "" : " (not counted in this build)");
   std::printf("  %-10s %10s %7s %8s %8s %8s\n", "phase", "ms/step", "share", "GFLOP/s", "GB/s", "allocs");
-  for (const char* phase : {"forward", "loss", "backward", "optimizer"})
+  for (const char* phase : {"forward", "loss", "backward", "allreduce", "optimizer"})
     if (auto it = by_phase.find(phase); it != by_phase.end())
       std::printf("  %-10s %10.3f %6.1f%% %s %8.1f\n", phase, it->second.seconds * per, share(it->second.seconds),
                   Rates(it->second).c_str(), allocs(it->second));

@@ -117,6 +117,14 @@ struct TrainConfig {
   // The precision debugger (Trainer::PrecisionStatistics): per-value statistics every N steps
   // and a diagnosis of every skipped step; 0 = off. The other steps do no extra work.
   int32_t debug_precision = 0;
+  // Data-parallel training (docs/distributed.md): each of the communicator's K ranks trains on its
+  // 1/K of every global batch; the gradients are averaged by an all-reduce in the step graph
+  // before the optimizer, so every rank holds the same weights. Without a communicator given to
+  // Trainer::Create, MPI's world (mpirun) is used.
+  bool data_parallel = false;
+  // With data_parallel: a fixed reduction order (0 + rank 0 + rank 1 + ...), bit for bit
+  // reproducible and equal to one process accumulating the K shards as micro-batches.
+  bool deterministic = false;
 
   // Parses a text-format TrainConfig (a `--config` file's contents); unset fields keep defaults.
   // Syntax errors name the line and field; the parsed values are then checked by Validate().

@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "mixtrain/communicator.h"
 #include "mixtrain/tensor.h"
 #include "mixtrain/train_config.h"
 
@@ -112,10 +113,19 @@ class Trainer {
  public:
   // Imports the ONNX model at `model_path` (or serialized ModelProto bytes) and builds the
   // training step configured by `config`.
+  //
+  // Data parallel (config.data_parallel; docs/distributed.md): the step averages the gradients
+  // over `communicator`'s ranks (MPI's world, Communicator::MpiWorld(), when null), so every rank
+  // holds the same weights. Each rank creates its Trainer with the same model and config (checked
+  // here: a mismatch fails on every rank, naming the field or the model), feeds Step its own 1/K
+  // of each global batch, and calls Step, SaveCheckpoint and LoadCheckpoint in step with the
+  // others. Step's loss is the mean over the ranks; rank 0 writes checkpoints.
   static absl::StatusOr<std::unique_ptr<Trainer>> Create(const std::string& model_path,
-                                                         const TrainConfig& config = {});
+                                                         const TrainConfig& config = {},
+                                                         std::shared_ptr<Communicator> communicator = nullptr);
   static absl::StatusOr<std::unique_ptr<Trainer>> CreateFromBytes(std::string_view onnx_bytes,
-                                                                  const TrainConfig& config = {});
+                                                                  const TrainConfig& config = {},
+                                                                  std::shared_ptr<Communicator> communicator = nullptr);
   ~Trainer();
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -167,6 +177,8 @@ class Trainer {
   void SetTotalSteps(int64_t steps);
 
   int64_t steps_taken() const;  // Step() calls so far (restored by LoadCheckpoint)
+  int rank() const;        // data parallel: this process's rank (0 otherwise)
+  int world_size() const;  // data parallel: the rank count (1 otherwise)
 
   // Per-node kernel timing of the training step: with it on, each kernel is synchronized and
   // timed (steps get a little slower). Profile() sums the steps run with it on, one row per node

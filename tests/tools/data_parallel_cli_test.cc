@@ -1,0 +1,79 @@
+// `mpirun -n 2 mixtrain train --data-parallel` (issue 17) on the command line: with
+// --deterministic the exported model is byte for byte the one a single process exports after
+// accumulating the two shards as micro-batches; checkpoints resume only with the same rank count;
+// bad flags fail on every rank with a message and a non-zero exit, not a hang.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/tools/cli_test_util.h"
+
+namespace mixtrain::cli_test {
+namespace {
+
+const std::string kMlp = std::string(MT_SOURCE_DIR) + "/models/mlp.onnx";
+const std::string kFlags = " --precision=fp32 --limit-train=2048 --limit-test=256 --log-every=1000";
+// Root may run mpirun in CI containers; one thread per rank keeps the two ranks on two cores.
+const std::string kEnv = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 ";
+const std::string kMpirun = kEnv + "mpirun -n 2 --oversubscribe ";
+
+std::string Slurp(const std::filesystem::path& p) {
+  std::ifstream f(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(f), {});
+}
+
+TEST(DataParallelCli, DeterministicRunExportsWhatOneProcessAccumulatingExports) {
+  const auto dir = ScratchDir("dp_cli");
+  const auto dp = dir / "dp.onnx", one = dir / "one.onnx", ckpt = dir / "dp.ckpt";
+  Result r = RunShell(kMpirun + kBinary + " train " + kMlp + kFlags + " --data-parallel --deterministic --steps=20 " +
+                          "--batch-size=64 --save=" + ckpt.string() + " --export=" + dp.string(), dir);
+  ASSERT_EQ(r.code, 0) << r.out << r.err;
+  EXPECT_NE(r.err.find("data parallel over 2 ranks"), std::string::npos) << r.err;
+  // Rank 0 alone prints the summary.
+  const std::string done = "trained 20 steps";
+  ASSERT_NE(r.out.find(done), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find(done, r.out.find(done) + 1), std::string::npos) << "printed twice:\n" << r.out;
+
+  Result s = RunShell(kEnv + kBinary + " train " + kMlp + kFlags + " --steps=40 --accumulate=2 --batch-size=32 --export=" +
+                          one.string(), dir);
+  ASSERT_EQ(s.code, 0) << s.err;
+  const std::string a = Slurp(dp), b = Slurp(one);
+  ASSERT_GT(a.size(), 100000u);
+  EXPECT_TRUE(a == b) << "the data-parallel export differs from the one-process export";
+
+  // The checkpoint resumes with 2 ranks, and is refused by one process.
+  Result resumed = RunShell(kMpirun + kBinary + " train " + kMlp + kFlags + " --data-parallel --deterministic --steps=24 " +
+                                "--batch-size=64 --resume=" + ckpt.string(), dir);
+  ASSERT_EQ(resumed.code, 0) << resumed.err;
+  EXPECT_NE(resumed.err.find("resumed from"), std::string::npos) << resumed.err;
+  EXPECT_NE(resumed.out.find("trained 24 steps"), std::string::npos) << resumed.out;
+  Result refused = RunShell(kEnv + kBinary + " train " + kMlp + kFlags + " --steps=24 --batch-size=64 --resume=" +
+                                ckpt.string(), dir);
+  EXPECT_NE(refused.code, 0);
+  EXPECT_NE(refused.err.find("2 data-parallel rank(s), this run has 1"), std::string::npos) << refused.err;
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DataParallelCli, BadSetupsFailOnEveryRankWithAMessage) {
+  const auto dir = ScratchDir("dp_cli");
+  // A global batch that does not split over the ranks.
+  Result odd = RunShell(kMpirun + kBinary + " train " + kMlp + kFlags + " --data-parallel --steps=2 --batch-size=63", dir);
+  EXPECT_NE(odd.code, 0);
+  EXPECT_NE(odd.err.find("must be a multiple of the 2 ranks"), std::string::npos) << odd.err;
+  // --deterministic alone means nothing.
+  Result det = RunShell(kEnv + kBinary + " train " + kMlp + kFlags + " --deterministic --steps=2", dir);
+  EXPECT_NE(det.code, 0);
+  EXPECT_NE(det.err.find("--deterministic needs --data-parallel"), std::string::npos) << det.err;
+  // Ranks launched with different configs (an MPMD job: lr differs on rank 1) fail on both.
+  Result mismatch = RunShell(kEnv + "mpirun --oversubscribe -n 1 " + kBinary + " train " + kMlp + kFlags +
+                                 " --data-parallel --steps=2 --lr=0.001 : -n 1 " + kBinary + " train " + kMlp + kFlags +
+                                 " --data-parallel --steps=2 --lr=0.002",
+                             dir);
+  EXPECT_NE(mismatch.code, 0);
+  EXPECT_NE(mismatch.err.find("optimizer.lr is 0.001 on rank 0, 0.002 on rank 1"), std::string::npos) << mismatch.err;
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace mixtrain::cli_test
