@@ -443,7 +443,9 @@ TEST_F(Checkpoint, AWriterKilledAtRandomLeavesNoFileOrALoadableOne) {
     for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
     return out;
   };
-  // Kills spread over 0 .. 2.5 saves after the fork.
+  // Kills spread over 0 .. 2.5 saves after the writer starts saving (it says so through a pipe:
+  // the fork itself can take longer than a save in a loaded sanitizer build, which once put every
+  // kill before the first write).
   double save_us = INFINITY;
   for (int i = 0; i < 4; ++i) {
     auto s0 = std::chrono::steady_clock::now();
@@ -457,12 +459,20 @@ TEST_F(Checkpoint, AWriterKilledAtRandomLeavesNoFileOrALoadableOne) {
   const auto t0 = std::chrono::steady_clock::now();
   for (int kill_no = 0; kill_no < 100; ++kill_no) {
     SCOPED_TRACE("kill " + std::to_string(kill_no));
+    int ready[2];
+    ASSERT_EQ(pipe(ready), 0);
     pid_t pid = fork();
     ASSERT_GE(pid, 0);
     if (pid == 0) {  // the writer: saves until killed; only async-signal-safe exits from here
+      close(ready[0]);
+      if (write(ready[1], "r", 1) != 1) _exit(4);
       for (;;)
         if (!writer->SaveCheckpoint(path, 0, 1).ok()) _exit(3);
     }
+    close(ready[1]);
+    char byte = 0;
+    ASSERT_EQ(read(ready[0], &byte, 1), 1);
+    close(ready[0]);
     std::this_thread::sleep_for(std::chrono::microseconds(wait_us(rng)));
     kill(pid, SIGKILL);
     int status = 0;
