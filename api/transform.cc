@@ -50,6 +50,8 @@ absl::StatusOr<pb::TrainConfig> TrainConfigOf(const TransformOptions& o) {
   else if (o.optimizer == "sgd") c.optimizer.kind = K::kSgd;
   else if (o.optimizer == "adagrad") c.optimizer.kind = K::kAdagrad;
   else return absl::InvalidArgumentError(absl::StrCat("TransformOptions::optimizer '", o.optimizer, "' is unknown"));
+  c.data_parallel = o.data_parallel;
+  c.deterministic = o.deterministic;
   return api::ToProto(c);
 }
 

@@ -53,6 +53,8 @@ absl::StatusOr<OptimizerOptions> Optimizer(const pb::TrainConfig& c) {
   o.growth_interval = c.loss_scaler().growth_interval();
   o.max_scale = c.loss_scaler().max_scale();
   o.accumulate = c.accumulate();
+  o.data_parallel = c.data_parallel();
+  o.fixed_order = c.deterministic();
   return o;
 }
 

@@ -291,8 +291,6 @@ absl::Status Trainer::Build(std::unique_ptr<Graph> model) {
   // --- the training step ---
   std::unique_ptr<Graph> g = model->Clone();
   if (comm_ != nullptr) {
-    recipe.optimizer.data_parallel = true;
-    recipe.optimizer.fixed_order = c.deterministic();
     // Dropout draws differ between ranks (as they do between a batch's examples in one process).
     recipe.train_mode.seed += static_cast<int64_t>(comm_->rank()) * 0x9E3779B9;
   }

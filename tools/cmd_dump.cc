@@ -44,6 +44,8 @@ absl::Status RunDump(const cli::Args& args) {
   options.loss = args.str("loss");
   options.class_axis = static_cast<int32_t>(args.integer("class-axis"));
   options.optimizer = args.str("optimizer");
+  options.data_parallel = args.flag("data-parallel");
+  options.deterministic = args.flag("deterministic");
   if (args.has("stats")) {
     if (format == "onnx")
       return absl::InvalidArgumentError("--stats marks nodes in the text or DOT rendering, not in --format=onnx");
@@ -99,6 +101,14 @@ MT_REGISTER_COMMAND(
                 {.name = "loss", .default_value = "cross_entropy", .help = "the loss pass's loss: cross_entropy, mse, l1, bce_with_logits, output:NAME"},
                 {.name = "class-axis", .default_value = "1", .help = "the loss pass's cross_entropy class axis (-1 for N x T x V logits)"},
                 {.name = "optimizer", .default_value = "adam", .help = "the optimizer pass's optimizer: adam, adamw, sgd, adagrad"},
+                {.name = "data-parallel",
+                 .default_value = "false",
+                 .help = "the data-parallel step (--passes=train): the gradient all-reduces the optimizer pass adds",
+                 .is_bool = true},
+                {.name = "deterministic",
+                 .default_value = "false",
+                 .help = "with --data-parallel: the fixed-order reduction",
+                 .is_bool = true},
                 {.name = "out",
                  .default_value = "",
                  .help = "write here (atomically) instead of standard output"},

@@ -35,6 +35,9 @@ struct TransformOptions {
   // "optimizer": adam, adamw, sgd or adagrad. With "loss_scale" among the passes, autodiff
   // differentiates the scaled loss and the optimizer unscales (dynamic scaling).
   std::string optimizer = "adam";
+  // The data-parallel step (TrainConfig::data_parallel; deterministic: fixed-order reduction):
+  // the dp/ all-reduce nodes the optimizer pass adds. Shown without running it.
+  bool data_parallel = false, deterministic = false;
   // passes = {"train"} or {"eval"}: the training step or the eval graph exactly as a Trainer
   // builds it (canonicalize, train_mode, loss, precision, loss_scale, autodiff, optimizer,
   // cleanup), from this config; unset: a TrainConfig made of the fields above (precision

@@ -55,6 +55,22 @@ TEST(DataParallelCli, DeterministicRunExportsWhatOneProcessAccumulatingExports) 
   std::filesystem::remove_all(dir);
 }
 
+// `dump --passes=train --data-parallel` shows the step a rank runs, without MPI: one bucket of
+// gradients averaged before the overflow check, the flag ANDed, the optimizer reading the averages.
+TEST(DataParallelCli, DumpShowsTheAllReduces) {
+  const auto dir = ScratchDir("dp_cli");
+  Result r = RunShell(kBinary + " dump " + kMlp + " --passes=train --precision=fp32 --data-parallel", dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("dp/allreduce/0: ai.mixtrain.AllReduce(grad/fc3.bias"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("amp/all_finite: ai.mixtrain.AllFinite(dp/allreduce/0_out5"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dp/all_finite: ai.mixtrain.AllReduce(amp/all_finite"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ai.mixtrain.AllReduce: 2"), std::string::npos) << r.out;
+  Result plain = RunShell(kBinary + " dump " + kMlp + " --passes=train --precision=fp32", dir);
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  EXPECT_EQ(plain.out.find("AllReduce"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
 TEST(DataParallelCli, BadSetupsFailOnEveryRankWithAMessage) {
   const auto dir = ScratchDir("dp_cli");
   // A global batch that does not split over the ranks.
