@@ -71,6 +71,11 @@ class MpiCommunicator final : public Communicator {
     return absl::OkStatus();
   }
 
+  [[noreturn]] void Abort(int exit_code) override {
+    MPI_Abort(comm_, exit_code);
+    std::_Exit(exit_code);  // MPI_Abort does not return; should it, end this process at least
+  }
+
   absl::Status AllGather(const void* send, size_t bytes, void* recv) override {
     if (bytes > static_cast<size_t>(INT_MAX)) return absl::InvalidArgumentError("AllGather: too many bytes");
     const int n = static_cast<int>(bytes);
@@ -101,6 +106,14 @@ absl::StatusOr<std::shared_ptr<Communicator>> Communicator::MpiWorld() {
   int initialized = 0;
   MT_MPI(MPI_Initialized(&initialized), "Initialized");
   if (!initialized) {
+    // Open MPI's shared-memory transport copies large messages straight between processes with
+    // process_vm_readv (CMA), which containers commonly forbid: the copy fails ("Read -1,
+    // expected N, errno = 14") and the rank crashes. The copy through shared memory works
+    // everywhere; a user who knows CMA works here can set the variable to "cma".
+    setenv("OMPI_MCA_btl_vader_single_copy_mechanism", "none", /*overwrite=*/0);
+    // Keep Open MPI's plugins mapped until exit, so a leak checker can name the library behind
+    // what MPI never frees (an unloaded plugin shows as "<unknown module>").
+    setenv("OMPI_MCA_mca_base_component_disable_dlclose", "1", /*overwrite=*/0);
     int provided = 0;
     MT_MPI(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "Init_thread");
     std::atexit(FinalizeMpi);

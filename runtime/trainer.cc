@@ -339,6 +339,9 @@ float Trainer::LearningRate(int64_t update) const {
 }
 
 absl::StatusOr<StepResult> Trainer::Step(const std::map<std::string, Tensor>& batch, bool read_loss) {
+  // Data parallel: the loss is averaged over the ranks by a collective every rank must make, so
+  // every step reads it whatever this rank's caller asked (ranks log at different steps).
+  if (comm_ != nullptr) read_loss = true;
   for (const auto& [name, t] : batch)
     if (t.rank() > 0 && t.dims()[0] == 0)
       return absl::InvalidArgumentError(absl::StrCat("batch array '", name, "' has no examples"));

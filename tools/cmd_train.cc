@@ -246,6 +246,13 @@ absl::StatusOr<EvalResult> EvaluateAll(Trainer& t, const Dataset& ds, int64_t bs
   return total;
 }
 
+// Data parallel: the ranks' communicator once created. A rank that fails ends the whole job
+// through it (the others would wait for it in their next all-reduce).
+std::shared_ptr<Communicator>& DataParallelWorld() {
+  static std::shared_ptr<Communicator> world;
+  return world;
+}
+
 absl::Status RunTrain(const cli::Args& a) {
   TrainConfig c;
   MIXTRAIN_RETURN_IF_ERROR(ApplyFlags(a, c));
@@ -266,6 +273,7 @@ absl::Status RunTrain(const cli::Args& a) {
   std::FILE* info = stderr;  // progress and notes; errors always go to stderr
   if (c.data_parallel) {
     MIXTRAIN_ASSIGN_OR_RETURN(std::shared_ptr<Communicator> world, Communicator::MpiWorld());
+    DataParallelWorld() = world;
     rank = world->rank();
     ranks = world->size();
     if (c.data.batch_size % ranks != 0)
@@ -487,7 +495,13 @@ MT_REGISTER_COMMAND(
             },
         .run = [](const cli::Args& args) {
           absl::Status s = RunTrain(args);
-          return s.ok() ? 0 : cli::Fail("train", s);
+          if (s.ok()) return 0;
+          const int code = cli::Fail("train", s);
+          if (const auto& world = DataParallelWorld(); world != nullptr && world->size() > 1) {
+            std::fflush(nullptr);
+            world->Abort(code);
+          }
+          return code;
         }});
 
 }  // namespace

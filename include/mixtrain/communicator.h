@@ -26,6 +26,9 @@ class Communicator {
   virtual absl::Status AllGather(const void* send, size_t bytes, void* recv) = 0;
   // "MPI (Open MPI v4.1.4), rank 0 of 2", for logs.
   virtual std::string Describe() const = 0;
+  // Ends every rank's process with `exit_code`: what a rank that failed alone does, since the
+  // others would wait for it in their next collective (MPI_Abort).
+  [[noreturn]] virtual void Abort(int exit_code) = 0;
 
   // The processes mpirun started (a duplicate of MPI_COMM_WORLD, errors returned, not fatal):
   // initializes MPI (thread level SERIALIZED) unless the program already has, and finalizes it at

@@ -32,7 +32,9 @@ inline namespace v1 {
 
 struct StepOptions {
   // false: the step does not copy the loss back to the host (StepResult::loss is empty), so a
-  // service that logs every N steps does not synchronize with the device on the others.
+  // service that logs every N steps does not synchronize with the device on the others. Data
+  // parallel: ignored, every step reads the loss (averaged over the ranks by a collective that
+  // every rank must make).
   bool read_loss = true;
 };
 

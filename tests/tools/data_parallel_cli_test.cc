@@ -2,6 +2,7 @@
 // --deterministic the exported model is byte for byte the one a single process exports after
 // accumulating the two shards as micro-batches; checkpoints resume only with the same rank count;
 // bad flags fail on every rank with a message and a non-zero exit, not a hang.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -15,7 +16,11 @@ namespace {
 const std::string kMlp = std::string(MT_SOURCE_DIR) + "/models/mlp.onnx";
 const std::string kFlags = " --precision=fp32 --limit-train=2048 --limit-test=256 --log-every=1000";
 // Root may run mpirun in CI containers; one thread per rank keeps the two ranks on two cores.
-const std::string kEnv = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 ";
+// In the sanitizer build, LeakSanitizer unwinds slowly so that Open MPI's never-freed memory
+// (its libraries have no frame pointers) is matched by fuzz/sanitizer/lsan.supp.
+const std::string kEnv =
+    "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 "
+    "LSAN_OPTIONS=\"$LSAN_OPTIONS:fast_unwind_on_malloc=0\" ";
 const std::string kMpirun = kEnv + "mpirun -n 2 --oversubscribe ";
 
 std::string Slurp(const std::filesystem::path& p) {
@@ -25,10 +30,15 @@ std::string Slurp(const std::filesystem::path& p) {
 
 TEST(DataParallelCli, DeterministicRunExportsWhatOneProcessAccumulatingExports) {
   const auto dir = ScratchDir("dp_cli");
-  const auto dp = dir / "dp.onnx", one = dir / "one.onnx", ckpt = dir / "dp.ckpt";
+  const auto dp = dir / "dp.onnx", one = dir / "one.onnx", ckpt = dir / "dp.ckpt", log = dir / "dp.jsonl";
+  // --log-json makes rank 0 read the loss every step and rank 1 (which writes no log) not: the
+  // ranks must still make the same collectives (the loss average once hung here).
   Result r = RunShell(kMpirun + kBinary + " train " + kMlp + kFlags + " --data-parallel --deterministic --steps=20 " +
-                          "--batch-size=64 --save=" + ckpt.string() + " --export=" + dp.string(), dir);
+                          "--batch-size=64 --save=" + ckpt.string() + " --export=" + dp.string() +
+                          " --log-json=" + log.string(), dir);
   ASSERT_EQ(r.code, 0) << r.out << r.err;
+  const std::string lines = Slurp(log);
+  EXPECT_EQ(std::count(lines.begin(), lines.end(), '\n'), 20) << lines;
   EXPECT_NE(r.err.find("data parallel over 2 ranks"), std::string::npos) << r.err;
   // Rank 0 alone prints the summary.
   const std::string done = "trained 20 steps";
@@ -88,6 +98,15 @@ TEST(DataParallelCli, BadSetupsFailOnEveryRankWithAMessage) {
                              dir);
   EXPECT_NE(mismatch.code, 0);
   EXPECT_NE(mismatch.err.find("optimizer.lr is 0.001 on rank 0, 0.002 on rank 1"), std::string::npos) << mismatch.err;
+  // One rank failing alone (its data file is missing) ends the job instead of leaving the other
+  // waiting in a collective.
+  Result alone = RunShell(kEnv + "timeout 120 mpirun --oversubscribe -n 1 " + kBinary + " train " + kMlp + kFlags +
+                              " --data-parallel --steps=2 : -n 1 " + kBinary + " train " + kMlp + kFlags +
+                              " --data-parallel --steps=2 --data=" + (dir / "missing.npz").string(),
+                          dir);
+  EXPECT_NE(alone.code, 0);
+  EXPECT_NE(alone.code, 124) << "the job hung";
+  EXPECT_NE(alone.err.find("missing.npz"), std::string::npos) << alone.err;
   std::filesystem::remove_all(dir);
 }
 
