@@ -164,13 +164,6 @@ void ConfigDifferences(const google::protobuf::Message& saved, const google::pro
   }
 }
 
-// 64-bit FNV-1a.
-uint64_t Fnv1a(std::string_view bytes) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (unsigned char c : bytes) h = (h ^ c) * 0x100000001b3ull;
-  return h;
-}
-
 std::string PrecisionText(const ResolvedPrecision& p) {
   return absl::StrCat(PrecisionPresetName(p.preset), "/", DTypeName(p.low), ", loss scaling ", p.scaling);
 }
@@ -226,7 +219,7 @@ absl::Status Trainer::CheckRanksAgree() const {
   std::string bytes;
   mine.SerializeToString(&bytes);
   const int k = comm_->size();
-  const uint64_t hashes[2] = {signature_.hash(), Fnv1a(bytes)};
+  const uint64_t hashes[2] = {signature_.hash(), Fnv1a(0xcbf29ce484222325ull, bytes)};
   std::vector<uint64_t> all(2 * static_cast<size_t>(k));
   MT_RETURN_IF_ERROR(comm_->AllGather(hashes, sizeof hashes, all.data()));
   std::vector<std::string> why;
