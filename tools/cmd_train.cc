@@ -331,7 +331,7 @@ absl::Status RunTrain(const cli::Args& a) {
                static_cast<long long>(total));
   if (c.data_parallel)
     std::fprintf(info, "mixtrain train: data parallel over %d ranks (%s): %lld examples per rank per step, %s\n",
-                 ranks, Communicator::MpiWorld().value()->Describe().c_str(), static_cast<long long>(bs / ranks),
+                 ranks, DataParallelWorld()->Describe().c_str(), static_cast<long long>(bs / ranks),
                  c.deterministic ? "fixed-order (deterministic) reduction" : "MPI_Allreduce");
   const bool tty = isatty(fileno(stderr));
   // --profile: every step after the first (which builds the plans and primitives) is timed.
