@@ -1,6 +1,9 @@
 #include "kernels/cpu/dnnl_common.h"
 
+#include <algorithm>
 #include <cstdlib>
+
+#include "graph/check.h"
 
 #include "kernels/cpu/convert.h"
 #include "kernels/cpu/cpu_features.h"
@@ -109,6 +112,13 @@ dnnl::memory::desc StridedDesc(std::span<const int64_t> dims, std::span<const in
 
 std::vector<int64_t> ShapeKey(const KernelContext& ctx) {
   std::vector<int64_t> key;
+  ShapeKey(ctx, &key);
+  return key;
+}
+
+void ShapeKey(const KernelContext& ctx, std::vector<int64_t>* out) {
+  std::vector<int64_t>& key = *out;
+  key.clear();
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
     const TensorView* t = ctx.input(i);
     if (t == nullptr) {
@@ -119,19 +129,98 @@ std::vector<int64_t> ShapeKey(const KernelContext& ctx) {
     key.push_back(t->rank());
     key.insert(key.end(), t->dims.begin(), t->dims.end());
   }
-  return key;
 }
 
-float* Fp32Staging::Scratch(int64_t n) {
-  if (next_ == bufs_.size()) bufs_.emplace_back();
-  std::vector<float>& b = bufs_[next_++];
-  if (static_cast<int64_t>(b.size()) < n) b.resize(n);
-  return b.data();
+namespace {
+
+// The thread's scratch arena (see StartScratch).
+struct ScratchArena {
+  static constexpr size_t kAlign = 64;
+  static size_t Round(size_t n) { return (std::max<size_t>(n, 1) + kAlign - 1) / kAlign * kAlign; }
+  static void* Allocate(size_t n) {
+    void* p = std::aligned_alloc(kAlign, n);
+    MT_CHECK(p != nullptr) << "out of memory for " << n << " bytes of kernel scratch";
+    return p;
+  }
+  ~ScratchArena() {
+    std::free(base);
+    for (void* p : extra) std::free(p);
+  }
+  void* base = nullptr;
+  size_t capacity = 0, used = 0;
+  size_t needed = 0;         // the most one call has taken
+  std::vector<void*> extra;  // blocks past the arena in this call
+};
+
+ScratchArena& Arena() {
+  thread_local ScratchArena a;
+  return a;
+}
+
+}  // namespace
+
+void StartScratch() {
+  ScratchArena& a = Arena();
+  for (void* p : a.extra) std::free(p);
+  a.extra.clear();
+  if (a.needed > a.capacity) {
+    std::free(a.base);
+    a.base = ScratchArena::Allocate(a.needed);
+    a.capacity = a.needed;
+  }
+  a.used = 0;
+}
+
+void* TakeScratch(size_t bytes) {
+  ScratchArena& a = Arena();
+  const size_t n = ScratchArena::Round(bytes);
+  a.used += n;
+  a.needed = std::max(a.needed, a.used);
+  if (a.used <= a.capacity) return static_cast<uint8_t*>(a.base) + (a.used - n);
+  a.extra.push_back(ScratchArena::Allocate(n));
+  return a.extra.back();
+}
+
+dnnl::memory Unbound(const dnnl::memory::desc& md) {
+  return dnnl::memory(md, Engine(), DNNL_MEMORY_NONE);
+}
+
+dnnl::memory& BoundPrimitive::Arg(int arg, dnnl::memory m) {
+  MT_CHECK(!has(arg)) << "argument " << arg << " bound twice";
+  keys_.push_back(arg);
+  mems_.push_back(std::move(m));
+  args_.clear();
+  for (size_t i = 0; i < keys_.size(); ++i) args_.push_back({keys_[i], mems_[i].get()});
+  return mems_.back();
+}
+
+bool BoundPrimitive::has(int arg) const {
+  return std::find(keys_.begin(), keys_.end(), arg) != keys_.end();
+}
+
+dnnl::memory& BoundPrimitive::at(int arg) {
+  auto it = std::find(keys_.begin(), keys_.end(), arg);
+  MT_CHECK(it != keys_.end()) << "argument " << arg << " was never bound";
+  return mems_[it - keys_.begin()];
+}
+
+void BoundPrimitive::Execute() {
+  for (size_t i = 0; i < mems_.size(); ++i)
+    MT_CHECK(mems_[i].get_data_handle() != nullptr) << "argument " << keys_[i] << " was never bound to a buffer";
+  dnnl::error::wrap_c_api(dnnl_primitive_execute(prim_.get(), Stream().get(),
+                                                 static_cast<int>(args_.size()), args_.data()),
+                          "could not execute a primitive");
+}
+
+BoundReorder::BoundReorder(const dnnl::memory::desc& from_md, const dnnl::memory::desc& to_md)
+    : run(dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), from_md, Engine(), to_md))) {
+  run.Arg(DNNL_ARG_FROM, from_md);
+  run.Arg(DNNL_ARG_TO, to_md);
 }
 
 const void* Fp32Staging::Input(const TensorView& t) {
   if (!Staged(t.dtype)) return t.data;
-  float* f = Scratch(t.numel());
+  float* f = static_cast<float*>(TakeScratch(t.numel() * sizeof(float)));
   if (t.dtype == DType::kF16)
     cpu::HalfToFloatN(t.as<uint16_t>(), f, t.numel());
   else
@@ -141,7 +230,7 @@ const void* Fp32Staging::Input(const TensorView& t) {
 
 void* Fp32Staging::Output(TensorView& t) {
   if (!Staged(t.dtype)) return t.data;
-  float* f = Scratch(t.numel());
+  float* f = static_cast<float*>(TakeScratch(t.numel() * sizeof(float)));
   pending_.emplace_back(f, &t);
   return f;
 }

@@ -82,17 +82,71 @@ class ShapeCache {
 
 // The cache key of a call: every present input's dims and dtype (absent inputs mark -2).
 std::vector<int64_t> ShapeKey(const KernelContext& ctx);
+// The same into `key`, reusing its capacity: no allocation once it has held a key this long.
+void ShapeKey(const KernelContext& ctx, std::vector<int64_t>* key);
+
+// Scratch memory shared by every kernel call on the calling thread: one arena, from which a
+// call takes buffers in turn (TakeScratch) after starting with StartScratch, which gives back
+// everything the previous call on the thread took. Kernels run one at a time per thread, so
+// the process holds the most scratch any one call needs, not the sum over the kernels, and
+// once the arena has grown to that (the first step) nothing is allocated. A call that needs
+// more than the arena holds gets extra blocks, freed and folded into one larger arena at the
+// next start. Buffers are 64-byte aligned. Fp32Staging::Begin starts the call's scratch.
+void StartScratch();
+void* TakeScratch(size_t bytes);
+
+// A oneDNN memory object with no buffer yet: Bind points it at one (no allocation).
+dnnl::memory Unbound(const dnnl::memory::desc& md);
+inline void Bind(dnnl::memory& m, const void* p) { m.set_data_handle(const_cast<void*>(p)); }
+
+// A primitive and its arguments, bound once: the memory objects are made when it is built and
+// pointed at each call's buffers with Bind, and it runs through oneDNN's C API from a fixed
+// argument array. The C++ API's execute(stream, unordered_map) and a dnnl::memory per operand
+// per call cost ~20 heap allocations; this costs the ~5 oneDNN's execute makes inside itself
+// (its own argument map), which its API gives no way to avoid.
+class BoundPrimitive {
+ public:
+  BoundPrimitive() = default;
+  explicit BoundPrimitive(dnnl::primitive p) : prim_(std::move(p)) {}
+  // Adds argument `arg` as a new unbound memory of `md`; returns it for Bind.
+  dnnl::memory& Arg(int arg, const dnnl::memory::desc& md) { return Arg(arg, Unbound(md)); }
+  // Adds argument `arg` as `m`, which another primitive may share (a reorder's output).
+  dnnl::memory& Arg(int arg, dnnl::memory m);
+  // The memory of argument `arg` (aborts when it was never added).
+  dnnl::memory& at(int arg);
+  bool has(int arg) const;
+  // Runs it on the thread's stream; throws dnnl::error as the C++ API does.
+  void Execute();
+  explicit operator bool() const { return static_cast<bool>(prim_); }
+
+ private:
+  dnnl::primitive prim_;
+  std::vector<int> keys_;
+  std::vector<dnnl::memory> mems_;
+  std::vector<dnnl_exec_arg_t> args_;
+};
+
+// A reorder between two layouts of one tensor, bound as above: `from` and `to` are its
+// memories.
+struct BoundReorder {
+  BoundReorder(const dnnl::memory::desc& from_md, const dnnl::memory::desc& to_md);
+  dnnl::memory& from() { return run.at(DNNL_ARG_FROM); }
+  dnnl::memory& to() { return run.at(DNNL_ARG_TO); }
+  void Execute() { run.Execute(); }
+  BoundPrimitive run;
+};
 
 // Makes low-precision tensors look like fp32 ones for one Compute call: inputs are widened into
 // scratch buffers, outputs are computed into scratch and rounded back (nearest-even) by Finish().
 // A tensor is staged when ComputeType() of its dtype is fp32: fp16 always, bf16 where oneDNN has
-// no native bf16. Other tensors pass through. Scratch is reused. The conversions are vector
-// loops (convert.h) split over the cores.
+// no native bf16. Other tensors pass through. Begin() starts the call's scratch (StartScratch),
+// which the staged copies come from, so a kernel calls it before taking any scratch itself.
+// The conversions are vector loops (convert.h) split over the cores.
 class Fp32Staging {
  public:
-  Fp32Staging() : stage_bf16_(!NativeBf16()) {}
+  Fp32Staging() : stage_bf16_(!NativeBf16()) { pending_.reserve(8); }
   void Begin() {
-    next_ = 0;
+    StartScratch();
     pending_.clear();
   }
   const void* Input(const TensorView& t);
@@ -101,10 +155,7 @@ class Fp32Staging {
 
  private:
   bool Staged(DType t) const { return t == DType::kF16 || (stage_bf16_ && t == DType::kBF16); }
-  float* Scratch(int64_t n);
   bool stage_bf16_;
-  std::vector<std::vector<float>> bufs_;
-  size_t next_ = 0;
   std::vector<std::pair<const float*, TensorView*>> pending_;
 };
 

@@ -86,7 +86,7 @@ absl::StatusOr<ConvFusion> ReadFusion(const KernelContext& ctx) {
 }
 
 struct ConvEntry {
-  dnnl::primitive prim;
+  dnnl_util::BoundPrimitive prim;  // SRC, WEIGHTS, DST and BIAS when there is one
   dnnl::memory::desc x_md, w_md, b_md, y_md;
   bool has_bias = false;
   std::vector<int64_t> y_dims;
@@ -98,29 +98,40 @@ struct ConvEntry {
   // im2col + GEMM, which is slower than its blocked direct kernels (and gains nothing from
   // bf16's dot-product instructions). Operands whose chosen layout differs from ONNX's go
   // through a reorder into a buffer of the primitive's layout (and Y back out). The weights are
-  // reordered on every call (a training step changes them) unless they are constant.
+  // reordered on every call (a training step changes them) unless they are constant. X's and
+  // Y's copies are the call's scratch (dnnl_common.h); the weights' in `own`, which keeps constant
+  // weights reordered once.
   struct Blocked {
-    dnnl::memory::desc md;  // the primitive's layout
-    dnnl::reorder to_prim;  // plain -> md (inputs) or md -> plain (Y)
-    std::vector<uint8_t> buf;
+    Blocked(const dnnl::memory::desc& from, const dnnl::memory::desc& to) : copy(from, to) {}
+    dnnl_util::BoundReorder copy;  // plain -> primitive's layout (inputs), or back (Y)
+    std::vector<uint8_t> own;
   };
   std::unique_ptr<Blocked> bx, bw, by;
   // Z into the blocked Y buffer, which the sum post-op accumulates onto.
   std::unique_ptr<Blocked> bz;
-  bool w_packed = false;  // bw->buf holds the constant weights already
+  bool w_packed = false;  // bw->own holds the constant weights already
 };
 
 // A reorder between our plain buffer and the primitive's layout when they differ.
 std::unique_ptr<ConvEntry::Blocked> MakeBlocked(const dnnl::memory::desc& plain,
                                                 const dnnl::memory::desc& prim, bool output) {
   if (plain == prim) return nullptr;
-  auto b = std::make_unique<ConvEntry::Blocked>();
-  b->md = prim;
-  dnnl::engine& eng = dnnl_util::Engine();
-  b->to_prim = output ? dnnl::reorder(dnnl::reorder::primitive_desc(eng, prim, eng, plain))
-                      : dnnl::reorder(dnnl::reorder::primitive_desc(eng, plain, eng, prim));
-  b->buf.resize(prim.get_size());
-  return b;
+  return output ? std::make_unique<ConvEntry::Blocked>(prim, plain)
+                : std::make_unique<ConvEntry::Blocked>(plain, prim);
+}
+
+// Binds the primitive's arguments: the blocked copies' primitive-side memories where there
+// are copies, else memories of our plain buffers.
+void BindConvArgs(ConvEntry* e) {
+  using dnnl_util::Unbound;
+  e->prim.Arg(DNNL_ARG_SRC, e->bx ? e->bx->copy.to() : Unbound(e->x_md));
+  e->prim.Arg(DNNL_ARG_WEIGHTS, e->bw ? e->bw->copy.to() : Unbound(e->w_md));
+  e->prim.Arg(DNNL_ARG_DST, e->by ? e->by->copy.from() : Unbound(e->y_md));
+  if (e->has_bias) e->prim.Arg(DNNL_ARG_BIAS, e->b_md);
+  if (e->bw) {
+    e->bw->own.resize(e->bw->copy.to().get_desc().get_size());
+    dnnl_util::Bind(e->bw->copy.to(), e->bw->own.data());
+  }
 }
 
 int64_t Product(std::span<const int64_t> v) {
@@ -255,11 +266,12 @@ void MakeConvPrimitive(const KernelContext& ctx, const ConvShape& s, const ConvF
     }
   }
   const dnnl::convolution_forward::primitive_desc pd = wino ? *wino : make_pd(dnnl::algorithm::convolution_direct);
-  e->prim = dnnl::convolution_forward(pd);
+  e->prim = dnnl_util::BoundPrimitive(dnnl::convolution_forward(pd));
   e->bx = MakeBlocked(e->x_md, pd.src_desc(), false);
   e->bw = MakeBlocked(e->w_md, pd.weights_desc(), false);
   e->by = MakeBlocked(e->y_md, pd.dst_desc(), true);
   if (f.has_z && e->by) e->bz = MakeBlocked(e->y_md, pd.dst_desc(), false);
+  BindConvArgs(e);
 }
 
 absl::StatusOr<std::unique_ptr<ConvEntry>> BuildConv(const KernelContext& ctx, bool transposed,
@@ -313,7 +325,9 @@ absl::StatusOr<std::unique_ptr<ConvEntry>> BuildConv(const KernelContext& ctx, b
                                         e->x_md, e->w_md, e->b_md, e->y_md, dnnl_util::ToDims(s.g.strides),
                                         dnnl_util::ToDims(dil), dnnl_util::ToDims(s.g.pads_begin),
                                         dnnl_util::ToDims(pad_r));
-    e->prim = dnnl::deconvolution_forward(dnnl::deconvolution_forward::primitive_desc(d, dnnl_util::Engine()));
+    e->prim = dnnl_util::BoundPrimitive(
+        dnnl::deconvolution_forward(dnnl::deconvolution_forward::primitive_desc(d, dnnl_util::Engine())));
+    BindConvArgs(e.get());
   }));
   return e;
 }
@@ -365,7 +379,8 @@ class ConvKernel final : public OpKernel {
       return ctx.Error("X, W, B, Z and Y dtypes differ");
     if (y->numel() == 0) return absl::OkStatus();
     if (ctx.node().has_attr("pool_kernel_shape")) return ConvMaxPool(ctx, pooled_);
-    std::vector<int64_t> key = ShapeKey(ctx);
+    std::vector<int64_t>& key = key_;
+    ShapeKey(ctx, &key);
     ConvEntry* e = cache_.Find(key);
     if (e == nullptr) {
       MT_ASSIGN_OR_RETURN(ConvFusion f, ReadFusion(ctx));
@@ -383,34 +398,40 @@ class ConvKernel final : public OpKernel {
     void* yp = staging_.Output(*y);
     void* prim_y = e->reach_dims.empty() ? yp : e->tmp.data();
     MT_RETURN_IF_ERROR(Guard(ctx, "running convolution", [&] {
-      dnnl::engine& eng = dnnl_util::Engine();
-      dnnl::stream& st = dnnl_util::Stream();
-      // Plain memory, or its reordered copy in the primitive's layout.
-      auto in = [&](ConvEntry::Blocked* b, const dnnl::memory::desc& md, const void* p) {
-        if (b == nullptr) return dnnl::memory(md, eng, const_cast<void*>(p));
-        dnnl::memory bm(b->md, eng, b->buf.data());
-        if (p != nullptr) {
-          dnnl::memory m(md, eng, const_cast<void*>(p));
-          b->to_prim.execute(st, m, bm);
-        }
-        return bm;
-      };
-      dnnl::memory ym(e->y_md, eng, prim_y);
-      std::unordered_map<int, dnnl::memory> args = {
-          {DNNL_ARG_SRC, in(e->bx.get(), e->x_md, xp)},
-          {DNNL_ARG_WEIGHTS, in(e->bw.get(), e->w_md, wp)},
-          {DNNL_ARG_DST, e->by ? dnnl::memory(e->by->md, eng, e->by->buf.data()) : ym}};
-      if (e->has_bias) args[DNNL_ARG_BIAS] = dnnl::memory(e->b_md, eng, const_cast<void*>(bp));
+      using dnnl_util::Bind;
+      if (e->bx) {
+        Bind(e->bx->copy.from(), xp);
+        Bind(e->bx->copy.to(), dnnl_util::TakeScratch(e->bx->copy.to().get_desc().get_size()));
+        e->bx->copy.Execute();
+      } else {
+        Bind(e->prim.at(DNNL_ARG_SRC), xp);
+      }
+      if (!e->bw) {
+        Bind(e->prim.at(DNNL_ARG_WEIGHTS), wp);
+      } else if (wp != nullptr) {
+        Bind(e->bw->copy.from(), wp);
+        e->bw->copy.Execute();
+      }
+      void* dst = prim_y;  // what the primitive writes
+      if (e->by) {
+        dst = dnnl_util::TakeScratch(e->by->copy.from().get_desc().get_size());
+        Bind(e->by->copy.from(), dst);
+        Bind(e->by->copy.to(), prim_y);
+      } else {
+        Bind(e->prim.at(DNNL_ARG_DST), prim_y);
+      }
+      if (e->has_bias) Bind(e->prim.at(DNNL_ARG_BIAS), bp);
       // The sum post-op adds what DST holds before the call: Z.
       if (zp != nullptr && e->bz) {
-        dnnl::memory zm(e->y_md, eng, const_cast<void*>(zp));
-        e->bz->to_prim.execute(st, zm, args[DNNL_ARG_DST]);
+        Bind(e->bz->copy.from(), zp);
+        Bind(e->bz->copy.to(), dst);
+        e->bz->copy.Execute();
       } else if (zp != nullptr && zp != prim_y) {
         std::memcpy(prim_y, zp, e->y_md.get_size());
       }
-      e->prim.execute(st, args);
-      if (e->by) e->by->to_prim.execute(st, args[DNNL_ARG_DST], ym);
-      st.wait();
+      e->prim.Execute();
+      if (e->by) e->by->copy.Execute();
+      dnnl_util::Stream().wait();
     }));
     e->w_packed = e->bw != nullptr && ctx.input_constant(1);
     if (!e->reach_dims.empty())
@@ -422,6 +443,7 @@ class ConvKernel final : public OpKernel {
  private:
   bool transposed_;
   ShapeCache<ConvEntry> cache_;
+  std::vector<int64_t> key_;  // the last call's cache key (its capacity reused)
   Fp32Staging staging_;
   ConvPoolWeights pooled_;  // a FusedConv with a folded max pool (conv_pool.h)
 };

@@ -34,22 +34,18 @@ struct MatMulSpec {
   bool pack_b = false;          // B is constant: let the primitive choose its layout
 };
 
-// A permuted operand or result copied to or from a dense scratch buffer around the matmul (see
-// Build), by a oneDNN reorder.
-struct DenseCopy {
-  dnnl::memory dense;
-  dnnl::reorder copy;  // strided -> dense for operands, dense -> strided for the result
-};
-
+// A matmul built for one shape, with its arguments bound (dnnl_util::BoundPrimitive). A
+// permuted operand or result is copied to or from a dense buffer in the call's scratch
+// around the matmul (see Build), by a oneDNN reorder whose dense side is the matmul's argument.
 struct MatMulEntry {
-  dnnl::matmul prim;
+  dnnl_util::BoundPrimitive mm;
   dnnl::memory::desc a_md, b_md, c_md, bias_md, z_md;  // our buffers (strided views)
-  std::optional<DenseCopy> a_copy, b_copy, c_copy;
-  bool native_bias = false;  // bias is the primitive's own input, else binary post-op 0
-  int z_post_op = -1;        // index of Z's binary post-op
+  std::optional<dnnl_util::BoundReorder> a_copy, b_copy, c_copy;
+  int bias_arg = 0, z_arg = 0;  // where bias and Z go: the primitive's bias or a binary post-op
   // Set when the primitive wants B in another layout: B reordered once (constant B only).
-  std::optional<dnnl::memory::desc> packed_md;
-  std::optional<dnnl::memory> packed_b;
+  std::optional<dnnl_util::BoundReorder> pack;
+  dnnl::memory packed_b;
+  bool packed = false;
 };
 
 // Whether a view is dense row-major (size-1 dims may have any stride).
@@ -78,22 +74,23 @@ absl::StatusOr<std::unique_ptr<MatMulEntry>> Build(const KernelContext& ctx, con
     if (s.residual) e->z_md = dnnl_util::PlainDesc(s.c_dims, *dt);
     // oneDNN v2 adds its own bias before the output scale; with alpha != 1 the bias is a binary
     // post-op instead (post-ops run after the scale), so it is not scaled.
-    e->native_bias = s.bias && s.alpha == 1.0f;
+    const bool native_bias = s.bias && s.alpha == 1.0f;
+    int z_post_op = -1;
     dnnl::primitive_attr attr;
     if (s.alpha != 1.0f) attr.set_output_scales(0, {s.alpha});
     dnnl::post_ops ops;
-    if (s.bias && !e->native_bias) ops.append_binary(dnnl::algorithm::binary_add, e->bias_md);
+    if (s.bias && !native_bias) ops.append_binary(dnnl::algorithm::binary_add, e->bias_md);
     if (s.sum_beta != 0.0f) ops.append_sum(s.sum_beta);
     if (s.activation != dnnl::algorithm::undef) ops.append_eltwise(1.0f, s.activation, 0.0f, 0.0f);
     if (s.residual) {
-      e->z_post_op = ops.len();
+      z_post_op = ops.len();
       ops.append_binary(dnnl::algorithm::binary_add, e->z_md);
     }
     attr.set_post_ops(ops);
     dnnl::engine& eng = dnnl_util::Engine();
     auto make_pd = [&](const dnnl::memory::desc& a, const dnnl::memory::desc& w,
                        const dnnl::memory::desc& c) {
-      dnnl::matmul::desc d = e->native_bias ? dnnl::matmul::desc(a, w, e->bias_md, c)
+      dnnl::matmul::desc d = native_bias ? dnnl::matmul::desc(a, w, e->bias_md, c)
                                             : dnnl::matmul::desc(a, w, c);
       return dnnl::matmul::primitive_desc(d, attr, eng);
     };
@@ -107,69 +104,76 @@ absl::StatusOr<std::unique_ptr<MatMulEntry>> Build(const KernelContext& ctx, con
                          (!s.pack_b && !Dense(s.b_dims, s.b_strides));
     if (strided && (impl.rfind("ref", 0) == 0 || (s.c_dims.size() > 2 && impl.rfind("brg", 0) != 0))) {
       MT_CHECK(s.sum_beta == 0.0f) << "Gemm's C is never permuted";
-      auto dense_copy = [&](const std::vector<int64_t>& dims, const dnnl::memory::desc& user,
-                            bool to_dense) {
-        dnnl::memory dense(dnnl_util::PlainDesc(dims, *dt), eng);
-        dnnl::memory::desc dense_md = dense.get_desc();
-        return DenseCopy{dense, to_dense ? dnnl::reorder(dnnl::reorder::primitive_desc(eng, user, eng, dense_md))
-                                         : dnnl::reorder(dnnl::reorder::primitive_desc(eng, dense_md, eng, user))};
-      };
       if (!Dense(s.a_dims, s.a_strides)) {
-        e->a_copy = dense_copy(s.a_dims, e->a_md, true);
-        a_md = e->a_copy->dense.get_desc();
+        a_md = dnnl_util::PlainDesc(s.a_dims, *dt);
+        e->a_copy.emplace(e->a_md, a_md);
       }
       if (!s.pack_b && !Dense(s.b_dims, s.b_strides)) {
-        e->b_copy = dense_copy(s.b_dims, e->b_md, true);
-        w_md = e->b_copy->dense.get_desc();
+        w_md = dnnl_util::PlainDesc(s.b_dims, *dt);
+        e->b_copy.emplace(e->b_md, w_md);
       }
       if (!Dense(s.c_dims, s.c_strides)) {
-        e->c_copy = dense_copy(s.c_dims, e->c_md, false);
-        c_md = e->c_copy->dense.get_desc();
+        c_md = dnnl_util::PlainDesc(s.c_dims, *dt);
+        e->c_copy.emplace(c_md, e->c_md);
       }
       pd = make_pd(a_md, w_md, c_md);
     }
-    if (s.pack_b && pd.weights_desc() != e->b_md) e->packed_md = pd.weights_desc();
-    if (s.pack_b && !e->packed_md) pd = make_pd(a_md, e->b_md, c_md);  // `any` chose B's layout
-    e->prim = dnnl::matmul(pd);
+    if (s.pack_b && pd.weights_desc() != e->b_md) {
+      e->pack.emplace(e->b_md, pd.weights_desc());
+      e->packed_b = dnnl::memory(pd.weights_desc(), eng);  // owned: it outlives the call
+      dnnl_util::Bind(e->pack->to(), e->packed_b.get_data_handle());
+    }
+    if (s.pack_b && !e->pack) pd = make_pd(a_md, e->b_md, c_md);  // `any` chose B's layout
+    e->mm = dnnl_util::BoundPrimitive(dnnl::matmul(pd));
+    e->mm.Arg(DNNL_ARG_SRC, e->a_copy ? e->a_copy->to() : dnnl_util::Unbound(a_md));
+    e->mm.Arg(DNNL_ARG_WEIGHTS, e->pack ? e->pack->to()
+                                : e->b_copy ? e->b_copy->to() : dnnl_util::Unbound(pd.weights_desc()));
+    e->mm.Arg(DNNL_ARG_DST, e->c_copy ? e->c_copy->from() : dnnl_util::Unbound(c_md));
+    if (s.bias) {
+      e->bias_arg = native_bias ? DNNL_ARG_BIAS : (DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1);
+      e->mm.Arg(e->bias_arg, e->bias_md);
+    }
+    if (s.residual) {
+      e->z_arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(z_post_op) | DNNL_ARG_SRC_1;
+      e->mm.Arg(e->z_arg, e->z_md);
+    }
   }));
   return e;
 }
 
 // Runs a built matmul on A, B -> C (C may already hold Gemm's beta * C). bias and z only when
-// the spec had them.
+// the spec had them. Dense copies of permuted operands are the call's scratch.
 absl::Status Execute(const KernelContext& ctx, MatMulEntry& e, const void* a, const void* b,
                      void* c, const void* bias = nullptr, const void* z = nullptr) {
   return Guard(ctx, "running matmul", [&] {
-    dnnl::engine& eng = dnnl_util::Engine();
-    dnnl::stream& stream = dnnl_util::Stream();
-    dnnl::memory bm(e.b_md, eng, const_cast<void*>(b));
-    if (e.packed_md && !e.packed_b) {
-      e.packed_b = dnnl::memory(*e.packed_md, eng);
-      dnnl::reorder(bm, *e.packed_b).execute(stream, bm, *e.packed_b);
+    using dnnl_util::Bind;
+    if (e.pack && !e.packed) {
+      Bind(e.pack->from(), b);
+      e.pack->Execute();
+      e.packed = true;
     }
-    dnnl::memory am(e.a_md, eng, const_cast<void*>(a)), cm(e.c_md, eng, c);
-    if (e.a_copy) {
-      e.a_copy->copy.execute(stream, am, e.a_copy->dense);
-      am = e.a_copy->dense;
+    auto copy_in = [&](std::optional<dnnl_util::BoundReorder>& copy, const void* p, int arg) {
+      if (!copy) {
+        Bind(e.mm.at(arg), p);
+        return;
+      }
+      Bind(copy->from(), p);
+      Bind(copy->to(), dnnl_util::TakeScratch(copy->to().get_desc().get_size()));
+      copy->Execute();
+    };
+    copy_in(e.a_copy, a, DNNL_ARG_SRC);
+    if (!e.pack) copy_in(e.b_copy, b, DNNL_ARG_WEIGHTS);
+    if (e.c_copy) {
+      Bind(e.c_copy->from(), dnnl_util::TakeScratch(e.c_copy->from().get_desc().get_size()));
+      Bind(e.c_copy->to(), c);
+    } else {
+      Bind(e.mm.at(DNNL_ARG_DST), c);
     }
-    if (e.b_copy) {
-      e.b_copy->copy.execute(stream, bm, e.b_copy->dense);
-      bm = e.b_copy->dense;
-    }
-    std::unordered_map<int, dnnl::memory> args = {
-        {DNNL_ARG_SRC, am},
-        {DNNL_ARG_WEIGHTS, e.packed_b ? *e.packed_b : bm},
-        {DNNL_ARG_DST, e.c_copy ? e.c_copy->dense : cm}};
-    if (bias != nullptr) {
-      dnnl::memory bias_m(e.bias_md, eng, const_cast<void*>(bias));
-      args[e.native_bias ? DNNL_ARG_BIAS : (DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1)] = bias_m;
-    }
-    if (z != nullptr)
-      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(e.z_post_op) | DNNL_ARG_SRC_1] =
-          dnnl::memory(e.z_md, eng, const_cast<void*>(z));
-    e.prim.execute(stream, args);
-    if (e.c_copy) e.c_copy->copy.execute(stream, e.c_copy->dense, cm);
-    stream.wait();
+    if (bias != nullptr) Bind(e.mm.at(e.bias_arg), bias);
+    if (z != nullptr) Bind(e.mm.at(e.z_arg), z);
+    e.mm.Execute();
+    if (e.c_copy) e.c_copy->Execute();
+    dnnl_util::Stream().wait();
   });
 }
 
@@ -317,7 +321,8 @@ class MatMulKernel final : public OpKernel {
       std::memset(y->data, 0, y->nbytes());
       return absl::OkStatus();
     }
-    std::vector<int64_t> key = ShapeKey(ctx);
+    std::vector<int64_t>& key = key_;
+    ShapeKey(ctx, &key);
     MatMulEntry* e = cache_.Find(key);
     if (e == nullptr) {
       MT_ASSIGN_OR_RETURN(MatMulSpec s, PlanMatMul(ctx, *a, *b, *y, perm_a_, perm_b_, perm_y_));
@@ -354,6 +359,7 @@ class MatMulKernel final : public OpKernel {
   float alpha_ = 1.0f;
   std::string activation_;
   ShapeCache<MatMulEntry> cache_;
+  std::vector<int64_t> key_;  // the last call's cache key (its capacity reused)
   Fp32Staging staging_;
 };
 
@@ -421,7 +427,8 @@ class GemmKernel final : public OpKernel {
     const bool use_c = c != nullptr && beta != 0.0f && c->numel() > 0;
     const int64_t m = y->dims[0], n = y->dims[1];
     if (y->numel() == 0) return absl::OkStatus();
-    std::vector<int64_t> key = ShapeKey(ctx);
+    std::vector<int64_t>& key = key_;
+    ShapeKey(ctx, &key);
     MatMulEntry* e = cache_.Find(key);
     if (e == nullptr) {
       MT_ASSIGN_OR_RETURN(MatMulSpec s, PlanGemm(ctx, *a, *b, use_c));
@@ -444,6 +451,7 @@ class GemmKernel final : public OpKernel {
 
  private:
   ShapeCache<MatMulEntry> cache_;
+  std::vector<int64_t> key_;  // the last call's cache key (its capacity reused)
   Fp32Staging staging_;
 };
 

@@ -40,7 +40,7 @@ absl::StatusOr<WindowGeometry> PoolGeometry(const KernelContext& ctx, const Tens
 }
 
 struct PoolEntry {
-  dnnl::pooling_v2_forward prim;
+  dnnl_util::BoundPrimitive prim;  // SRC and DST
   dnnl::memory::desc x_md, y_md;
   // AveragePool counting pads whose ceil_mode windows reach past the end pads: oneDNN divides
   // by the kernel size there, ONNX by the window clipped to the padded input. Per output
@@ -107,8 +107,10 @@ absl::StatusOr<std::unique_ptr<PoolEntry>> BuildPool(const KernelContext& ctx, c
         dnnl::prop_kind::forward_inference, alg, e->x_md, e->y_md, dnnl_util::ToDims(g.strides),
         dnnl_util::ToDims(g.kernel), dnnl_util::ToDims(dil), dnnl_util::ToDims(g.pads_begin),
         dnnl_util::ToDims(g.pads_end_effective));
-    e->prim = dnnl::pooling_v2_forward(
-        dnnl::pooling_v2_forward::primitive_desc(d, dnnl_util::Engine()));
+    e->prim = dnnl_util::BoundPrimitive(dnnl::pooling_v2_forward(
+        dnnl::pooling_v2_forward::primitive_desc(d, dnnl_util::Engine())));
+    e->prim.Arg(DNNL_ARG_SRC, e->x_md);
+    e->prim.Arg(DNNL_ARG_DST, e->y_md);
   }));
   return e;
 }
@@ -283,7 +285,8 @@ class PoolKernel final : public OpKernel {
                                       " (16, without channels_last)"));
       layout = Layout::kBlocked;
     }
-    std::vector<int64_t> key = ShapeKey(ctx);
+    std::vector<int64_t>& key = key_;
+    ShapeKey(ctx, &key);
     PoolEntry* e = cache_.Find(key);
     if (e == nullptr) {
       TensorView logical = *x;
@@ -300,10 +303,9 @@ class PoolKernel final : public OpKernel {
     const void* xp = staging_.Input(*x);
     void* yp = staging_.Output(*y);
     MT_RETURN_IF_ERROR(Guard(ctx, "running pooling", [&] {
-      dnnl::engine& eng = dnnl_util::Engine();
-      dnnl::memory xm(e->x_md, eng, const_cast<void*>(xp));
-      dnnl::memory ym(e->y_md, eng, yp);
-      e->prim.execute(dnnl_util::Stream(), {{DNNL_ARG_SRC, xm}, {DNNL_ARG_DST, ym}});
+      dnnl_util::Bind(e->prim.at(DNNL_ARG_SRC), xp);
+      dnnl_util::Bind(e->prim.at(DNNL_ARG_DST), yp);
+      e->prim.Execute();
       dnnl_util::Stream().wait();
     }));
     if (!e->rescale.empty()) {
@@ -324,6 +326,7 @@ class PoolKernel final : public OpKernel {
  private:
   bool is_max_;
   ShapeCache<PoolEntry> cache_;
+  std::vector<int64_t> key_;  // the last call's cache key (its capacity reused)
   Fp32Staging staging_;
 };
 

@@ -6,13 +6,14 @@
 // geometry's floor division; oneDNN's window arithmetic is the same).
 // Tensors stay in ONNX layout (NC<spatial>, OI<kernel>; a grouped W is the same bytes as
 // oneDNN's G,O/G,I/G,<kernel> view); the primitives choose their own blocked layouts and the
-// reorders to and from them are cached with the primitives, because oneDNN's plain-layout
-// backward kernels are several times slower than reorder + blocked kernel. The bias gradient
+// reorders to and from them are built with the primitives, because oneDNN's plain-layout
+// backward kernels are several times slower than reorder + blocked kernel. The blocked copies
+// live in the thread's scratch arena (dnnl_common.h), not in the kernel: a network's ConvGrads
+// share one set of buffers the size of the largest. The bias gradient
 // (optional output 2, only with dW) comes out of the backward-weights primitive, in the same
 // pass over dY as dW: a separate ReduceSum read dY again (3.6 ms of a 83 ms CIFAR-CNN step).
 #include <cstring>
 #include <optional>
-#include <unordered_map>
 
 #include "absl/strings/str_cat.h"
 #include "graph/ops/nn_geometry.h"
@@ -25,10 +26,14 @@ using dnnl_util::Guard;
 
 struct ConvGradEntry {
   dnnl::memory::desc dy_md, x_md, w_md, b_md;  // ONNX layouts, compute dtype
-  std::optional<dnnl::convolution_backward_data::primitive_desc> data_pd;
-  std::optional<dnnl::convolution_backward_weights::primitive_desc> weights_pd;
-  std::optional<dnnl::convolution_backward_data> bwd_data;
-  std::optional<dnnl::convolution_backward_weights> bwd_weights;
+  // convolution_backward_data (DIFF_DST, WEIGHTS -> DIFF_SRC) and _weights (DIFF_DST, SRC ->
+  // DIFF_WEIGHTS, DIFF_BIAS), bound (dnnl_util::BoundPrimitive); empty when not wanted.
+  dnnl_util::BoundPrimitive bwd_data, bwd_weights;
+  // Reorders between our layouts and the primitives' where they differ; the primitive-side
+  // memory is the primitive's argument, its buffer the call's scratch. `dy_w` is absent also
+  // when the weights pass reads the data pass's copy of dY.
+  std::optional<dnnl_util::BoundReorder> dy_d, w_d, dx, dy_w, x_w, dw;
+  bool dy_shared = false;  // the weights pass reads dy_d's copy
 };
 
 int64_t Product(const std::vector<int64_t>& v) {
@@ -83,33 +88,58 @@ absl::StatusOr<std::unique_ptr<ConvGradEntry>> BuildConvGrad(const KernelContext
                                        dnnl::algorithm::convolution_direct, x_any, w_any,
                                        want_db ? e->b_md : no_bias, y_any, strides, dils, pl, pr);
     dnnl::convolution_forward::primitive_desc hint(fd, dnnl_util::Engine());
+    // A reorder from our layout `user` to the primitive's `want` (or back for outputs), or none.
+    const auto copy = [](std::optional<dnnl_util::BoundReorder>& r, const dnnl::memory::desc& user,
+                         const dnnl::memory::desc& want, bool output) -> dnnl::memory {
+      if (user == want) return dnnl_util::Unbound(user);
+      if (output) {
+        r.emplace(want, user);
+        return r->from();
+      }
+      r.emplace(user, want);
+      return r->to();
+    };
+    std::optional<dnnl::memory> dy_data;  // dY as the data pass reads it
     if (want_dx) {
       dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, x_any, w_any,
                                               y_any, strides, dils, pl, pr);
-      e->data_pd.emplace(d, dnnl_util::Engine(), hint);
-      e->bwd_data.emplace(*e->data_pd);
+      dnnl::convolution_backward_data::primitive_desc pd(d, dnnl_util::Engine(), hint);
+      e->bwd_data = dnnl_util::BoundPrimitive(dnnl::convolution_backward_data(pd));
+      dy_data = e->bwd_data.Arg(DNNL_ARG_DIFF_DST, copy(e->dy_d, e->dy_md, pd.diff_dst_desc(), false));
+      e->bwd_data.Arg(DNNL_ARG_WEIGHTS, copy(e->w_d, e->w_md, pd.weights_desc(), false));
+      e->bwd_data.Arg(DNNL_ARG_DIFF_SRC, copy(e->dx, e->x_md, pd.diff_src_desc(), true));
     }
     if (want_dw) {
       dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, x_any,
                                                  w_any, want_db ? e->b_md : no_bias, y_any,
                                                  strides, dils, pl, pr);
-      e->weights_pd.emplace(d, dnnl_util::Engine(), hint);
-      e->bwd_weights.emplace(*e->weights_pd);
+      dnnl::convolution_backward_weights::primitive_desc pd(d, dnnl_util::Engine(), hint);
+      e->bwd_weights = dnnl_util::BoundPrimitive(dnnl::convolution_backward_weights(pd));
+      e->dy_shared = dy_data && e->dy_d && dy_data->get_desc() == pd.diff_dst_desc();
+      e->bwd_weights.Arg(DNNL_ARG_DIFF_DST, e->dy_shared ? *dy_data
+                                                         : copy(e->dy_w, e->dy_md, pd.diff_dst_desc(), false));
+      e->bwd_weights.Arg(DNNL_ARG_SRC, copy(e->x_w, e->x_md, pd.src_desc(), false));
+      e->bwd_weights.Arg(DNNL_ARG_DIFF_WEIGHTS, copy(e->dw, e->w_md, pd.diff_weights_desc(), true));
+      if (want_db) e->bwd_weights.Arg(DNNL_ARG_DIFF_BIAS, e->b_md);
     }
   }));
   return e;
 }
 
-// A user buffer in ONNX layout as the memory `want` describes: the buffer itself when the
-// layouts agree, else a reordered copy in `scratch` (reused across calls).
-dnnl::memory AsLayout(const dnnl::memory::desc& user, void* data, const dnnl::memory::desc& want,
-                      std::optional<dnnl::memory>& scratch) {
-  dnnl::engine& eng = dnnl_util::Engine();
-  dnnl::memory m(user, eng, data);
-  if (user == want) return m;
-  if (!scratch || scratch->get_desc() != want) scratch.emplace(want, eng);
-  dnnl::reorder(m, *scratch).execute(dnnl_util::Stream(), m, *scratch);
-  return *scratch;
+// Points the primitive's argument `arg` at our buffer `p`, or, when a reorder stands between,
+// the reorder's user side at `p` and its primitive side at new scratch; for inputs
+// the reorder runs now, for outputs the caller runs it after the primitive.
+void BindOperand(dnnl_util::BoundPrimitive& prim, int arg,
+                 std::optional<dnnl_util::BoundReorder>& r, void* p, bool output) {
+  if (!r) {
+    dnnl_util::Bind(prim.at(arg), p);
+    return;
+  }
+  dnnl::memory& user = output ? r->to() : r->from();
+  dnnl::memory& mine = output ? r->from() : r->to();
+  dnnl_util::Bind(user, p);
+  dnnl_util::Bind(mine, dnnl_util::TakeScratch(mine.get_desc().get_size()));
+  if (!output) r->Execute();
 }
 
 class ConvGradKernel final : public OpKernel {
@@ -130,7 +160,8 @@ class ConvGradKernel final : public OpKernel {
     if (db && !dw) return ctx.Error("dB comes with dW only");
     if (db && (db->rank() != 1 || w->rank() < 1 || db->dims[0] != w->dims[0]))
       return ctx.Error("dB must be a vector of W's output channels");
-    std::vector<int64_t> key = dnnl_util::ShapeKey(ctx);
+    std::vector<int64_t>& key = key_;
+    dnnl_util::ShapeKey(ctx, &key);
     key.push_back(dx != nullptr);
     key.push_back(dw != nullptr);
     key.push_back(db != nullptr);
@@ -152,40 +183,22 @@ class ConvGradKernel final : public OpKernel {
     void* dwp = dw ? staging_.Output(*dw) : nullptr;
     void* dbp = db ? staging_.Output(*db) : nullptr;
     MT_RETURN_IF_ERROR(Guard(ctx, "running convolution backward", [&] {
-      dnnl::engine& eng = dnnl_util::Engine();
-      dnnl::stream& s = dnnl_util::Stream();
-      std::optional<dnnl::memory> dym_data;  // dY as the data gradient read it
       if (e->bwd_data) {
-        const auto& pd = *e->data_pd;
-        dym_data = AsLayout(e->dy_md, dyp, pd.diff_dst_desc(), dy_scratch_);
-        dnnl::memory wm = AsLayout(e->w_md, wp, pd.weights_desc(), w_scratch_);
-        dnnl::memory dxm(e->x_md, eng, dxp);
-        const bool direct = pd.diff_src_desc() == e->x_md;
-        if (!direct && (!dx_scratch_ || dx_scratch_->get_desc() != pd.diff_src_desc()))
-          dx_scratch_.emplace(pd.diff_src_desc(), eng);
-        dnnl::memory out = direct ? dxm : *dx_scratch_;
-        e->bwd_data->execute(s, {{DNNL_ARG_DIFF_DST, *dym_data}, {DNNL_ARG_WEIGHTS, wm},
-                                 {DNNL_ARG_DIFF_SRC, out}});
-        if (!direct) dnnl::reorder(out, dxm).execute(s, out, dxm);
+        BindOperand(e->bwd_data, DNNL_ARG_DIFF_DST, e->dy_d, dyp, false);
+        BindOperand(e->bwd_data, DNNL_ARG_WEIGHTS, e->w_d, wp, false);
+        BindOperand(e->bwd_data, DNNL_ARG_DIFF_SRC, e->dx, dxp, true);
+        e->bwd_data.Execute();
+        if (e->dx) e->dx->Execute();
       }
       if (e->bwd_weights) {
-        const auto& pd = *e->weights_pd;
-        dnnl::memory dym = dym_data && dym_data->get_desc() == pd.diff_dst_desc()
-                               ? *dym_data
-                               : AsLayout(e->dy_md, dyp, pd.diff_dst_desc(), dyw_scratch_);
-        dnnl::memory xm = AsLayout(e->x_md, xp, pd.src_desc(), x_scratch_);
-        dnnl::memory dwm(e->w_md, eng, dwp);
-        const bool direct = pd.diff_weights_desc() == e->w_md;
-        if (!direct && (!dw_scratch_ || dw_scratch_->get_desc() != pd.diff_weights_desc()))
-          dw_scratch_.emplace(pd.diff_weights_desc(), eng);
-        dnnl::memory out = direct ? dwm : *dw_scratch_;
-        std::unordered_map<int, dnnl::memory> args = {
-            {DNNL_ARG_DIFF_DST, dym}, {DNNL_ARG_SRC, xm}, {DNNL_ARG_DIFF_WEIGHTS, out}};
-        if (dbp) args.emplace(DNNL_ARG_DIFF_BIAS, dnnl::memory(e->b_md, eng, dbp));
-        e->bwd_weights->execute(s, args);
-        if (!direct) dnnl::reorder(out, dwm).execute(s, out, dwm);
+        if (!e->dy_shared) BindOperand(e->bwd_weights, DNNL_ARG_DIFF_DST, e->dy_w, dyp, false);
+        BindOperand(e->bwd_weights, DNNL_ARG_SRC, e->x_w, xp, false);
+        BindOperand(e->bwd_weights, DNNL_ARG_DIFF_WEIGHTS, e->dw, dwp, true);
+        if (dbp) dnnl_util::Bind(e->bwd_weights.at(DNNL_ARG_DIFF_BIAS), dbp);
+        e->bwd_weights.Execute();
+        if (e->dw) e->dw->Execute();
       }
-      s.wait();
+      dnnl_util::Stream().wait();
     }));
     staging_.Finish();
     return absl::OkStatus();
@@ -193,9 +206,8 @@ class ConvGradKernel final : public OpKernel {
 
  private:
   dnnl_util::ShapeCache<ConvGradEntry> cache_;
+  std::vector<int64_t> key_;  // the last call's cache key (its capacity reused)
   dnnl_util::Fp32Staging staging_;
-  // Blocked-layout copies of the operands, reused while the shapes stay.
-  std::optional<dnnl::memory> dy_scratch_, dyw_scratch_, x_scratch_, w_scratch_, dx_scratch_, dw_scratch_;
 };
 
 }  // namespace
