@@ -46,7 +46,7 @@ int64_t RowGrain(int64_t row_bytes) {
   return std::max<int64_t>(1, kCopyGrainBytes / std::max<int64_t>(row_bytes, 1));
 }
 
-Layout Simplify(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+Layout Simplify(Dims dims, Dims strides) {
   Layout l;
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] == 0) l.empty = true;
@@ -62,8 +62,7 @@ Layout Simplify(const std::vector<int64_t>& dims, const std::vector<int64_t>& st
   return l;
 }
 
-int64_t OffsetOf(int64_t row, const std::vector<int64_t>& dims,
-                 const std::vector<int64_t>& strides) {
+int64_t OffsetOf(int64_t row, Dims dims, Dims strides) {
   int64_t off = 0;
   for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) {
     off += (row % dims[d]) * strides[d];
@@ -84,8 +83,8 @@ absl::StatusOr<std::vector<int64_t>> ReadInts(const KernelContext& ctx, const Te
   return v;
 }
 
-std::vector<int64_t> StridesOf(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> s(dims.size());
+DimVec StridesOf(Dims dims) {
+  DimVec s(dims.size());
   int64_t acc = 1;
   for (int64_t d = static_cast<int64_t>(dims.size()) - 1; d >= 0; --d) {
     s[d] = acc;
@@ -116,8 +115,7 @@ void FillElements(void* dst, const void* value, size_t esize, int64_t count) {
   ParallelFor(count, std::max<int64_t>(1, 4 * kCopyGrainBytes / static_cast<int64_t>(esize)), fill);
 }
 
-void StridedCopy(void* dst, const void* src, size_t esize, const std::vector<int64_t>& dims,
-                 const std::vector<int64_t>& src_strides) {
+void StridedCopy(void* dst, const void* src, size_t esize, Dims dims, Dims src_strides) {
   Layout l = Simplify(dims, src_strides);
   if (l.empty) return;
   auto* d = static_cast<uint8_t*>(dst);
@@ -156,7 +154,7 @@ void IndexMapCopy(void* dst, const void* src, size_t esize, const std::vector<in
   }
   for (int64_t x : out_dims)
     if (x == 0) return;
-  const std::vector<int64_t> in_strides = StridesOf(in_dims);
+  const DimVec in_strides = StridesOf(in_dims);
   // The innermost dim as runs: consecutive source indices become one memcpy, -1s one fill.
   struct Run {
     int64_t dst, len, src;  // src -1: fill

@@ -109,8 +109,8 @@ absl::Status Slice(KernelContext& ctx) {
   auto plan = movement::PlanSlice(in.dims, starts, ends, axes, steps);
   if (!plan.ok()) return NodeError(ctx, plan.status());
   if (plan->count != out.dims) return ctx.Error("output dims do not match the slice");
-  const std::vector<int64_t> in_strides = StridesOf(in.dims);
-  std::vector<int64_t> strides(in.rank());
+  const cpu_movement::DimVec in_strides = StridesOf(in.dims);
+  cpu_movement::DimVec strides(in.rank());
   int64_t base = 0;
   for (int64_t d = 0; d < in.rank(); ++d) {
     strides[d] = in_strides[d] * plan->step[d];

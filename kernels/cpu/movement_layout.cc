@@ -33,7 +33,10 @@ absl::Status Transpose(KernelContext& ctx) {
   const TensorView& in = *ctx.input(0);
   TensorView& out = *ctx.output(0);
   MT_RETURN_IF_ERROR(CheckElementSize(ctx, in.dtype));
-  std::vector<int64_t> perm = ctx.node().attr_ints("perm");
+  // The attribute read in place: a call allocates nothing.
+  const Attribute* perm_attr = ctx.node().attr("perm");
+  cpu_movement::DimVec perm;
+  if (perm_attr != nullptr) perm.assign(perm_attr->ints.begin(), perm_attr->ints.end());
   if (perm.empty())
     for (int64_t d = in.rank() - 1; d >= 0; --d) perm.push_back(d);
   if (static_cast<int64_t>(perm.size()) != in.rank())
@@ -55,8 +58,8 @@ absl::Status Expand(KernelContext& ctx) {
   MT_RETURN_IF_ERROR(CheckElementSize(ctx, in.dtype));
   const int64_t r = out.rank(), off = r - in.rank();
   if (off < 0) return ctx.Error("output rank is below the input rank");
-  const std::vector<int64_t> in_strides = StridesOf(in.dims);
-  std::vector<int64_t> strides(r, 0);
+  const cpu_movement::DimVec in_strides = StridesOf(in.dims);
+  cpu_movement::DimVec strides(r, 0);
   for (int64_t d = 0; d < in.rank(); ++d) {
     if (in.dims[d] == out.dims[off + d]) {
       strides[off + d] = in_strides[d];
@@ -75,8 +78,8 @@ absl::Status Tile(KernelContext& ctx) {
   TensorView& out = *ctx.output(0);
   MT_RETURN_IF_ERROR(CheckElementSize(ctx, in.dtype));
   if (out.rank() != in.rank()) return ctx.Error("output rank differs from the input rank");
-  const std::vector<int64_t> in_strides = StridesOf(in.dims);
-  std::vector<int64_t> dims, strides;
+  const cpu_movement::DimVec in_strides = StridesOf(in.dims);
+  cpu_movement::DimVec dims, strides;
   for (int64_t d = 0; d < in.rank(); ++d) {
     if (in.dims[d] == 0) return absl::OkStatus();  // the output is empty too
     if (out.dims[d] % in.dims[d] != 0) return ctx.Error("output dims are not multiples of input");

@@ -112,12 +112,12 @@ template <typename T>
 void BatchedTranspose(T* dst, const T* src, const Layout& l, int64_t j) {
   const int64_t rank = static_cast<int64_t>(l.dims.size());
   const int64_t L = rank - 1;
-  std::vector<int64_t> dst_strides(rank);
+  DimVec dst_strides(rank);
   for (int64_t d = rank - 1, s = 1; d >= 0; --d) {
     dst_strides[d] = s;
     s *= l.dims[d];
   }
-  std::vector<int64_t> bdims, bsrc, bdst;
+  DimVec bdims, bsrc, bdst;
   for (int64_t d = 0; d < rank; ++d) {
     if (d == j || d == L) continue;
     bdims.push_back(l.dims[d]);
@@ -142,10 +142,9 @@ void BatchedTranspose(T* dst, const T* src, const Layout& l, int64_t j) {
 
 }  // namespace
 
-void TransposeCopy(void* dst, const void* src, size_t esize, const std::vector<int64_t>& in_dims,
-                   const std::vector<int64_t>& perm) {
-  const std::vector<int64_t> in_strides = StridesOf(in_dims);
-  std::vector<int64_t> dims, strides;
+void TransposeCopy(void* dst, const void* src, size_t esize, Dims in_dims, Dims perm) {
+  const DimVec in_strides = StridesOf(in_dims);
+  DimVec dims, strides;
   for (int64_t p : perm) {
     dims.push_back(in_dims[p]);
     strides.push_back(in_strides[p]);
