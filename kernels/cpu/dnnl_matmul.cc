@@ -392,8 +392,8 @@ absl::StatusOr<MatMulSpec> PlanGemm(const KernelContext& ctx, const TensorView& 
 // Writes C (rank <= 2, unidirectionally broadcastable to [M, N]) into every row of Y.
 absl::Status BroadcastC(const KernelContext& ctx, const TensorView& c, const void* src, void* dst,
                         int64_t m, int64_t n, size_t elem) {
-  std::vector<int64_t> cd = c.dims;
-  cd.insert(cd.begin(), 2 - cd.size(), 1);
+  if (c.rank() > 2) return ctx.Error("C must have rank <= 2");
+  const int64_t cd[2] = {c.rank() == 2 ? c.dims[0] : 1, c.rank() >= 1 ? c.dims.back() : 1};
   if ((cd[0] != 1 && cd[0] != m) || (cd[1] != 1 && cd[1] != n))
     return ctx.Error(absl::StrCat("C [", cd[0], ",", cd[1], "] does not broadcast to [", m, ",",
                                   n, "]"));
