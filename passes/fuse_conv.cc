@@ -11,12 +11,16 @@
 // output. A bare Conv stays a Conv (conv_layout turns it into a channels-last FusedConv).
 #include <cmath>
 #include <limits>
+#include <map>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "graph/check.h"
 #include "graph/shape_inference.h"
 #include "passes/conv_pass_util.h"
 #include "passes/inference.h"
+#include "passes/pass_registry.h"
+#include "passes/training.h"
 
 namespace mixtrain {
 namespace {
@@ -47,10 +51,12 @@ Node* ReplaceConv(Graph& g, Node* conv, const std::vector<Node*>& swallowed, Val
                   const std::string& domain) {
   const std::string name = conv->name();
   std::vector<Attribute> attrs = conv->attributes();
+  std::map<std::string, std::string> notes = conv->annotations();  // precision=..., kept
   for (auto it = swallowed.rbegin(); it != swallowed.rend(); ++it) g.RemoveNode(*it);
   g.RemoveNode(conv);
   Node* n = g.AddNode(op, inputs, {out}, name, domain);
   for (Attribute& a : attrs) n->SetAttr(std::move(a));
+  n->annotations() = std::move(notes);
   return n;
 }
 
@@ -178,8 +184,26 @@ class FuseConvPass final : public Pass {
   }
 };
 
+// The training step's variant: FuseChain only (see MakeFuseConvEpiloguePass). A gradient that
+// reads the conv's output or the activation's input (LeakyRelu's, Clip's) makes it a second
+// reader, so SoleConsumer refuses those chains.
+class FuseConvEpiloguePass final : public Pass {
+ public:
+  absl::string_view name() const override { return "fuse_conv_epilogue"; }
+
+  absl::StatusOr<bool> Run(Graph& g) override {
+    MT_RETURN_IF_ERROR(InferShapes(g));
+    const bool changed = ToFixedPoint(g, FuseChain);
+    if (changed) MT_RETURN_IF_ERROR(g.TopoSort());
+    return changed;
+  }
+};
+
 }  // namespace
 
+std::unique_ptr<Pass> MakeFuseConvEpiloguePass() { return std::make_unique<FuseConvEpiloguePass>(); }
+
 MT_REGISTER_INFERENCE_PASS(fuse_conv, 40, [] { return std::make_unique<FuseConvPass>(); });
+MT_REGISTER_PASS(fuse_conv_epilogue, [] { return MakeFuseConvEpiloguePass(); });
 
 }  // namespace mixtrain

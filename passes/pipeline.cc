@@ -138,6 +138,7 @@ absl::StatusOr<std::vector<std::string>> BuildTrainingStep(Graph& g, const Train
   for (const std::string& grad : GradientOutputs(g)) params.push_back(grad.substr(std::string(kGradPrefix).size()));
   if (params.empty()) return absl::InvalidArgumentError("no trainable parameters reach the loss");
   ps.clear();
+  ps.push_back(MakeFuseConvEpiloguePass());
   ps.push_back(MakeFuseBackwardPass());
   ps.push_back(MakeOptimizerPass(r.optimizer));
   ps.push_back(MakeCleanupPass());

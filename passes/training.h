@@ -78,6 +78,12 @@ struct OptimizerOptions {
 // Exact fusions of the backward graph (passes/fuse_backward.cc): a Relu's gradient folded into
 // the MaxPoolGrad that reads the Relu's output. Runs after autodiff.
 std::unique_ptr<Pass> MakeFuseBackwardPass();
+// The forward half of the training step's conv fusions (passes/fuse_conv.cc): Conv followed by
+// a residual Add and/or an activation whose gradient reads only its output (Relu, Sigmoid,
+// Tanh) becomes one FusedConv, when the conv's output has no other reader (ConvGrad reads X and
+// W, not Y). No BatchNorm folding: in training the weights change every step. Runs after
+// autodiff, so every backward reader is already in place.
+std::unique_ptr<Pass> MakeFuseConvEpiloguePass();
 
 absl::StatusOr<OptimizerOptions::Kind> ParseOptimizerKind(const std::string& s);
 

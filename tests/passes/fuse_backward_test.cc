@@ -2,6 +2,7 @@
 // output. The fused graph must compute bit-identical gradients (it selects the same values, no
 // arithmetic changes), and must leave the chain alone where the pattern does not hold exactly.
 #include <algorithm>
+#include <cmath>
 
 #include <gtest/gtest.h>
 
@@ -95,6 +96,53 @@ TEST(FuseBackwardPass, LeavesAReluWithOtherConsumersAlone) {
   ASSERT_TRUE(changed.ok());
   EXPECT_FALSE(*changed);
   EXPECT_EQ(CountOps(g, "ReluGrad"), 1);
+}
+
+// fuse_conv_epilogue on the differentiated graph: the Conv and its Relu become one FusedConv
+// writing the Relu's output (which the backward reads); the gradients stay the same (a Relu of
+// the fp32 accumulator is exact either way).
+TEST(FuseConvEpiloguePass, ConvReluFusesInTheTrainingStep) {
+  G b;
+  Build(b, false, false);
+  Graph& g = b.graph();
+  const std::vector<Tensor> before = Grads(g, Input());
+  auto changed = MakeFuseConvEpiloguePass()->Run(g);
+  ASSERT_TRUE(changed.ok()) << changed.status().message();
+  EXPECT_TRUE(*changed);
+  ASSERT_TRUE(Verify(g).ok()) << Verify(g).message();
+  EXPECT_EQ(CountOps(g, "Relu"), 0);
+  EXPECT_EQ(CountOps(g, "Conv"), 0);
+  ASSERT_EQ(CountOps(g, "FusedConv"), 1);
+  for (const auto& n : g.nodes())
+    if (n->op_type() == "FusedConv") EXPECT_EQ(n->attr_string("activation", ""), "Relu");
+  const std::vector<Tensor> after = Grads(g, Input());
+  ASSERT_EQ(before.size(), 2u);
+  ASSERT_EQ(after.size(), 2u);
+  for (size_t k = 0; k < 2; ++k)
+    for (int64_t i = 0; i < before[k].numel(); ++i)
+      ASSERT_NEAR(after[k].data_as<float>()[i], before[k].data_as<float>()[i],
+                  1e-5 * (1 + std::fabs(before[k].data_as<float>()[i])))
+          << k << "[" << i << "]";
+}
+
+// A LeakyRelu's gradient reads its input, the conv's output: a second reader, so no fusion
+// (the fused node would not produce the value the gradient needs).
+TEST(FuseConvEpiloguePass, LeavesAnActivationWhoseGradientReadsTheConvOutput) {
+  G b;
+  Graph& g = b.graph();
+  Value* x = g.AddValue("x", DType::kF32, Shape::Of({2, 3, 9, 9}));
+  g.AddInput(x);
+  Value* c = b.Op1("Conv", {x, b.Param("cw", {4, 3, 3, 3}, 1), b.Param("cb", {4}, 2)},
+                   {A::Ints("pads", {1, 1, 1, 1})});
+  gradcheck::AppendWeightedSumLoss(b, {b.Op1("LeakyRelu", {c}, {A::Float("alpha", 0.1f)})});
+  AutodiffOptions opt;
+  opt.freeze = "c_.*";
+  ASSERT_TRUE(MakeAutodiffPass(opt)->Run(g).ok());
+  ASSERT_GT(c->consumers.size(), 1u) << "LeakyRelu's gradient is expected to read its input";
+  auto changed = MakeFuseConvEpiloguePass()->Run(g);
+  ASSERT_TRUE(changed.ok());
+  EXPECT_FALSE(*changed);
+  EXPECT_EQ(CountOps(g, "FusedConv"), 0);
 }
 
 TEST(FuseBackwardPass, RegisteredByName) {
