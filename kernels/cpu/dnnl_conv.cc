@@ -224,17 +224,18 @@ void MakeConvPrimitive(const KernelContext& ctx, const ConvShape& s, const ConvF
   const auto strides = dnnl_util::ToDims(s.g.strides), dils = dnnl_util::ToDims(dil),
              pl = dnnl_util::ToDims(s.g.pads_begin), pr = dnnl_util::ToDims(pad_r);
   const auto prop = dnnl::prop_kind::forward_inference;
-  // With few input channels per group (an image's first layer) the GEMM on plain layouts
-  // is as fast as the blocked kernel, and reordering the large output would be pure cost
-  // (fashion_cnn's 1->32 conv: 1.25 ms plain vs 0.9 + 0.87 ms blocked + reorder; its
-  // 32->64 conv: 3.8 ms plain vs 2.6 + 0.6 ms; bf16: 4.0 vs 1.1 + 0.4 ms).
+  // With few input channels per group (an image's first layer) X stays plain: oneDNN's
+  // first-layer kernels read plain NCHW and write a blocked Y, which is reordered back. The
+  // plain GEMM it would otherwise choose is far slower at two threads (fashion_cnn's 1->32
+  // conv, batch 64: 4.5 ms vs 0.55 ms with the reorder; CIFAR's 3->32 at batch 256: 27 ms
+  // vs 5 ms; AVX-512, fp32). The 32->64 conv: 3.8 ms plain vs 2.6 + 0.6 ms blocked.
   // Channels-last X and Y are what oneDNN's brgconv kernels read and write (fashion_cnn's
   // convs: 0.15 + 0.96 ms vs 2.9 ms above), so only the weights get its layout then; the
   // same for channel-blocked X and Y (its jit kernels' own layout).
   using tag = dnnl::memory::format_tag;
   const bool blocked = s.c / s.group >= 4;
   const bool chosen = f.x_layout != Layout::kChannelsFirst || f.y_layout != Layout::kChannelsFirst;
-  const bool fixed_io = chosen || !blocked, fixed_w = !chosen && !blocked;
+  const bool fixed_x = chosen || !blocked, fixed_y = chosen;
   const auto pick = [&](const dnnl::memory::desc& md, bool fixed) {
     return fixed ? md : dnnl::memory::desc(md.dims(), dt, tag::any);
   };
@@ -244,8 +245,8 @@ void MakeConvPrimitive(const KernelContext& ctx, const ConvShape& s, const ConvF
   dnnl::primitive_attr attr;
   attr.set_post_ops(ops);
   const auto make_pd = [&](dnnl::algorithm alg) {
-    dnnl::convolution_forward::desc d(prop, alg, pick(e->x_md, fixed_io), pick(e->w_md, fixed_w), e->b_md,
-                                      pick(e->y_md, fixed_io), strides, dils, pl, pr);
+    dnnl::convolution_forward::desc d(prop, alg, pick(e->x_md, fixed_x), pick(e->w_md, false), e->b_md,
+                                      pick(e->y_md, fixed_y), strides, dils, pl, pr);
     return dnnl::convolution_forward::primitive_desc(d, attr, dnnl_util::Engine());
   };
   // Winograd F(4x4, 3x3) (oneDNN's jit_wino_4x3, only for fp32 on blocked X and Y) does
