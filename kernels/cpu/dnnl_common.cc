@@ -110,12 +110,6 @@ dnnl::memory::desc StridedDesc(std::span<const int64_t> dims, std::span<const in
   return dnnl::memory::desc(ToDims(dims), dt, ToDims(strides));
 }
 
-std::vector<int64_t> ShapeKey(const KernelContext& ctx) {
-  std::vector<int64_t> key;
-  ShapeKey(ctx, &key);
-  return key;
-}
-
 void ShapeKey(const KernelContext& ctx, std::vector<int64_t>* out) {
   std::vector<int64_t>& key = *out;
   key.clear();

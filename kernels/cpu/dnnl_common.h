@@ -80,9 +80,8 @@ class ShapeCache {
   std::map<std::vector<int64_t>, std::unique_ptr<Entry>> entries_;
 };
 
-// The cache key of a call: every present input's dims and dtype (absent inputs mark -2).
-std::vector<int64_t> ShapeKey(const KernelContext& ctx);
-// The same into `key`, reusing its capacity: no allocation once it has held a key this long.
+// The cache key of a call into `key`: every present input's dims and dtype (absent inputs
+// mark -2). Reuses key's capacity: no allocation once it has held a key this long.
 void ShapeKey(const KernelContext& ctx, std::vector<int64_t>* key);
 
 // Scratch memory shared by every kernel call on the calling thread: one arena, from which a

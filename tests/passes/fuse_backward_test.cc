@@ -51,6 +51,14 @@ std::vector<Tensor> Grads(const Graph& g, const Tensor& x) {
   return r.ok() ? *r : std::vector<Tensor>{};
 }
 
+// Runs `pass` on g, which must change it and leave a valid graph.
+void RunAndExpectChange(std::unique_ptr<Pass> pass, Graph& g) {
+  auto changed = pass->Run(g);
+  ASSERT_TRUE(changed.ok()) << changed.status().message();
+  EXPECT_TRUE(*changed);
+  ASSERT_TRUE(Verify(g).ok()) << Verify(g).message();
+}
+
 // Inputs with many exact zeros after the Relu and ties inside windows.
 Tensor Input() {
   Tensor x(DType::kF32, {2, 3, 9, 9});
@@ -66,10 +74,7 @@ TEST(FuseBackwardPass, ReluGradFoldsIntoMaxPoolGradWithIdenticalGradients) {
     Graph& g = b.graph();
     ASSERT_EQ(CountOps(g, "ReluGrad"), 1);
     const std::vector<Tensor> before = Grads(g, Input());
-    auto changed = MakeFuseBackwardPass()->Run(g);
-    ASSERT_TRUE(changed.ok()) << changed.status().message();
-    EXPECT_TRUE(*changed);
-    ASSERT_TRUE(Verify(g).ok()) << Verify(g).message();
+    ASSERT_NO_FATAL_FAILURE(RunAndExpectChange(MakeFuseBackwardPass(), g));
     EXPECT_EQ(CountOps(g, "ReluGrad"), 0);
     for (const auto& n : g.nodes())
       if (n->op_type() == "MaxPoolGrad") EXPECT_EQ(n->attr_int("relu", 0), 1);
@@ -106,10 +111,7 @@ TEST(FuseConvEpiloguePass, ConvReluFusesInTheTrainingStep) {
   Build(b, false, false);
   Graph& g = b.graph();
   const std::vector<Tensor> before = Grads(g, Input());
-  auto changed = MakeFuseConvEpiloguePass()->Run(g);
-  ASSERT_TRUE(changed.ok()) << changed.status().message();
-  EXPECT_TRUE(*changed);
-  ASSERT_TRUE(Verify(g).ok()) << Verify(g).message();
+  ASSERT_NO_FATAL_FAILURE(RunAndExpectChange(MakeFuseConvEpiloguePass(), g));
   EXPECT_EQ(CountOps(g, "Relu"), 0);
   EXPECT_EQ(CountOps(g, "Conv"), 0);
   ASSERT_EQ(CountOps(g, "FusedConv"), 1);
