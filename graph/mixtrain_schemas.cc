@@ -76,6 +76,9 @@ MT_REGISTER_ONNX_SCHEMAS(grad_ops) {
        {"weight", "T", true}},
       {{"dInput", "T", false}});
   AddMixtrainSchema("GeluGrad", {{"dY", "T", false}, {"X", "T", false}}, {{"dX", "T", false}});
+  AddMixtrainSchema("SoftmaxGrad",
+      {{"dY", "T", false}, {"Y", "T", false}, {"mask", "tensor(bool)", true}},
+      {{"dX", "T", false}});
   AddMixtrainSchema("SumToShape", {{"grad", "T", false}, {"shape", "tensor(int64)", false}},
       {{"summed", "T", false}});
   AddMixtrainSchema("GatherGrad", {{"dY", "T", false}, {"indices", "I", false}, {"X", "T", false}},

@@ -5,7 +5,8 @@
 // torch's full_like exports); the scale Mul is folded only when fuse_matmul has not already
 // folded it into the product. Fires only when exactly safe: mask bool and broadcasting to X's
 // shape, the Where's result shaped like X, the fill broadcasting into X, softmax over the last
-// axis, and the Where (and Mul) results used only by the chain and no graph outputs.
+// axis, and the Where (and Mul) results used only by the chain and no graph outputs (Shape ops
+// reading the Mul's result, as full_like's fill does, move to the Mul's input).
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -56,6 +57,15 @@ std::optional<double> FillValue(const Graph& g, const Value* v, const Shape& x) 
   return std::nullopt;
 }
 
+// Whether every reader of `x` other than `where` is a Shape op (torch's full_like reads the
+// scores' shape for the fill), which can read the shape of a same-shaped value instead.
+bool OthersReadOnlyTheShape(const Graph& g, const Value* x, const Node* where) {
+  if (g.IsGraphOutput(x)) return false;
+  for (const Node* c : x->consumers)
+    if (c != where && !IsOnnx(*c, "Shape")) return false;
+  return true;
+}
+
 bool MatchMaskedSoftmax(const Graph& g, Node* sm, Match* m) {
   if (!IsOnnx(*sm, "Softmax") || sm->num_inputs() != 1 || sm->output(0) == nullptr) return false;
   Value* w = sm->input(0);
@@ -83,10 +93,11 @@ bool MatchMaskedSoftmax(const Graph& g, Node* sm, Match* m) {
   m->mask = mask;
   m->x = x;
   m->fill = static_cast<float>(*f);
-  // Mul(X0, scale) => scale, when the Where alone reads its result.
+  // Mul(X0, scale) => scale, when the Where alone reads its values (Shape readers move to X0,
+  // which has the same shape).
   Node* mul = x->producer;
   if (mul != nullptr && IsOnnx(*mul, "Mul") && mul->num_inputs() == 2 &&
-      SoleConsumer(g, x) == where && mul->input(0) != mul->input(1)) {
+      OthersReadOnlyTheShape(g, x, where) && mul->input(0) != mul->input(1)) {
     for (int i = 0; i < 2; ++i) {
       Value* x0 = mul->input(i);
       auto c = ConstantScalar(g, mul->input(1 - i), rank);
@@ -118,7 +129,11 @@ class FuseSoftmaxPass final : public Pass {
       const std::string name = g.UniqueName(absl::StrCat(m.softmax->name(), "_masked"));
       g.RemoveNode(m.softmax);
       g.RemoveNode(m.where);  // an Expand feeding it is left to dead-code elimination
-      if (m.mul != nullptr) g.RemoveNode(m.mul);
+      if (m.mul != nullptr) {
+        const std::vector<Node*> shape_readers = m.mul->output(0)->consumers;
+        for (Node* c : shape_readers) g.SetInput(c, 0, m.x);
+        g.RemoveNode(m.mul);
+      }
       Node* fused = g.AddNode("MaskedSoftmax", {m.x, m.mask}, {y}, name, kMixtrainDomain);
       fused->SetAttr(Attribute::Float("fill", m.fill));
       if (m.scale != 1.0f) fused->SetAttr(Attribute::Float("scale", m.scale));

@@ -244,6 +244,7 @@ MT_REGISTER_GRAD_RULES(elementwise, {
     {"Sigmoid", "", SigmoidGrad},
     {"Tanh", "", TanhGrad},
     {"Gelu", "", GeluGrad},
+    {"Gelu", "ai.mixtrain", GeluGrad},  // fuse_gelu's, below opset 20
     {"Softplus", "", SoftplusGrad},
     {"Clip", "", ClipGrad, Inputs({0})},
     {"Max", "", MaxMinGrad},

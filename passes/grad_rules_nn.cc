@@ -278,12 +278,25 @@ absl::StatusOr<std::vector<int64_t>> SoftmaxAxes(GradContext& c) {
   return axes;
 }
 
-// dX = Y * (dY - sum(dY * Y))
+// dX = Y * (dY - sum(dY * Y)): one ai.mixtrain SoftmaxGrad over the last axis (the common
+// case, one pass per row), else composed from ONNX ops.
 absl::Status SoftmaxGrad(GradContext& c) {
   auto& b = c.b();
   MT_ASSIGN_OR_RETURN(std::vector<int64_t> axes, SoftmaxAxes(c));
   V y = c.Y(0), dy = c.dY(0);
+  if (axes.size() == 1 && axes[0] == Rank(c.X(0)) - 1) {
+    c.SetGrad(0, b.Op("SoftmaxGrad", {dy, y}, {}, kMt));
+    return absl::OkStatus();
+  }
   c.SetGrad(0, b.Mul(y, b.Sub(dy, b.ReduceSum(b.Mul(dy, y), axes, true))));
+  return absl::OkStatus();
+}
+
+// MaskedSoftmax(X, mask) = Softmax(Where(mask, scale * X, fill)) over the last axis:
+// dX = scale * SoftmaxGrad(dY, Y) where mask, else 0 (the fill is a constant).
+absl::Status MaskedSoftmaxGrad(GradContext& c) {
+  c.SetGrad(0, c.b().Op("SoftmaxGrad", {c.dY(0), c.Y(0), c.X(1)},
+                        {Attribute::Float("scale", c.node().attr_float("scale", 1.0f))}, kMt));
   return absl::OkStatus();
 }
 
@@ -342,6 +355,7 @@ MT_REGISTER_GRAD_RULES(nn, {
     {"InstanceNormalization", "", InstanceNormGrad, Inputs({0, 1, 2})},
     {"Softmax", "", SoftmaxGrad},
     {"LogSoftmax", "", LogSoftmaxGrad},
+    {"MaskedSoftmax", kMt, MaskedSoftmaxGrad, Inputs({0})},  // fuse_softmax's
     {"SoftmaxCrossEntropyLoss", "", SoftmaxCrossEntropyGrad, Inputs({0})},
     {"NegativeLogLikelihoodLoss", "", NllLossGrad, Inputs({0})},
 });

@@ -67,8 +67,9 @@ struct GradientGraphOptions {
   LossOptions loss;
   AutodiffOptions autodiff;
 };
-// canonicalize, train_mode, loss and autodiff on a copy of `model`, verified after each pass
-// (what `mixtrain grad` and ComputeGradients run; defined in passes/pipeline.cc). Outputs: "loss", then the model's, state and "grad/<param>" ones.
+// canonicalize, the forward fusions the training step runs (fuse_gelu, fuse_softmax: fused ops
+// with gradient rules), train_mode, loss and autodiff on a copy of `model`, verified after each
+// pass (what `mixtrain grad` and ComputeGradients run; defined in passes/pipeline.cc). Outputs: "loss", then the model's, state and "grad/<param>" ones.
 absl::StatusOr<std::unique_ptr<Graph>> BuildGradientGraph(const Graph& model,
                                                           const GradientGraphOptions& options);
 // The names of g's gradient outputs, in output order.

@@ -32,6 +32,7 @@ constexpr Row kTable[] = {
     {"Softplus", C::kDeny, C::kInfer},
     {"Softmax", C::kDeny, C::kInfer},
     {"LogSoftmax", C::kDeny, C::kInfer},
+    {"MaskedSoftmax", C::kDeny, C::kInfer},  // fuse_softmax's Softmax(Where(mask, scale * X))
     {"ReduceSum", C::kDeny, C::kInfer},
     {"ReduceMean", C::kDeny, C::kInfer},
     {"ReduceSumSquare", C::kDeny, C::kDeny},

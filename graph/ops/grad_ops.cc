@@ -55,6 +55,8 @@ MT_REGISTER_OP_SCHEMAS(grad_ops, {
     {"SoftmaxCrossEntropyLossGrad", "ai.mixtrain", Like<1>},     // (dL, scores, labels[, w])
     {"NegativeLogLikelihoodLossGrad", "ai.mixtrain", Like<1>},   // (dL, input, target[, w])
     {"GeluGrad", "ai.mixtrain", Like<1>},                        // (dY, X) -> dX
+    // (dY, Y[, mask]) -> dX = scale * Y * (dY - sum(dY * Y)) over the last axis, 0 where !mask
+    {"SoftmaxGrad", "ai.mixtrain", Like<1>},
     {"GatherGrad", "ai.mixtrain", Like<2>},                      // (dY, indices, X) -> dX
 });
 

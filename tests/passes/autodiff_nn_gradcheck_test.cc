@@ -142,6 +142,29 @@ TEST(NnGradCheck, LayerNormalization) {
 TEST(NnGradCheck, Softmax) {
   Check([](G& g) { return Vs{g.Op1("Softmax", {g.Param("x", {2, 3, 4}, 1)}, {A::Int("axis", 1)})}; });
 }
+// Over the last axis, the rule emits one ai.mixtrain SoftmaxGrad (the axis-1 case above composes).
+TEST(NnGradCheck, SoftmaxLastAxisFused) {
+  Check([](G& g) { return Vs{g.Op1("Softmax", {g.Param("x", {2, 3, 5}, 1)})}; });
+}
+// fuse_softmax's op: the mask broadcasts over heads and queries' rows differ; masked entries
+// get no gradient, the scale scales the rest.
+TEST(NnGradCheck, MaskedSoftmaxBroadcastMaskAndScale) {
+  Check([](G& g) {
+    Value* mask = g.Bools({1, 3, 4}, {1, 0, 0, 0, 1, 1, 0, 0, 1, 1, 1, 1});
+    return Vs{g.Mixtrain1("MaskedSoftmax", {g.Param("x", {2, 3, 4}, 1), mask},
+                          {A::Float("scale", 0.7f), A::Float("fill", -1e4f)})};
+  });
+}
+TEST(NnGradCheck, MaskedSoftmaxRowMask) {  // a mask of one value per row (inner stride 0)
+  Check([](G& g) {
+    Value* mask = g.Bools({2, 3, 1}, {1, 0, 1, 1, 1, 0});
+    return Vs{g.Mixtrain1("MaskedSoftmax", {g.Param("x", {2, 3, 4}, 1), mask},
+                          {A::Float("fill", 0.0f)})};
+  });
+}
+TEST(NnGradCheck, MixtrainGelu) {  // fuse_gelu's op below opset 20
+  Check([](G& g) { return Vs{g.Mixtrain1("Gelu", {g.Param("x", {3, 4}, 1)})}; });
+}
 TEST(NnGradCheck, SoftmaxOpset11Coerced) {
   Check([](G& g) { return Vs{g.Op1("Softmax", {g.Param("x", {2, 3, 4}, 1)}, {A::Int("axis", 1)})}; }, 11);
 }

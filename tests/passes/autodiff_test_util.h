@@ -21,6 +21,7 @@
 #include <gtest/gtest.h>
 
 #include "graph/graph.h"
+#include "graph/onnx_export.h"
 #include "graph/shape_inference.h"
 #include "graph/verifier.h"
 #include "passes/passes.h"
@@ -89,6 +90,13 @@ class G {
   }
   Value* Op1(const std::string& op, std::vector<Value*> ins, std::vector<Attribute> attrs = {}) {
     return Op(op, std::move(ins), std::move(attrs))[0];
+  }
+  // An ai.mixtrain op with one output (the graph imports the domain).
+  Value* Mixtrain1(const std::string& op, std::vector<Value*> ins, std::vector<Attribute> attrs = {}) {
+    g_.opset_imports[kMixtrainDomain] = 1;
+    Node* n = g_.AddNode(op, ins, 1, g_.UniqueName(op), kMixtrainDomain);
+    for (Attribute& a : attrs) n->SetAttr(std::move(a));
+    return n->output(0);
   }
 
  private:

@@ -184,6 +184,24 @@ TEST(FuseSoftmax, WhereSoftmaxBecomesMaskedSoftmax) {
   }
 }
 
+// torch's full_like(scores) reads the shape of the scaled scores: that Shape is no reader of
+// their values, so the scale still folds and the Shape reads the unscaled scores instead.
+TEST(FuseSoftmax, FullLikeOfTheScaledScoresStillFoldsTheScale) {
+  Attention m;
+  Graph& g = m.b.graph();
+  m.x = Input(m.b, "x", DType::kF32, {Dim::Symbol("B"), Dim(2), Dim(5), Dim(5)});
+  std::vector<uint8_t> tri(25);
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 5; ++j) tri[i * 5 + j] = j <= i;
+  m.scores = m.b.Op1("Mul", {m.x, m.b.ConstF({}, {0.25f})});
+  Value* f = m.b.Op1("Expand", {m.b.ConstF({}, {-1e4f}), m.b.Op1("Shape", {m.scores})});
+  g.AddOutput(m.b.Op1("Softmax", {m.b.Op1("Where", {m.b.Bools({5, 5}, tri), m.scores, f})}));
+  auto out = PassAndCompare(g, "fuse_softmax");
+  ASSERT_EQ(Count(*out, "MaskedSoftmax"), 1);
+  EXPECT_EQ(Count(*out, "Mul"), 0);
+  EXPECT_EQ(Find(*out, "MaskedSoftmax")->attr_float("scale", 1.0f), 0.25f);
+}
+
 TEST(FuseSoftmax, FiniteFillAndBf16) {
   Attention m;
   BuildAttention(m, true, true, -1e4f);
