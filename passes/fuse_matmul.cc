@@ -12,6 +12,7 @@
 // graph output, so nothing else loses a value. Steps must come in the order above (the kernel
 // applies them in that order); the chain stops at the first op that does not fit.
 #include <algorithm>
+#include <map>
 #include <numeric>
 
 #include "absl/container/flat_hash_set.h"
@@ -20,6 +21,7 @@
 #include "graph/shape_inference.h"
 #include "passes/fusion_match.h"
 #include "passes/inference.h"
+#include "passes/training.h"
 
 namespace mixtrain {
 namespace {
@@ -46,15 +48,28 @@ struct Fusion {
 enum Stage { kProduct, kAlpha, kBias, kActivation, kResidual, kPermY };
 
 // X when `v` is Transpose(X) of rank >= 2 with v's dtype (the permutation goes to *perm), and
-// the Transpose is no part of an earlier chain (whose intermediate X would then vanish).
+// the Transpose is no part of an earlier chain (whose intermediate X would then vanish). A chain
+// of Transposes (autodiff's transpose of a forward transpose) composes into one permutation.
 Value* TransposedSource(const absl::flat_hash_set<const Node*>& claimed, const Value* v,
                         std::vector<int64_t>* perm) {
-  const Node* t = v->producer;
-  if (t == nullptr || !IsOnnx(*t, "Transpose") || t->input(0) == nullptr || claimed.contains(t))
-    return nullptr;
-  Value* x = t->input(0);
-  if (!x->shape.rank_known || x->shape.rank() < 2 || x->dtype != v->dtype) return nullptr;
-  *perm = TransposePerm(*t, x->shape.rank());
+  Value* x = nullptr;
+  perm->clear();
+  for (const Value* cur = v;;) {
+    const Node* t = cur->producer;
+    if (t == nullptr || !IsOnnx(*t, "Transpose") || t->input(0) == nullptr || claimed.contains(t))
+      break;
+    Value* src = t->input(0);
+    if (!src->shape.rank_known || src->shape.rank() < 2 || src->dtype != v->dtype) break;
+    // cur = Transpose(src, p) and v = cur permuted by *perm: v's dim i is src's p[perm[i]].
+    const std::vector<int64_t> p = TransposePerm(*t, src->shape.rank());
+    if (perm->empty()) {
+      *perm = p;
+    } else {
+      for (int64_t& d : *perm) d = p[d];
+    }
+    x = src;
+    cur = src;
+  }
   return x;
 }
 
@@ -68,8 +83,10 @@ bool BiasShaped(const Value* bias, const Shape& y) {
   return n.known() && s.dims.back() == n;
 }
 
-std::string ActivationOf(const Node& n) {
-  if (IsOnnx(n, "Relu") || IsOnnx(n, "Sigmoid") || IsOnnx(n, "Tanh")) return n.op_type();
+// `relu`: whether Relu folds. oneDNN's relu post-op is max(x, 0), which maps NaN to 0 where
+// ONNX's Relu keeps it; the training step keeps Relu apart so a non-finite batch shows in its loss.
+std::string ActivationOf(const Node& n, bool relu) {
+  if ((relu && IsOnnx(n, "Relu")) || IsOnnx(n, "Sigmoid") || IsOnnx(n, "Tanh")) return n.op_type();
   if (n.op_type() == "Gelu" && (n.domain().empty() || n.domain() == kMixtrainDomain)) {
     const std::string approx = n.attr_string("approximate", "none");
     if (approx == "none") return "Gelu";
@@ -80,8 +97,8 @@ std::string ActivationOf(const Node& n) {
 
 // Swallows the ops after the product while they fit, in stage order. Nodes in `claimed`
 // belong to an earlier chain.
-void GrowEpilogue(const Graph& g, const absl::flat_hash_set<const Node*>& claimed, Fusion& f,
-                  Stage stage) {
+void GrowEpilogue(const Graph& g, const absl::flat_hash_set<const Node*>& claimed, bool relu,
+                  Fusion& f, Stage stage) {
   for (;;) {
     Node* c = SoleConsumer(g, f.out);
     if (c == nullptr || claimed.contains(c) || c->num_outputs() != 1 || c->output(0) == nullptr)
@@ -109,9 +126,9 @@ void GrowEpilogue(const Graph& g, const absl::flat_hash_set<const Node*>& claime
       // Add(Y, bias[..1, N]) => bias
       f.bias = other;
       stage = kBias;
-    } else if (stage < kActivation && c->num_inputs() == 1 && !ActivationOf(*c).empty()) {
+    } else if (stage < kActivation && c->num_inputs() == 1 && !ActivationOf(*c, relu).empty()) {
       // act(Y) => activation
-      f.activation = ActivationOf(*c);
+      f.activation = ActivationOf(*c, relu);
       stage = kActivation;
     } else if (stage < kResidual && IsOnnx(*c, "Add") && other != nullptr &&
                Determined(other->shape) && other->shape == y) {
@@ -124,6 +141,12 @@ void GrowEpilogue(const Graph& g, const absl::flat_hash_set<const Node*>& claime
     f.nodes.push_back(c);
     f.out = next;
   }
+}
+
+bool IsIdentity(const std::vector<int64_t>& perm) {
+  for (size_t i = 0; i < perm.size(); ++i)
+    if (perm[i] != static_cast<int64_t>(i)) return false;
+  return true;
 }
 
 // Starts a fusion at MatMul/Gemm `n`; false when n cannot be the product of a FusedMatMul.
@@ -161,11 +184,11 @@ bool StartFusion(const absl::flat_hash_set<const Node*>& claimed, Node* n, Fusio
   std::vector<int64_t> perm;
   if (Value* x = TransposedSource(claimed, f.a, &perm); x != nullptr && f.perm_a.empty()) {
     f.a = x;
-    f.perm_a = perm;
+    if (!IsIdentity(perm)) f.perm_a = perm;
   }
   if (Value* x = TransposedSource(claimed, f.b, &perm); x != nullptr && f.perm_b.empty()) {
     f.b = x;
-    f.perm_b = perm;
+    if (!IsIdentity(perm)) f.perm_b = perm;
   }
   return true;
 }
@@ -174,11 +197,14 @@ bool StartFusion(const absl::flat_hash_set<const Node*>& claimed, Node* n, Fusio
 void Rewrite(Graph& g, const Fusion& f) {
   Value* out = f.out;
   const std::string name = f.nodes.front()->name();
+  // The product's annotations (the precision pass's compute dtype) carry over.
+  std::map<std::string, std::string> notes = f.nodes.front()->annotations();
   for (auto it = f.nodes.rbegin(); it != f.nodes.rend(); ++it) g.RemoveNode(*it);
   std::vector<Value*> inputs = {f.a, f.b};
   if (f.bias != nullptr || f.z != nullptr) inputs.push_back(f.bias);
   if (f.z != nullptr) inputs.push_back(f.z);
   Node* fused = g.AddNode("FusedMatMul", inputs, {out}, name, kMixtrainDomain);
+  fused->annotations() = std::move(notes);
   if (!f.perm_a.empty()) fused->SetAttr(Attribute::Ints("perm_a", f.perm_a));
   if (!f.perm_b.empty()) fused->SetAttr(Attribute::Ints("perm_b", f.perm_b));
   if (!f.perm_y.empty()) fused->SetAttr(Attribute::Ints("perm_y", f.perm_y));
@@ -189,6 +215,7 @@ void Rewrite(Graph& g, const Fusion& f) {
 
 class FuseMatMulPass final : public Pass {
  public:
+  explicit FuseMatMulPass(bool fold_relu) : fold_relu_(fold_relu) {}
   absl::string_view name() const override { return "fuse_matmul"; }
 
   absl::StatusOr<bool> Run(Graph& g) override {
@@ -201,7 +228,7 @@ class FuseMatMulPass final : public Pass {
       Fusion f;
       Stage stage;
       if (!StartFusion(claimed, up.get(), f, &stage)) continue;
-      GrowEpilogue(g, claimed, f, stage);
+      GrowEpilogue(g, claimed, fold_relu_, f, stage);
       // A MatMul or Gemm with nothing around it to fold stays as it is (same kernels); a chain
       // whose value nothing reads is left to dead-code elimination.
       const Node* product = f.nodes.front();
@@ -218,10 +245,15 @@ class FuseMatMulPass final : public Pass {
     MT_RETURN_IF_ERROR(g.TopoSort());
     return true;
   }
+
+ private:
+  bool fold_relu_;
 };
 
 }  // namespace
 
-MT_REGISTER_INFERENCE_PASS(fuse_matmul, 20, [] { return std::make_unique<FuseMatMulPass>(); });
+std::unique_ptr<Pass> MakeFuseMatMulTrainingPass() { return std::make_unique<FuseMatMulPass>(false); }
+
+MT_REGISTER_INFERENCE_PASS(fuse_matmul, 20, [] { return std::make_unique<FuseMatMulPass>(true); });
 
 }  // namespace mixtrain

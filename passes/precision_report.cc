@@ -42,6 +42,11 @@ double Flops(const Node& n) {
     double k = op == "Gemm" && n.attr_int("transA", 0) ? Dim0(a, 0) : Dim0(a, -1);
     return 2.0 * Numel(y) * k;
   }
+  if (op == "FusedMatMul") {  // K is A's last dim after perm_a
+    const Value* a = n.input(0);
+    const std::vector<int64_t> perm = n.has_attr("perm_a") ? n.attr_ints("perm_a") : std::vector<int64_t>{};
+    return 2.0 * Numel(y) * Dim0(a, perm.empty() ? -1 : perm.back());
+  }
   return Numel(y);
 }
 

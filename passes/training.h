@@ -85,6 +85,12 @@ std::unique_ptr<Pass> MakeFuseBackwardPass();
 // autodiff, so every backward reader is already in place.
 std::unique_ptr<Pass> MakeFuseConvEpiloguePass();
 
+// The inference pass fuse_matmul (passes/fuse_matmul.cc) for the differentiated graph: forward
+// and backward products read Transposes in place (a transpose of a transpose composed) and take
+// their scale, bias and residual Add, each swallowed only where the chain is its sole reader. A
+// Relu stays apart: oneDNN's relu post-op maps NaN to 0, ONNX's Relu keeps it.
+std::unique_ptr<Pass> MakeFuseMatMulTrainingPass();
+
 absl::StatusOr<OptimizerOptions::Kind> ParseOptimizerKind(const std::string& s);
 
 // Consumes the "grad/<param>" outputs: adds found_inf, unscale, clipping, one optimizer node per

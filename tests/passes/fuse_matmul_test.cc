@@ -14,6 +14,8 @@
 #include "graph/verifier.h"
 #include "passes/inference.h"
 #include "passes/pass_registry.h"
+#include "passes/passes.h"
+#include "passes/training.h"
 #include "passes/low_precision.h"
 #include "runtime/session.h"
 #include "tests/passes/autodiff_test_util.h"
@@ -289,6 +291,50 @@ TEST(FuseMatMulModels, GptMiniAttentionHasNoTransposes) {
   ASSERT_TRUE(OptimizeForInference(**g).ok());
   EXPECT_EQ(Count(**g, "Transpose"), 0);
   EXPECT_EQ(Count(**g, "MatMul"), 1);  // the logits: a graph output with nothing to fold
+}
+
+// ---- the training step's variant, on the differentiated graph ------------------------------
+
+// gpt_mini differentiated (forward fusions, loss, autodiff as the training step runs them), then
+// the training fuse_matmul: the attention's forward and backward Transposes (autodiff's
+// transposes of forward transposes compose) are read in place, and every gradient is unchanged.
+TEST(FuseMatMulTraining, GptMiniGradientsUnchangedAndTransposesFolded) {
+  auto model = ImportOnnxFile(std::string(MT_SOURCE_DIR) + "/models/gpt_mini.onnx");
+  ASSERT_TRUE(model.ok()) << model.status();
+  GradientGraphOptions opt;
+  opt.loss.kind = "cross_entropy";
+  opt.loss.class_axis = -1;
+  auto g = BuildGradientGraph(**model, opt);
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::unique_ptr<Graph> fused = (*g)->Clone();
+  auto changed = MakeFuseMatMulTrainingPass()->Run(*fused);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  ASSERT_TRUE(*changed);
+  auto cleanup = CreatePassByName("cleanup");  // drops the Transposes no one reads any more
+  ASSERT_TRUE(cleanup.ok());
+  ASSERT_TRUE((*cleanup)->Run(*fused).ok());
+  ASSERT_TRUE(Verify(*fused).ok()) << Verify(*fused);
+  const int before = Count(**g, "Transpose"), after = Count(*fused, "Transpose");
+  EXPECT_EQ(before, 24);  // 8 forward, 16 backward
+  EXPECT_LE(after, 4) << "of " << before;
+  EXPECT_GE(Count(*fused, "FusedMatMul"), 20);
+  auto feeds = Feeds(**model, 4);
+  Tensor labels(DType::kI64, {4, 32});
+  for (int64_t i = 0; i < labels.numel(); ++i) labels.data_as<int64_t>()[i] = (i * 7) % 64;
+  feeds["labels"] = labels;
+  ExpectClose(RunGraph(*fused, feeds), RunGraph(**g, feeds), 1e-5);
+}
+
+// A Relu stays apart in training (oneDNN's relu post-op turns NaN into 0); bias still folds.
+TEST(FuseMatMulTraining, ReluStaysApart) {
+  Mlp m;
+  BuildLinear(m, "Relu", false);
+  m.b.graph().AddOutput(m.y);
+  auto changed = MakeFuseMatMulTrainingPass()->Run(m.b.graph());
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_EQ(Count(m.b.graph(), "Relu"), 1);
+  ASSERT_EQ(Count(m.b.graph(), "FusedMatMul"), 1);
+  EXPECT_EQ(Find(m.b.graph(), "FusedMatMul")->attr_string("activation", ""), "");
 }
 
 }  // namespace
