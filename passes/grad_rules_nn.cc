@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/ops/nn_geometry.h"
+#include "graph/shape_inference.h"
 #include "passes/autodiff.h"
 
 namespace mixtrain {
@@ -62,14 +63,28 @@ absl::Status MatMulGrad(GradContext& c) {
     perm.push_back(n - 2);
     return b.Op("Transpose", {v}, {Attribute::Ints("perm", perm)});
   };
+  // The products' shapes from the operands' (dY's may be unknown here): the broadcast batch dims,
+  // then the operand's own matrix dims. Where they equal the operand's, no SumToShape is needed
+  // (nor the operand kept alive for its shape).
+  auto product_shape = [&](V operand) {
+    const Shape& sa = a2->shape;
+    const Shape& sb = b2->shape;
+    if (!sa.rank_known || !sb.rank_known || sa.rank() < 2 || sb.rank() < 2) return Shape();
+    auto batch = BroadcastShapes(Shape(std::vector<Dim>(sa.dims.begin(), sa.dims.end() - 2)),
+                                 Shape(std::vector<Dim>(sb.dims.begin(), sb.dims.end() - 2)));
+    if (!batch.ok()) return Shape();
+    std::vector<Dim> dims = batch->dims;
+    dims.insert(dims.end(), operand->shape.dims.end() - 2, operand->shape.dims.end());
+    return Shape(std::move(dims));
+  };
   if (c.needs(0)) {
     V g = b.Op("MatMul", {dy, swap_last(b2)});
-    MT_ASSIGN_OR_RETURN(V s, b.SumTo(g, g->shape, a2));
+    MT_ASSIGN_OR_RETURN(V s, b.SumTo(g, product_shape(a2), a2));
     c.SetGrad(0, ra == 1 ? b.ReshapeLike(s, a) : s);
   }
   if (c.needs(1)) {
     V g = b.Op("MatMul", {swap_last(a2), dy});
-    MT_ASSIGN_OR_RETURN(V s, b.SumTo(g, g->shape, b2));
+    MT_ASSIGN_OR_RETURN(V s, b.SumTo(g, product_shape(b2), b2));
     c.SetGrad(1, rb == 1 ? b.ReshapeLike(s, bm) : s);
   }
   return absl::OkStatus();
