@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "graph/ops/movement_params.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/reduce_util.h"
@@ -132,8 +133,9 @@ absl::Status SoftmaxKernel(KernelContext& ctx) {
 struct MaskedRows {
   int64_t n = 0;                   // row length (X's last dim)
   float scale = 1, fill = 0;
-  std::vector<int64_t> row_dims;   // X's leading dims
-  std::vector<int64_t> mask_step;  // the mask's stride along each leading dim (0: broadcast)
+  // Inline: SoftmaxGrad builds these on every call of the training step, without allocating.
+  absl::InlinedVector<int64_t, 8> row_dims;   // X's leading dims
+  absl::InlinedVector<int64_t, 8> mask_step;  // the mask's stride along each leading dim (0: broadcast)
   int64_t mask_inner = 0;          // the mask's stride along the row: 0 or 1
 };
 
@@ -198,7 +200,7 @@ absl::StatusOr<MaskedRows> RowsWithMask(const KernelContext& ctx, const TensorVi
   MaskedRows p;
   p.n = x.dims.back();
   const int64_t r = x.rank(), lead = r - mask.rank();
-  std::vector<int64_t> step(r, 0);
+  absl::InlinedVector<int64_t, 8> step(r, 0);
   for (int64_t d = r - 1, stride = 1; d >= lead; --d) {
     const int64_t md = mask.dims[d - lead];
     if (md != 1 && md != x.dims[d])
@@ -248,7 +250,6 @@ absl::Status MaskedSoftmaxKernel(KernelContext& ctx) {
                 });
   });
 }
-
 
 // --- SoftmaxGrad (autodiff of Softmax over the last axis and of MaskedSoftmax) ---
 // dX = scale * Y * (dY - sum(dY * Y)) per row, and 0 where the mask (if any) is false: one pass

@@ -149,16 +149,21 @@ struct Attention {
   Value *x, *mask, *scores, *where, *y;
 };
 
+// The 5 x 5 lower-triangular (causal) attention mask.
+Value* CausalMask(G& b) {
+  std::vector<uint8_t> tri(25);
+  for (int i = 0; i < 5; ++i)
+    for (int j = 0; j < 5; ++j) tri[i * 5 + j] = j <= i;
+  return b.Bools({5, 5}, tri);
+}
+
 // Softmax(Where(mask[T, T], [x * 0.25], fill)) over x[B, 2, T, T], T = 5; fill a constant
 // scalar or Expand(scalar, Shape(x)) like torch's full_like.
 void BuildAttention(Attention& m, bool scale, bool expand_fill, float fill = -INFINITY,
                     int64_t axis = -1) {
   Graph& g = m.b.graph();
   m.x = Input(m.b, "x", DType::kF32, {Dim::Symbol("B"), Dim(2), Dim(5), Dim(5)});
-  std::vector<uint8_t> tri(25);
-  for (int i = 0; i < 5; ++i)
-    for (int j = 0; j < 5; ++j) tri[i * 5 + j] = j <= i;
-  m.mask = m.b.Bools({5, 5}, tri);
+  m.mask = CausalMask(m.b);
   m.scores = scale ? m.b.Op1("Mul", {m.x, m.b.ConstF({}, {0.25f})}) : m.x;
   Value* f = m.b.ConstF({}, {fill});
   if (expand_fill) f = m.b.Op1("Expand", {f, m.b.Op1("Shape", {m.x})});
@@ -190,12 +195,9 @@ TEST(FuseSoftmax, FullLikeOfTheScaledScoresStillFoldsTheScale) {
   Attention m;
   Graph& g = m.b.graph();
   m.x = Input(m.b, "x", DType::kF32, {Dim::Symbol("B"), Dim(2), Dim(5), Dim(5)});
-  std::vector<uint8_t> tri(25);
-  for (int i = 0; i < 5; ++i)
-    for (int j = 0; j < 5; ++j) tri[i * 5 + j] = j <= i;
   m.scores = m.b.Op1("Mul", {m.x, m.b.ConstF({}, {0.25f})});
   Value* f = m.b.Op1("Expand", {m.b.ConstF({}, {-1e4f}), m.b.Op1("Shape", {m.scores})});
-  g.AddOutput(m.b.Op1("Softmax", {m.b.Op1("Where", {m.b.Bools({5, 5}, tri), m.scores, f})}));
+  g.AddOutput(m.b.Op1("Softmax", {m.b.Op1("Where", {CausalMask(m.b), m.scores, f})}));
   auto out = PassAndCompare(g, "fuse_softmax");
   ASSERT_EQ(Count(*out, "MaskedSoftmax"), 1);
   EXPECT_EQ(Count(*out, "Mul"), 0);
