@@ -10,7 +10,8 @@
 //     (through the host evaluator the runtime registers) and becomes an initializer;
 //   - simplification: Constant nodes become initializers, Identity and Dropout(ratio 0) are
 //     bypassed, CastLike becomes Cast,
-//     SplitToSequence read only by SequenceAt at constant positions becomes Split;
+//     SplitToSequence read only by SequenceAt at constant positions becomes Split, and so do
+//     Gathers of one tensor at constant scalar indices (torch's q/k/v select);
 //   - dead nodes and initializers nothing uses are removed.
 // Parameters are never folded into anything, so what trains stays what the framework trains.
 #include <algorithm>
@@ -250,6 +251,8 @@ class CanonicalizePass final : public Pass {
         changed = true;
       } else if (op == "SplitToSequence") {
         changed |= SplitToSequenceToSplit(g, n, report);
+      } else if (op == "Gather") {
+        changed |= GathersToSplit(g, n->input(0), report);
       }
     }
     return changed;
@@ -326,6 +329,55 @@ class CanonicalizePass final : public Pass {
         piece = sq->output(0);
       }
       if (!g.IsGraphOutput(c->output(0))) g.ReplaceAllUsesWith(c->output(0), piece);
+    }
+    ++report.simplified;
+    return true;
+  }
+
+  // X read only by Gathers at constant scalar indices along one axis, covering at least half of
+  // it (torch's MultiheadAttention selects q, k and v so from its stacked projection) -> one
+  // Split of X into pieces of 1 and a Squeeze per Gather. The same values; but the gradient is
+  // one Concat of the pieces, where each Gather's is a zero tensor of X's size with one slice
+  // written, and the sum of those takes an Add of X's size per further Gather.
+  bool GathersToSplit(Graph& g, Value* x, CanonicalizeReport& report) {
+    const Shape& s = x->shape;
+    if (x->consumers.size() < 2 || !s.rank_known || g.opset("") < 13) return false;
+    int64_t axis = -1;
+    std::vector<std::pair<Node*, int64_t>> reads;
+    std::vector<bool> used;
+    for (Node* c : x->consumers) {
+      if (c->op_type() != "Gather" || !c->domain().empty() || c->input(0) != x ||
+          c->input(1) == x || c->output(0) == nullptr || g.IsGraphOutput(c->output(0)))
+        return false;
+      int64_t a = c->attr_int("axis", 0);
+      if (a < 0) a += s.rank();
+      if (a < 0 || a >= s.rank() || (axis >= 0 && a != axis) || !s.dims[a].known()) return false;
+      axis = a;
+      const int64_t dim = s.dims[a].value;
+      const Tensor* t = ConstantOf(c->input(1));
+      if (t == nullptr || t->rank() != 0) return false;
+      int64_t k = t->ToInt64Vector()[0];
+      if (k < 0) k += dim;
+      if (k < 0 || k >= dim) return false;
+      used.resize(dim, false);
+      used[k] = true;
+      reads.emplace_back(c, k);
+    }
+    scratch_.clear();
+    const int64_t dim = static_cast<int64_t>(used.size());
+    if (2 * std::count(used.begin(), used.end(), true) < dim) return false;
+    Node* first = reads.front().first;
+    Value* sizes = g.AddInitializer(g.UniqueName(x->name + "_pieces"),
+                                    Tensor::FromVector<int64_t>(DType::kI64, {dim}, std::vector<int64_t>(dim, 1)));
+    Node* split = g.AddNode("Split", {x, sizes}, static_cast<int>(dim), g.UniqueName(x->name + "_split"));
+    split->SetAttr(Attribute::Int("axis", axis));
+    g.MoveBefore(split, first);
+    Value* axes = g.AddInitializer(g.UniqueName(x->name + "_axis"),
+                                   Tensor::FromVector<int64_t>(DType::kI64, {1}, {axis}));
+    for (auto [c, k] : reads) {
+      Node* sq = g.AddNode("Squeeze", {split->output(k), axes}, 1, g.UniqueName(c->name()));
+      g.MoveBefore(sq, first);
+      g.ReplaceAllUsesWith(c->output(0), sq->output(0));
     }
     ++report.simplified;
     return true;

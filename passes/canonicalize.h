@@ -25,7 +25,7 @@ void RegisterHostEvaluator(HostEvaluator f);
 struct CanonicalizeReport {
   int shape_values = 0;          // int values computed from shapes, now initializers
   int folded_nodes = 0;          // nodes run once and replaced by their results
-  int simplified = 0;            // Identity/Dropout(0) bypassed, CastLike -> Cast, sequences -> Split
+  int simplified = 0;            // Identity/Dropout(0) bypassed, CastLike -> Cast, sequences and constant Gathers -> Split
   int removed_nodes = 0;         // dead nodes removed
   int removed_initializers = 0;  // initializers nothing used any more
   std::vector<std::string> not_folded;  // constant nodes the evaluator refused, with why

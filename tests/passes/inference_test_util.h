@@ -91,7 +91,9 @@ inline std::unique_ptr<Graph> PassAndCompare(Graph& g, const char* pass_name, DT
                                              double tol = 1e-5, float lo = -1, float hi = 1,
                                              uint32_t seed = 7) {
   EXPECT_TRUE(InferShapes(g).ok());
-  if (dtype != DType::kF32) EXPECT_TRUE(LowerFloatModel(g, dtype).ok());
+  if (dtype != DType::kF32) {
+    EXPECT_TRUE(LowerFloatModel(g, dtype).ok());
+  }
   std::unique_ptr<Graph> out = g.Clone();
   auto pass = CreatePassByName(pass_name);
   EXPECT_TRUE(pass.ok()) << pass.status();
