@@ -10,20 +10,75 @@
 #include <cmath>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/grad_util.h"
 #include "kernels/cpu/parallel.h"
 #include "kernels/cpu/reduce_util.h"
+#include "kernels/cpu/simd_target.h"
 
 namespace mixtrain::cpu {
 namespace {
 
+// Rows [rb, re) of n elements; xr/gr/xh are n floats of scratch; ps/pt the chunk's dScale/dBias
+// partials (accumulated). Each loop is a float loop without calls, so the compiler vectorizes it
+// (GCC leaves a loop that both reduces and accumulates into ps/pt scalar: they are apart).
+template <typename Io>
+[[gnu::always_inline]] inline void LayerNormGradRange(const typename Io::T* x, const typename Io::T* dy,
+                                                      const float* scale, typename Io::T* dx, int64_t rb,
+                                                      int64_t re, int64_t n, float eps, float* xr, float* gr,
+                                                      float* xh, float* ps, float* pt) {
+  using T = typename Io::T;
+  for (int64_t r = rb; r < re; ++r) {
+    const T* xs = x + r * n;
+    const T* gs = dy + r * n;
+    float sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int64_t i = 0; i < n; ++i) {
+      xr[i] = Io::Load(xs[i]);
+      gr[i] = Io::Load(gs[i]);
+      sum += xr[i];
+    }
+    const float mean = sum / static_cast<float>(n);
+    float var = 0;
+#pragma omp simd reduction(+ : var)
+    for (int64_t i = 0; i < n; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    const float inv = 1.0f / std::sqrt(var / static_cast<float>(n) + eps);
+    float sg = 0, sgx = 0;
+#pragma omp simd reduction(+ : sg, sgx)
+    for (int64_t i = 0; i < n; ++i) {
+      const float h = (xr[i] - mean) * inv;
+      const float g = gr[i] * scale[i];
+      xh[i] = h;
+      sg += g;
+      sgx += g * h;
+    }
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      ps[i] += gr[i] * xh[i];
+      pt[i] += gr[i];
+    }
+    if (dx == nullptr) continue;
+    sg /= static_cast<float>(n);
+    sgx /= static_cast<float>(n);
+    T* d = dx + r * n;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) d[i] = Io::Store(inv * (gr[i] * scale[i] - sg - xh[i] * sgx));
+  }
+}
+template <typename Io>
+MT_TARGET_AVX512 void LayerNormGradRangeAvx512(const typename Io::T* x, const typename Io::T* dy,
+                                               const float* scale, typename Io::T* dx, int64_t rb,
+                                               int64_t re, int64_t n, float eps, float* xr, float* gr,
+                                               float* xh, float* ps, float* pt) {
+  LayerNormGradRange<Io>(x, dy, scale, dx, rb, re, n, eps, xr, gr, xh, ps, pt);
+}
+
 // LayerNorm's rows are short (a transformer's d = 256) and many: each row is read once in its
-// storage type into float scratch, and every loop over it is a float loop the compiler
-// vectorizes (statistics in two passes, so no cancellation). The old double-precision loops
-// over fp32 copies of dY and X took 1.7 ms per call on [2048, 256]; the float row error is a
-// few ulp of a 256-term sum. dScale/dBias: per-chunk float partials over a fixed number of row
-// chunks (the result does not depend on the thread count), added up in double.
+// storage type into float scratch, and every loop over it is a float loop (statistics in two
+// passes, so no cancellation); the float row error is a few ulp of a 256-term sum. dScale/dBias:
+// per-chunk float partials over a fixed number of row chunks (the result does not depend on the
+// thread count), added up in double by the caller.
 template <typename Io>
 void LayerNormGradRows(const TensorView& dy_v, const TensorView& x_v, const float* scale,
                        TensorView* dx_v, int64_t rows, int64_t n, float eps, float* part,
@@ -32,44 +87,21 @@ void LayerNormGradRows(const TensorView& dy_v, const TensorView& x_v, const floa
   const T* dy = dy_v.as<T>();
   const T* x = x_v.as<T>();
   T* dx = dx_v ? dx_v->as<T>() : nullptr;
+  const bool avx512 = Avx512Enabled();
   ParallelFor(chunks, 1, [&](int64_t cb, int64_t ce) {
-    std::vector<float> xr(n), gr(n), xh(n);
+    absl::InlinedVector<float, 3 * 1024> scratch(static_cast<size_t>(3 * n));  // no heap up to n = 1024
+    float* xr = scratch.data();
+    float* gr = xr + n;
+    float* xh = gr + n;
     for (int64_t c = cb; c < ce; ++c) {
       float* ps = part + c * 2 * n;
       float* pt = ps + n;
       std::fill(ps, ps + 2 * n, 0.0f);
-      for (int64_t r = rows * c / chunks; r < rows * (c + 1) / chunks; ++r) {
-        const T* xs = x + r * n;
-        const T* gs = dy + r * n;
-        float sum = 0;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t i = 0; i < n; ++i) {
-          xr[i] = Io::Load(xs[i]);
-          gr[i] = Io::Load(gs[i]);
-          sum += xr[i];
-        }
-        const float mean = sum / static_cast<float>(n);
-        float var = 0;
-#pragma omp simd reduction(+ : var)
-        for (int64_t i = 0; i < n; ++i) var += (xr[i] - mean) * (xr[i] - mean);
-        const float inv = 1.0f / std::sqrt(var / static_cast<float>(n) + eps);
-        float sg = 0, sgx = 0;
-#pragma omp simd reduction(+ : sg, sgx)
-        for (int64_t i = 0; i < n; ++i) {
-          xh[i] = (xr[i] - mean) * inv;
-          const float g = gr[i] * scale[i];
-          sg += g;
-          sgx += g * xh[i];
-          ps[i] += gr[i] * xh[i];
-          pt[i] += gr[i];
-        }
-        if (dx == nullptr) continue;
-        sg /= static_cast<float>(n);
-        sgx /= static_cast<float>(n);
-        T* d = dx + r * n;
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) d[i] = Io::Store(inv * (gr[i] * scale[i] - sg - xh[i] * sgx));
-      }
+      const int64_t rb = rows * c / chunks, re = rows * (c + 1) / chunks;
+      if (avx512)
+        LayerNormGradRangeAvx512<Io>(x, dy, scale, dx, rb, re, n, eps, xr, gr, xh, ps, pt);
+      else
+        LayerNormGradRange<Io>(x, dy, scale, dx, rb, re, n, eps, xr, gr, xh, ps, pt);
     }
   });
 }
