@@ -2,10 +2,12 @@
 // skip on overflow), AllFinite, UpdateLossScale, and ONNX's ai.onnx.preview.training Adam,
 // Momentum and Adagrad (multi-tensor forms). The math is kernels/common/optimizer.h.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/common/optimizer.h"
 #include "kernels/cpu/parallel.h"
@@ -165,37 +167,55 @@ absl::Status AdagradKernel(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
-template <typename T>
-bool AllFiniteOf(const T* p, int64_t n, float (*load)(T)) {
-  bool ok = true;
-  for (int64_t i = 0; i < n; ++i) ok &= std::isfinite(load(p[i]));
-  return ok;
+// The largest magnitude bit pattern among p[lo, hi) (sign masked off): a float is inf or NaN
+// exactly when its exponent bits are all ones, so the range is finite when that maximum is below
+// the pattern of infinity. An integer max loop vectorizes and reads each element once; the old
+// loop called a float conversion per element through a function pointer (7 GB/s, 1.9 ms for
+// transformer_cls's 13.7 MB of gradients).
+template <typename U>
+U MaxMagnitudeBits(const U* p, int64_t lo, int64_t hi, U sign_off) {
+  U m = 0;
+#pragma omp simd reduction(max : m)
+  for (int64_t i = lo; i < hi; ++i) m = std::max<U>(m, static_cast<U>(p[i] & sign_off));
+  return m;
 }
 
-// all_finite <- AllFinite(x1, ..., xn): false when any element of any input is inf or NaN.
+// all_finite <- AllFinite(x1, ..., xn): false when any element of any input is inf or NaN. One
+// parallel pass over all inputs as one range, as the optimizers go over their parameters.
 absl::Status AllFiniteKernel(KernelContext& ctx) {
-  bool ok = true;
-  for (size_t i = 0; i < ctx.num_inputs() && ok; ++i) {
+  struct Span {
+    const void* p;
+    DType dtype;
+    int64_t n;
+  };
+  absl::InlinedVector<Span, 64> spans;  // no heap for up to 64 gradients
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
     const TensorView* t = ctx.input(i);
     if (!t) continue;
-    int64_t n = t->numel();
-    switch (t->dtype) {
-      case DType::kF32: {
-        const float* p = t->as<float>();
-        ok &= AllFiniteOf<float>(p, n, [](float v) { return v; });
-        break;
-      }
-      case DType::kF16:
-        ok &= AllFiniteOf<uint16_t>(t->as<uint16_t>(), n, [](uint16_t v) { return HalfToFloat(v); });
-        break;
-      case DType::kBF16:
-        ok &= AllFiniteOf<uint16_t>(t->as<uint16_t>(), n, [](uint16_t v) { return BFloat16ToFloat(v); });
-        break;
-      default:
-        return ctx.Error(absl::StrCat("input ", i, " must be a float tensor"));
-    }
+    if (t->dtype != DType::kF32 && t->dtype != DType::kF16 && t->dtype != DType::kBF16)
+      return ctx.Error(absl::StrCat("input ", i, " must be a float tensor"));
+    if (t->numel() > 0) spans.push_back({t->data, t->dtype, t->numel()});
   }
-  ctx.output(0)->as<uint8_t>()[0] = ok ? 1 : 0;
+  absl::InlinedVector<int64_t, 65> start(spans.size() + 1, 0);
+  for (size_t k = 0; k < spans.size(); ++k) start[k + 1] = start[k] + spans[k].n;
+  std::atomic<bool> any_bad{false};
+  ParallelFor(start.back(), 4 * kElementwiseGrain, [&](int64_t b, int64_t e) {
+    size_t k = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), b) - start.begin()) - 1;
+    bool found = false;
+    for (; k < spans.size() && start[k] < e && !found; ++k) {
+      const int64_t lo = std::max(b, start[k]) - start[k], hi = std::min(e, start[k + 1]) - start[k];
+      if (lo >= hi) continue;
+      const Span& s = spans[k];
+      if (s.dtype == DType::kF32)
+        found = MaxMagnitudeBits(static_cast<const uint32_t*>(s.p), lo, hi, 0x7fffffffu) >= 0x7f800000u;
+      else if (s.dtype == DType::kBF16)
+        found = MaxMagnitudeBits(static_cast<const uint16_t*>(s.p), lo, hi, uint16_t{0x7fff}) >= 0x7f80;
+      else
+        found = MaxMagnitudeBits(static_cast<const uint16_t*>(s.p), lo, hi, uint16_t{0x7fff}) >= 0x7c00;
+    }
+    if (found) any_bad.store(true, std::memory_order_relaxed);
+  });
+  ctx.output(0)->as<uint8_t>()[0] = any_bad.load() ? 0 : 1;
   return absl::OkStatus();
 }
 
