@@ -104,10 +104,46 @@ void ReduceRows(const typename Op::T* x, typename Op::T* y, int64_t outer, int64
 
 // Each output is the reduction of R contiguous rows of `inner` elements (stride inner), summed
 // row by row into a buffer so the inner loop is a plain vectorizable elementwise update.
+// Few outputs over many rows (a bias gradient: [tokens, features] summed over tokens): the rows
+// are cut into S slices, a fixed number that does not depend on the thread count (so neither
+// does the result), each slice summed into its own partial row in parallel, then the partials
+// combined in slice order. Column chunks alone would give such a reduction one work item, run on
+// one thread.
+template <typename Op>
+void ReduceColumnsSliced(const typename Op::T* x, typename Op::T* y, int64_t outer, int64_t R,
+                         int64_t inner) {
+  using Acc = typename Op::Acc;
+  const int64_t S = std::clamp<int64_t>(R / 64, 1, 16);
+  std::vector<Acc> part(static_cast<size_t>(outer * S * inner));
+  ParallelFor(outer * S, 1, [&](int64_t b, int64_t e) {
+    for (int64_t w = b; w < e; ++w) {
+      const int64_t o = w / S, sl = w % S;
+      Acc* acc = part.data() + w * inner;
+      std::fill(acc, acc + inner, Op::Init());
+      for (int64_t r = R * sl / S; r < R * (sl + 1) / S; ++r) {
+        const typename Op::T* src = x + (o * R + r) * inner;
+        for (int64_t i = 0; i < inner; ++i) acc[i] = Op::Combine(acc[i], Op::Map(Op::Load(src[i])));
+      }
+    }
+  });
+  for (int64_t o = 0; o < outer; ++o) {
+    const Acc* first = part.data() + o * S * inner;
+    for (int64_t i = 0; i < inner; ++i) {
+      Acc a = first[i];
+      for (int64_t sl = 1; sl < S; ++sl) a = Op::Combine(a, first[sl * inner + i]);
+      y[o * inner + i] = Op::Finish(a, R);
+    }
+  }
+}
+
 template <typename Op>
 void ReduceColumns(const typename Op::T* x, typename Op::T* y, int64_t outer, int64_t R,
                    int64_t inner) {
   const int64_t chunks = (inner + kChunk - 1) / kChunk;
+  if (outer * chunks < 4 && R >= 256 && inner <= 4 * kChunk) {
+    ReduceColumnsSliced<Op>(x, y, outer, R, inner);
+    return;
+  }
   const int64_t per_item = R * std::min(inner, kChunk);
   ParallelFor(outer * chunks, std::max<int64_t>(1, kGrain / std::max<int64_t>(per_item, 1)),
               [&](int64_t b, int64_t e) {

@@ -77,6 +77,9 @@ TEST(ReduceTest, AllKindsDtypesAndAxesForms) {
       {{2, 3, 4}, {}},         // all axes
       {{5, 1, 7}, {-1, 1}},    // a size-1 axis and a negative axis
       {{3, 2048}, {0}},        // inner wider than one accumulator chunk
+      {{1000, 300}, {0}},      // many rows into one row (a bias gradient): sliced rows
+      {{2, 257, 33}, {1}},     // sliced, with rows that do not divide evenly and two outputs
+      {{300, 2048}, {0}},      // sliced, inner over two accumulator chunks
   };
   for (Kind k : {Kind::kSum, Kind::kMean, Kind::kMax, Kind::kSumSquare}) {
     for (DType t : kFloats) {
