@@ -208,6 +208,8 @@ TEST(LossTest, SceAndNllAllOptions) {
       {{4, 5}, "none", true, 2},             {{3, 5, 6}, "mean", true, 1},
       {{3, 5, 6}, "mean", false, -1},        {{2, 4, 3, 5}, "none", false, 0},
       {{2, 4, 3, 5}, "sum", true, 3},        {{3, 5, 2}, "mean", true, -100},
+      // Long class rows (a language model's vocabulary): the vectorized row path.
+      {{6, 300}, "mean", true, 7},           {{5, 1000}, "none", false, std::nullopt},
   };
   for (bool softmax : {true, false}) {
     const char* op = softmax ? "SoftmaxCrossEntropyLoss" : "NegativeLogLikelihoodLoss";
@@ -247,6 +249,26 @@ TEST(LossTest, SceAndNllAllOptions) {
         }
       }
     }
+  }
+}
+
+// A NaN logit anywhere in a row makes that row's loss NaN, in the row path (D = 1) and the
+// strided one (D > 1); rows without one stay finite.
+TEST(LossTest, NanLogitMakesItsRowsLossNan) {
+  for (std::vector<int64_t> dims : {std::vector<int64_t>{3, 100}, std::vector<int64_t>{3, 100, 2}}) {
+    const int64_t D = dims.size() == 3 ? dims[2] : 1;
+    std::vector<double> x = Uniform(red_test::Count(dims), -3, 3, 9);
+    x[(1 * 100 + 57) * D] = NAN;  // row 1, class 57 (d = 0)
+    std::vector<int64_t> label_dims = dims;
+    label_dims.erase(label_dims.begin() + 1);
+    std::vector<double> labels(red_test::Count(label_dims), 4.0);
+    auto out = red_test::RunAll("SoftmaxCrossEntropyLoss",
+                                {Make(DType::kF32, dims, x), Make(DType::kI64, label_dims, labels)},
+                                {Attribute::String("reduction", "none")}, 13, 1);
+    ASSERT_TRUE(out.ok()) << out.status();
+    std::vector<double> loss = Values((*out)[0]);
+    for (int64_t i = 0; i < static_cast<int64_t>(loss.size()); ++i)
+      EXPECT_EQ(std::isnan(loss[i]), i == 1 * D) << "item " << i << " of " << dims.size() << "-D scores";
   }
 }
 
