@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/container/inlined_vector.h"
+#include "absl/types/span.h"
 #include "absl/strings/str_cat.h"
 #include "kernels/common/optimizer.h"
 #include "kernels/cpu/parallel.h"
@@ -87,20 +88,31 @@ absl::StatusOr<std::vector<ParamSlice>> Params(KernelContext& ctx, size_t lead, 
   return params;
 }
 
-// body(param, lo, hi) over every parameter's elements [lo, hi) as ONE parallel loop: the threads
-// split the concatenation of all parameters, so a model's many small tensors (biases, norms) do
-// not each pay for a parallel region.
+// body(k, lo, hi) over the elements [lo, hi) of every tensor k of `sizes` as ONE parallel loop:
+// the threads split the concatenation of all tensors, so a model's many small tensors (biases,
+// norms) do not each pay for a parallel region. `start` is scratch of sizes.size() + 1.
 template <typename Body>
-void ForEachElement(const std::vector<ParamSlice>& params, const Body& body) {
-  std::vector<int64_t> start(params.size() + 1, 0);
-  for (size_t p = 0; p < params.size(); ++p) start[p + 1] = start[p] + params[p].n;
-  ParallelFor(start.back(), kElementwiseGrain, [&](int64_t b, int64_t e) {
-    size_t p = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), b) - start.begin()) - 1;
-    for (; p < params.size() && start[p] < e; ++p) {
-      const int64_t lo = std::max(b, start[p]) - start[p], hi = std::min(e, start[p + 1]) - start[p];
-      if (lo < hi) body(params[p], lo, hi);
+void ForEachSpan(absl::Span<const int64_t> sizes, absl::Span<int64_t> start, int64_t grain,
+                 const Body& body) {
+  start[0] = 0;
+  for (size_t k = 0; k < sizes.size(); ++k) start[k + 1] = start[k] + sizes[k];
+  ParallelFor(start.back(), grain, [&](int64_t b, int64_t e) {
+    size_t k = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), b) - start.begin()) - 1;
+    for (; k < sizes.size() && start[k] < e; ++k) {
+      const int64_t lo = std::max(b, start[k]) - start[k], hi = std::min(e, start[k + 1]) - start[k];
+      if (lo < hi) body(k, lo, hi);
     }
   });
+}
+
+// body(param, lo, hi) over every parameter's elements [lo, hi), as ForEachSpan.
+template <typename Body>
+void ForEachElement(const std::vector<ParamSlice>& params, const Body& body) {
+  absl::InlinedVector<int64_t, 64> sizes(params.size());
+  absl::InlinedVector<int64_t, 65> start(params.size() + 1);
+  for (size_t p = 0; p < params.size(); ++p) sizes[p] = params[p].n;
+  ForEachSpan(sizes, absl::MakeSpan(start), kElementwiseGrain,
+              [&](size_t p, int64_t lo, int64_t hi) { body(params[p], lo, hi); });
 }
 
 // X1' M1' V1' X2' ... <- Adam(lr, step, skip, X1, G1, M1, V1, X2, G2, M2, V2, ...)
@@ -186,33 +198,29 @@ absl::Status AllFiniteKernel(KernelContext& ctx) {
   struct Span {
     const void* p;
     DType dtype;
-    int64_t n;
   };
   absl::InlinedVector<Span, 64> spans;  // no heap for up to 64 gradients
+  absl::InlinedVector<int64_t, 64> sizes;
   for (size_t i = 0; i < ctx.num_inputs(); ++i) {
     const TensorView* t = ctx.input(i);
     if (!t) continue;
     if (t->dtype != DType::kF32 && t->dtype != DType::kF16 && t->dtype != DType::kBF16)
       return ctx.Error(absl::StrCat("input ", i, " must be a float tensor"));
-    if (t->numel() > 0) spans.push_back({t->data, t->dtype, t->numel()});
+    spans.push_back({t->data, t->dtype});
+    sizes.push_back(t->numel());
   }
-  absl::InlinedVector<int64_t, 65> start(spans.size() + 1, 0);
-  for (size_t k = 0; k < spans.size(); ++k) start[k + 1] = start[k] + spans[k].n;
+  absl::InlinedVector<int64_t, 65> start(sizes.size() + 1);
   std::atomic<bool> any_bad{false};
-  ParallelFor(start.back(), 4 * kElementwiseGrain, [&](int64_t b, int64_t e) {
-    size_t k = static_cast<size_t>(std::upper_bound(start.begin(), start.end(), b) - start.begin()) - 1;
-    bool found = false;
-    for (; k < spans.size() && start[k] < e && !found; ++k) {
-      const int64_t lo = std::max(b, start[k]) - start[k], hi = std::min(e, start[k + 1]) - start[k];
-      if (lo >= hi) continue;
-      const Span& s = spans[k];
-      if (s.dtype == DType::kF32)
-        found = MaxMagnitudeBits(static_cast<const uint32_t*>(s.p), lo, hi, 0x7fffffffu) >= 0x7f800000u;
-      else if (s.dtype == DType::kBF16)
-        found = MaxMagnitudeBits(static_cast<const uint16_t*>(s.p), lo, hi, uint16_t{0x7fff}) >= 0x7f80;
-      else
-        found = MaxMagnitudeBits(static_cast<const uint16_t*>(s.p), lo, hi, uint16_t{0x7fff}) >= 0x7c00;
-    }
+  ForEachSpan(sizes, absl::MakeSpan(start), 4 * kElementwiseGrain, [&](size_t k, int64_t lo, int64_t hi) {
+    if (any_bad.load(std::memory_order_relaxed)) return;
+    const Span& s = spans[k];
+    bool found;
+    if (s.dtype == DType::kF32)
+      found = MaxMagnitudeBits(static_cast<const uint32_t*>(s.p), lo, hi, 0x7fffffffu) >= 0x7f800000u;
+    else if (s.dtype == DType::kBF16)
+      found = MaxMagnitudeBits(static_cast<const uint16_t*>(s.p), lo, hi, uint16_t{0x7fff}) >= 0x7f80;
+    else
+      found = MaxMagnitudeBits(static_cast<const uint16_t*>(s.p), lo, hi, uint16_t{0x7fff}) >= 0x7c00;
     if (found) any_bad.store(true, std::memory_order_relaxed);
   });
   ctx.output(0)->as<uint8_t>()[0] = any_bad.load() ? 0 : 1;
