@@ -102,8 +102,6 @@ void ReduceRows(const typename Op::T* x, typename Op::T* y, int64_t outer, int64
               });
 }
 
-// Each output is the reduction of R contiguous rows of `inner` elements (stride inner), summed
-// row by row into a buffer so the inner loop is a plain vectorizable elementwise update.
 // Few outputs over many rows (a bias gradient: [tokens, features] summed over tokens): the rows
 // are cut into S slices, a fixed number that does not depend on the thread count (so neither
 // does the result), each slice summed into its own partial row in parallel, then the partials
@@ -136,6 +134,9 @@ void ReduceColumnsSliced(const typename Op::T* x, typename Op::T* y, int64_t out
   }
 }
 
+// Each output is the reduction of R contiguous rows of `inner` elements (stride inner), summed
+// row by row into a buffer so the inner loop is a plain vectorizable elementwise update.
+// Few outputs over many rows go to ReduceColumnsSliced.
 template <typename Op>
 void ReduceColumns(const typename Op::T* x, typename Op::T* y, int64_t outer, int64_t R,
                    int64_t inner) {
