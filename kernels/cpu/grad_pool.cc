@@ -16,10 +16,12 @@
 // output X is: a window's gradient is kept only when its maximum is > 0.
 #include <array>
 #include <bit>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/grad_util.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/pool_avx512.h"
 #include "kernels/cpu/simd_target.h"
 
 namespace mixtrain::cpu {
@@ -52,7 +54,7 @@ TapRanges MakeTapRanges(const Window3& w) {
 
 struct PoolArgs {
   Window3 w;
-  TapRanges taps;
+  TapRanges taps;  // filled by the general paths only (Disjoint windows need none)
   int64_t planes = 0;
 };
 
@@ -69,7 +71,6 @@ absl::StatusOr<PoolArgs> ReadPool(KernelContext& ctx) {
   a.planes = x->dims[0] * x->dims[1];
   if (dy->numel() != a.planes * a.w.out_size())
     return ctx.Error("dY's shape does not match the pooling output");
-  a.taps = MakeTapRanges(a.w);
   return a;
 }
 
@@ -165,9 +166,12 @@ MT_TARGET_AVX512 void MaxPoolGrad2x2Avx512(const typename Io::T* x, const typena
 template <typename Io, bool kRelu>
 void MaxPoolGrad2x2(const typename Io::T* x, const typename Io::T* dy, typename Io::T* dx,
                     int64_t h, int64_t w, int64_t oh, int64_t ow) {
-  if (Avx512Enabled())
-    MaxPoolGrad2x2Avx512<Io, kRelu>(x, dy, dx, h, w, oh, ow);
-  else
+  if (Avx512Enabled()) {
+    if constexpr (std::is_same_v<Io, red::F32Io> || std::is_same_v<Io, red::BF16Io>)
+      avx512::MaxPoolGrad2x2(x, dy, dx, h, w, oh, ow, kRelu);  // masked row ends (pool_avx512.h)
+    else
+      MaxPoolGrad2x2Avx512<Io, kRelu>(x, dy, dx, h, w, oh, ow);
+  } else
     MaxPoolGrad2x2Body<Io, kRelu>(x, dy, dx, h, w, oh, ow);
 }
 
@@ -235,13 +239,13 @@ absl::Status MaxPoolGradDisjoint(KernelContext& ctx, const Window3& w, int64_t p
             }
       }
     });
-    return absl::OkStatus();
   });
 }
 
 absl::Status MaxPoolGradKernel(KernelContext& ctx) {
   MT_ASSIGN_OR_RETURN(PoolArgs a, ReadPool(ctx));
   if (Disjoint(a.w)) return MaxPoolGradDisjoint(ctx, a.w, a.planes);
+  a.taps = MakeTapRanges(a.w);
   const TensorView& x = *ctx.input(1);
   const bool relu = ctx.node().attr_int("relu", 0) != 0;
   return DispatchFloat(ctx, x.dtype, [&](auto io) {
@@ -274,6 +278,7 @@ absl::Status MaxPoolGradKernel(KernelContext& ctx) {
 
 absl::Status AveragePoolGradKernel(KernelContext& ctx) {
   MT_ASSIGN_OR_RETURN(PoolArgs a, ReadPool(ctx));
+  a.taps = MakeTapRanges(a.w);
   const Window3& w = a.w;
   const bool include_pad = ctx.node().attr_int("count_include_pad", 0) != 0;
   // The divisor per output position, dim by dim: taps inside the input, or inside the padded

@@ -2,6 +2,11 @@
 // pragma below); callers check Avx512Enabled() first.
 #include "kernels/cpu/rows_avx512.h"
 
+// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() (a self-initialized variable),
+// which -Wmaybe-uninitialized reports once per inlined use (GCC bug 105593, fixed in 13).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 
 #include <cmath>

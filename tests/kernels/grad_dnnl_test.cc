@@ -3,6 +3,8 @@
 // in tests/passes/ use tiny shapes that its reference kernels take): fp32 and bf16 (native on
 // CPUs with avx512_bf16, staged through fp32 elsewhere), only dX or only dW requested, an empty
 // batch, and MaxPool's first-maximum rule on ties (windows of zeros after a Relu).
+#include <bit>
+#include <limits>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -266,6 +268,68 @@ TEST(GradDnnl, MaxPool2x2MatchesAPlainLoop) {
       ASSERT_TRUE(got.ok()) << got.status().message();
       ExpectClose((*got)[0], want, 0, "Y");
     }
+  }
+  cpu::Avx512Enabled() = avx512;
+}
+
+// The 2x2/2 pools bit for bit against a scalar loop of the same rule, at every row width from 1
+// to 40 outputs (the AVX-512 loops step 16 outputs and mask the row's end) with odd input widths
+// and heights too: NaN wins only as a window's first element, a later +0 does not beat a first
+// -0 (their bits differ), relu=1 drops a window whose maximum is NaN or <= 0. Forward and
+// gradient, fp32 and bf16, both vector widths.
+TEST(GradDnnl, MaxPool2x2BitsAtEveryRowWidth) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float values[] = {nan, -0.0f, 0.0f, 1.0f, -2.0f, 3.0f, 0.0f, -0.0f, 2.0f};
+  const bool avx512 = cpu::Avx512Enabled();
+  for (bool wide : {true, false}) {
+    if (wide && !avx512) continue;
+    cpu::Avx512Enabled() = wide;
+    for (DType dt : {DType::kF32, DType::kBF16})
+      for (int64_t ow = 1; ow <= 40; ++ow) {
+        const int64_t n = 1, ch = 2, oh = 3, h = 2 * oh + ow % 2, w = 2 * ow + (ow % 3 == 0);
+        SCOPED_TRACE(absl::StrCat(DTypeName(dt), " ", h, "x", w, wide ? " avx512" : " avx2"));
+        Tensor x(DType::kF32, {n, ch, h, w}), dy(DType::kF32, {n, ch, oh, ow});
+        for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = values[(i * 7919 + ow) % 9];
+        for (int64_t i = 0; i < dy.numel(); ++i) dy.data_as<float>()[i] = 1.0f + static_cast<float>(i % 13);
+        const Tensor xt = ConvertFloat(x, dt), dyt = ConvertFloat(dy, dt);
+        auto bits = [&](const Tensor& t, int64_t i) -> uint32_t {
+          if (dt == DType::kF32) return std::bit_cast<uint32_t>(t.data_as<float>()[i]);
+          return t.data_as<uint16_t>()[i];
+        };
+        // The scalar rule, as indices into x: first maximum in scan order.
+        std::vector<int64_t> win(n * ch * oh * ow);
+        for (int64_t p = 0; p < n * ch; ++p)
+          for (int64_t r = 0; r < oh; ++r)
+            for (int64_t q = 0; q < ow; ++q) {
+              int64_t best = -1;
+              for (int64_t a = 0; a < 2; ++a)
+                for (int64_t b = 0; b < 2; ++b) {
+                  const int64_t i = p * h * w + (2 * r + a) * w + 2 * q + b;
+                  if (best < 0 || x.data_as<float>()[i] > x.data_as<float>()[best]) best = i;
+                }
+              win[(p * oh + r) * ow + q] = best;
+            }
+        auto pool = MakeNode("MaxPool", {xt}, 1, {A::Ints("kernel_shape", {2, 2}), A::Ints("strides", {2, 2})});
+        auto y = RunCpuKernel(*pool.node, {xt});
+        ASSERT_TRUE(y.ok()) << y.status().message();
+        for (size_t o = 0; o < win.size(); ++o)
+          ASSERT_EQ(bits((*y)[0], o), bits(xt, win[o])) << "Y at " << o;
+        for (bool relu : {false, true}) {
+          std::vector<A> attrs = {A::Ints("kernel_shape", {2, 2}), A::Ints("strides", {2, 2})};
+          if (relu) attrs.push_back(A::Int("relu", 1));
+          auto grad = MakeNode("MaxPoolGrad", {dyt, xt}, 1, attrs, "ai.mixtrain");
+          auto dx = RunCpuKernel(*grad.node, {dyt, xt});
+          ASSERT_TRUE(dx.ok()) << dx.status().message();
+          Tensor want = ConvertFloat(Tensor(DType::kF32, {n, ch, h, w}), dt);  // zeros
+          for (size_t o = 0; o < win.size(); ++o)
+            if (!relu || x.data_as<float>()[win[o]] > 0.0f) {
+              if (dt == DType::kF32) want.data_as<float>()[win[o]] = dyt.data_as<float>()[o];
+              else want.data_as<uint16_t>()[win[o]] = dyt.data_as<uint16_t>()[o];
+            }
+          for (int64_t i = 0; i < want.numel(); ++i)
+            ASSERT_EQ(bits((*dx)[0], i), bits(want, i)) << "dX at " << i << (relu ? " relu" : "");
+        }
+      }
   }
   cpu::Avx512Enabled() = avx512;
 }
