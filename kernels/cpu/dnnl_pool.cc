@@ -19,7 +19,7 @@
 #include "kernels/cpu/dnnl_common.h"
 #include "kernels/cpu/dnnl_layout.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/cpu/pool_avx512.h"
+#include "kernels/cpu/pool2x2.h"
 #include "kernels/cpu/reduce_util.h"
 #include "kernels/cpu/simd_target.h"
 
@@ -233,13 +233,18 @@ std::optional<absl::Status> MaxPoolDisjoint2D(KernelContext& ctx, const TensorVi
     if (kh == 2 && kw == 2) {
       ParallelFor(planes, 1, [&](int64_t b, int64_t e) {
         for (int64_t p = b; p < e; ++p) {
-          if (cpu::Avx512Enabled()) {
-            if constexpr (std::is_same_v<Io, red::F32Io> || std::is_same_v<Io, red::BF16Io>)
-              cpu::avx512::MaxPool2x2(xs + p * h * w, ys + p * oh * ow, w, oh, ow);
+          const T* xp = xs + p * h * w;
+          T* yp = ys + p * oh * ow;
+          if constexpr (std::is_same_v<Io, red::F32Io> || std::is_same_v<Io, red::BF16Io>) {
+            if (cpu::Avx512Enabled())  // masked row ends (pool2x2.h)
+              cpu::avx512::MaxPool2x2(xp, yp, w, oh, ow);
             else
-              MaxPool2x2Avx512<Io>(xs + p * h * w, ys + p * oh * ow, w, oh, ow);
-          } else
-            MaxPool2x2Body<Io>(xs + p * h * w, ys + p * oh * ow, w, oh, ow);
+              cpu::avx2::MaxPool2x2(xp, yp, w, oh, ow);
+          } else if (cpu::Avx512Enabled()) {
+            MaxPool2x2Avx512<Io>(xp, yp, w, oh, ow);
+          } else {
+            MaxPool2x2Body<Io>(xp, yp, w, oh, ow);
+          }
         }
       });
       return;

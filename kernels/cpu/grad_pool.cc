@@ -21,7 +21,7 @@
 
 #include "kernels/cpu/grad_util.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/cpu/pool_avx512.h"
+#include "kernels/cpu/pool2x2.h"
 #include "kernels/cpu/simd_target.h"
 
 namespace mixtrain::cpu {
@@ -166,13 +166,16 @@ MT_TARGET_AVX512 void MaxPoolGrad2x2Avx512(const typename Io::T* x, const typena
 template <typename Io, bool kRelu>
 void MaxPoolGrad2x2(const typename Io::T* x, const typename Io::T* dy, typename Io::T* dx,
                     int64_t h, int64_t w, int64_t oh, int64_t ow) {
-  if (Avx512Enabled()) {
-    if constexpr (std::is_same_v<Io, red::F32Io> || std::is_same_v<Io, red::BF16Io>)
-      avx512::MaxPoolGrad2x2(x, dy, dx, h, w, oh, ow, kRelu);  // masked row ends (pool_avx512.h)
+  if constexpr (std::is_same_v<Io, red::F32Io> || std::is_same_v<Io, red::BF16Io>) {
+    if (Avx512Enabled())  // masked row ends (pool2x2.h)
+      avx512::MaxPoolGrad2x2(x, dy, dx, h, w, oh, ow, kRelu);
     else
-      MaxPoolGrad2x2Avx512<Io, kRelu>(x, dy, dx, h, w, oh, ow);
-  } else
+      avx2::MaxPoolGrad2x2(x, dy, dx, h, w, oh, ow, kRelu);
+  } else if (Avx512Enabled()) {
+    MaxPoolGrad2x2Avx512<Io, kRelu>(x, dy, dx, h, w, oh, ow);
+  } else {
     MaxPoolGrad2x2Body<Io, kRelu>(x, dy, dx, h, w, oh, ow);
+  }
 }
 
 absl::Status MaxPoolGradDisjoint(KernelContext& ctx, const Window3& w, int64_t planes) {

@@ -1,6 +1,6 @@
-// AVX-512 2x2/2 max pool and its gradient (see pool_avx512.h). The whole file is compiled for
+// AVX-512 2x2/2 max pool and its gradient (see pool2x2.h). The whole file is compiled for
 // AVX-512 (the pragma below); callers check Avx512Enabled() first.
-#include "kernels/cpu/pool_avx512.h"
+#include "kernels/cpu/pool2x2.h"
 
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() (a self-initialized variable),
 // which -Wmaybe-uninitialized reports once per inlined use (GCC bug 105593, fixed in 13).
