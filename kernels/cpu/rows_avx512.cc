@@ -188,6 +188,39 @@ void MaskedSoftmaxRowsT(const T* x, T* y, int64_t rows, int64_t n, const uint8_t
   });
 }
 
+// dx = scale * y * (dy - sum(dy * y)) per row (SoftmaxGrad in softmax.cc, same order of
+// operations), 0 where the row's mask is 0; a row's dy and y stay in registers between the
+// dot product and the store. mask null: no mask.
+template <typename T>
+void SoftmaxGradRowsT(const T* dy, const T* y, T* dx, int64_t rows, int64_t n, float scale,
+                      const uint8_t* const* mask, int64_t mask_inner) {
+  const int k = static_cast<int>((n + 15) / 16);
+  const __m512 sv = _mm512_set1_ps(scale);
+  __m512 g[kMaxSoftmaxRow / 16], o[kMaxSoftmaxRow / 16];
+  for (int64_t r = 0; r < rows; ++r) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int i = 0; i < k; ++i) {
+      const __mmask16 t = TailMask(n, i);
+      g[i] = LoadZero(dy + r * n + 16 * i, t);
+      o[i] = LoadZero(y + r * n + 16 * i, t);
+      acc = _mm512_fmadd_ps(g[i], o[i], acc);
+    }
+    const __m512 dot = _mm512_set1_ps(_mm512_reduce_add_ps(acc));
+    const uint8_t* mr = mask != nullptr ? mask[r] : nullptr;
+    const __mmask16 all = mr != nullptr && mask_inner == 0 && mr[0] == 0 ? 0 : 0xffff;
+    for (int i = 0; i < k; ++i) {
+      const __mmask16 t = TailMask(n, i);
+      __mmask16 keep = all;
+      if (mr != nullptr && mask_inner != 0) {
+        const __m512i b = _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(t, mr + 16 * i));
+        keep = _mm512_test_epi32_mask(b, b);
+      }
+      const __m512 v = _mm512_mul_ps(_mm512_mul_ps(sv, o[i]), _mm512_sub_ps(g[i], dot));
+      Store(dx + r * n + 16 * i, t, _mm512_maskz_mov_ps(keep, v));
+    }
+  }
+}
+
 template <typename T>
 void LayerNormRowsT(const T* x, T* y, int64_t rows, int64_t n, const float* scale,
                     const float* bias, float eps, float* mean, float* inv) {
@@ -245,6 +278,14 @@ void MaskedSoftmaxRows(const float* x, float* y, int64_t rows, int64_t n,
 void MaskedSoftmaxRows(const uint16_t* x, uint16_t* y, int64_t rows, int64_t n,
                        const uint8_t* const* mask, int64_t mask_inner, float scale, float fill) {
   MaskedSoftmaxRowsT(x, y, rows, n, mask, mask_inner, scale, fill);
+}
+void SoftmaxGradRows(const float* dy, const float* y, float* dx, int64_t rows, int64_t n,
+                     float scale, const uint8_t* const* mask, int64_t mask_inner) {
+  SoftmaxGradRowsT(dy, y, dx, rows, n, scale, mask, mask_inner);
+}
+void SoftmaxGradRows(const uint16_t* dy, const uint16_t* y, uint16_t* dx, int64_t rows, int64_t n,
+                     float scale, const uint8_t* const* mask, int64_t mask_inner) {
+  SoftmaxGradRowsT(dy, y, dx, rows, n, scale, mask, mask_inner);
 }
 void LayerNormRows(const float* x, float* y, int64_t rows, int64_t n, const float* scale,
                    const float* bias, float eps, float* mean, float* inv) {

@@ -1,6 +1,6 @@
-// Hand-vectorized AVX-512 row kernels for the short rows of transformer inference: softmax over
-// attention rows (32 or 64 scores, optionally masked and scaled: MaskedSoftmax) and layer
-// normalization over hidden sizes up to 128. A row lives in a few zmm registers from load to
+// Hand-vectorized AVX-512 row kernels for the short rows of transformers: softmax over
+// attention rows (32 or 64 scores, optionally masked and scaled: MaskedSoftmax) and its
+// gradient, and layer normalization over hidden sizes up to 128. A row lives in a few zmm registers from load to
 // store; the generic loops (softmax.cc, norm.cc) spend most of their time in the prologues,
 // epilogues and horizontal reductions of `omp simd` loops that are only 2-4 vectors long.
 // Storage is fp32 or bf16 (uint16_t bits, rounded to nearest even exactly like
@@ -15,6 +15,13 @@ inline constexpr int64_t kMaxSoftmaxRow = 64;
 
 // y[i] = FloatToBFloat16(x[i]) (half.h), bit for bit: the store every bf16 kernel here uses.
 void FloatToBFloat16Row(const float* x, uint16_t* y, int64_t n);
+// SoftmaxGrad of rows [0, rows) of length n <= kMaxSoftmaxRow: dx = scale * y * (dy - sum(dy * y)),
+// 0 where the mask is 0 (mask, mask_inner as MaskedSoftmaxRows; mask null: none).
+void SoftmaxGradRows(const float* dy, const float* y, float* dx, int64_t rows, int64_t n,
+                     float scale, const uint8_t* const* mask, int64_t mask_inner);
+void SoftmaxGradRows(const uint16_t* dy, const uint16_t* y, uint16_t* dx, int64_t rows, int64_t n,
+                     float scale, const uint8_t* const* mask, int64_t mask_inner);
+
 inline constexpr int64_t kMaxNormRow = 128;
 
 // Softmax (or log-softmax when `log`) of each of rows [0, rows) of length n <= kMaxSoftmaxRow.

@@ -323,6 +323,20 @@ absl::Status SoftmaxGradKernel(KernelContext& ctx) {
     auto* dx = ctx.output(0)->as<typename Io::T>();
     ParallelFor(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(p.n, 1)),
                 [&](int64_t b, int64_t e) {
+                  if constexpr (!std::is_same_v<Io, red::F16Io>) {
+                    if (ShortRowsAvx512<Io>(p.n)) {
+                      if (mb == nullptr)
+                        return avx512::SoftmaxGradRows(g + b * p.n, out + b * p.n, dx + b * p.n,
+                                                       e - b, p.n, p.scale, nullptr, 0);
+                      absl::InlinedVector<const uint8_t*, 64> rows_mask(e - b);
+                      ForEachMaskedRow(p, b, e, [&](int64_t r, int64_t moff) {
+                        rows_mask[r - b] = mb + moff;
+                      });
+                      return avx512::SoftmaxGradRows(g + b * p.n, out + b * p.n, dx + b * p.n,
+                                                     e - b, p.n, p.scale, rows_mask.data(),
+                                                     p.mask_inner);
+                    }
+                  }
                   if (Avx512Enabled())
                     SoftmaxGradRangeAvx512<Io>(p, g, out, mb, dx, b, e);
                   else

@@ -1,7 +1,7 @@
 // The AVX-512 short-row kernels (kernels/cpu/rows_avx512.h) against scalar references: the bf16
 // store bit for bit on every bf16 pattern and on float patterns around every rounding case
-// (ties, subnormals, NaN, overflow to inf); softmax, log-softmax, masked softmax and layer
-// normalization on odd row lengths, -inf and NaN entries, fp32 and bf16 storage. Skipped (with
+// (ties, subnormals, NaN, overflow to inf); softmax, log-softmax, masked softmax, the softmax
+// gradient and layer normalization on odd row lengths, -inf and NaN entries, fp32 and bf16 storage. Skipped (with
 // a message) on CPUs without AVX-512, where the kernels are never called.
 #include "kernels/cpu/rows_avx512.h"
 
@@ -143,6 +143,60 @@ TEST(RowsAvx512, MaskedSoftmaxMatchesWhereThenSoftmax) {
   const uint8_t* row_mask = &off;
   avx512::MaskedSoftmaxRows(x.data(), y.data(), 1, 32, &row_mask, 0, 1.0f, -INFINITY);
   for (float v : y) EXPECT_TRUE(std::isnan(v));
+}
+
+// SoftmaxGrad rows against scale * y * (dy - sum(dy * y)) in double: odd lengths, no mask, a
+// whole-row mask (inner 0: kept rows and a zeroed row) and per-element masks, a NaN in dy making
+// its row NaN; the bf16 rows against the same formula on their rounded inputs.
+TEST(RowsAvx512, SoftmaxGradMatchesTheReference) {
+  SKIP_WITHOUT_AVX512();
+  std::mt19937 rng(11);
+  for (int64_t n : {1, 5, 16, 17, 31, 32, 33, 64}) {
+    for (int mode : {0, 1, 2}) {  // no mask, whole-row masks, per-element masks
+      const int64_t rows = 4;
+      const float scale = 0.75f;
+      std::vector<float> dy, y;
+      for (int64_t r = 0; r < rows; ++r) {
+        std::vector<float> a = RandomRow(n, rng, 3), b = RandomRow(n, rng, 1);
+        if (r == 3) a[n / 2] = NAN;
+        dy.insert(dy.end(), a.begin(), a.end());
+        y.insert(y.end(), b.begin(), b.end());
+      }
+      std::vector<std::vector<uint8_t>> masks(rows, std::vector<uint8_t>(n, 1));
+      if (mode == 1) masks[1][0] = 0;  // row 1 dropped whole
+      if (mode == 2)
+        for (auto& m : masks)
+          for (uint8_t& b : m) b = rng() % 3 != 0;
+      std::vector<const uint8_t*> mp;
+      for (const auto& m : masks) mp.push_back(m.data());
+      const uint8_t* const* mask = mode == 0 ? nullptr : mp.data();
+      const int64_t inner = mode == 2 ? 1 : 0;
+      std::vector<float> dx(rows * n);
+      avx512::SoftmaxGradRows(dy.data(), y.data(), dx.data(), rows, n, scale, mask, inner);
+      std::vector<uint16_t> dyb(rows * n), yb(rows * n), dxb(rows * n);
+      for (int64_t i = 0; i < rows * n; ++i) {
+        dyb[i] = FloatToBFloat16(dy[i]);
+        yb[i] = FloatToBFloat16(y[i]);
+      }
+      avx512::SoftmaxGradRows(dyb.data(), yb.data(), dxb.data(), rows, n, scale, mask, inner);
+      for (int64_t r = 0; r < rows; ++r) {
+        double dot = 0, dotb = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          dot += double(dy[r * n + i]) * y[r * n + i];
+          dotb += double(BFloat16ToFloat(dyb[r * n + i])) * BFloat16ToFloat(yb[r * n + i]);
+        }
+        for (int64_t i = 0; i < n; ++i) {
+          const bool keep = mode == 0 || masks[r][mode == 2 ? i : 0] != 0;
+          const double want = keep ? scale * y[r * n + i] * (dy[r * n + i] - dot) : 0.0;
+          const double wantb = keep ? scale * double(BFloat16ToFloat(yb[r * n + i])) *
+                                          (BFloat16ToFloat(dyb[r * n + i]) - dotb)
+                                    : 0.0;
+          ExpectNear(dx[r * n + i], want, 1e-5, "f32", n, i);
+          ExpectNear(BFloat16ToFloat(dxb[r * n + i]), wantb, 1.0 / 128, "bf16", n, i);
+        }
+      }
+    }
+  }
 }
 
 TEST(RowsAvx512, LayerNormMatchesTheReference) {
