@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "kernels/cpu/pool2x2.h"
+#include "kernels/cpu/pool2x2_loops.h"
 
 namespace mixtrain::cpu::avx2 {
 namespace {
@@ -107,74 +108,44 @@ struct BF16 {
   }
 };
 
-// One step's four window elements, and which of b, c, d took over as the running first maximum
-// (all-ones lanes).
-template <typename S>
-struct Windows {
-  __m256 a, b, c, d, tb, tc, td;
-  __m256 max;  // the first maximum, as stored (a NaN only when a is)
+// The ISA policy of pool2x2_loops.h.
+struct Avx2 {
+  static constexpr int64_t kStep = 8;
+  static Step MakeStep(int64_t left) { return avx2::MakeStep(left); }
 
-  Windows(const typename S::T* x0, const typename S::T* x1, const Step& s) {
-    S::Split(x0, s, a, b);
-    S::Split(x1, s, c, d);
-    tb = _mm256_cmp_ps(b, a, _CMP_GT_OQ);
-    max = _mm256_blendv_ps(a, b, tb);
-    tc = _mm256_cmp_ps(c, max, _CMP_GT_OQ);
-    max = _mm256_blendv_ps(max, c, tc);
-    td = _mm256_cmp_ps(d, max, _CMP_GT_OQ);
-    max = _mm256_blendv_ps(max, d, td);
+  // One step's four window elements, and which of b, c, d took over as the running first
+  // maximum (all-ones lanes).
+  template <typename S>
+  struct Windows {
+    __m256 a, b, c, d, tb, tc, td;
+    __m256 max;  // the first maximum, as stored (a NaN only when a is)
+
+    Windows(const S&, const typename S::T* x0, const typename S::T* x1, const Step& s) {
+      S::Split(x0, s, a, b);
+      S::Split(x1, s, c, d);
+      tb = _mm256_cmp_ps(b, a, _CMP_GT_OQ);
+      max = _mm256_blendv_ps(a, b, tb);
+      tc = _mm256_cmp_ps(c, max, _CMP_GT_OQ);
+      max = _mm256_blendv_ps(max, c, tc);
+      td = _mm256_cmp_ps(d, max, _CMP_GT_OQ);
+      max = _mm256_blendv_ps(max, d, td);
+    }
+  };
+
+  struct Routes {
+    __m256 even0, odd0, even1, odd1;  // rows 2r and 2r + 1
+  };
+  template <typename W>
+  static Routes Route(const W& win, __m256 g, bool relu) {
+    if (relu) g = _mm256_and_ps(g, _mm256_cmp_ps(win.max, _mm256_setzero_ps(), _CMP_GT_OQ));
+    const __m256 cd = _mm256_or_ps(win.tc, win.td), bcd = _mm256_or_ps(cd, win.tb);
+    return {_mm256_andnot_ps(bcd, g), _mm256_andnot_ps(cd, _mm256_and_ps(win.tb, g)),
+            _mm256_andnot_ps(win.td, _mm256_and_ps(win.tc, g)), _mm256_and_ps(win.td, g)};
   }
 };
 
-template <typename S, typename T = typename S::T>
-void Pool(const T* x, T* y, int64_t w, int64_t oh, int64_t ow) {
-  for (int64_t r = 0; r < oh; ++r) {
-    const T* x0 = x + 2 * r * w;
-    for (int64_t q = 0; q < ow; q += 8) {
-      const Step s = MakeStep(ow - q);
-      const Windows<S> win(x0 + 2 * q, x0 + w + 2 * q, s);
-      S::Store(y + r * ow + q, s, win.max);
-    }
-  }
-}
-
-template <typename S, typename T = typename S::T>
-void PoolGrad(const T* x, const T* dy, T* dx, int64_t h, int64_t w, int64_t oh, int64_t ow,
-              bool relu) {
-  for (int64_t r = 0; r < oh; ++r) {
-    const T* x0 = x + 2 * r * w;
-    T* d0 = dx + 2 * r * w;
-    T* d1 = d0 + w;
-    for (int64_t q = 0; q < ow; q += 8) {
-      const Step s = MakeStep(ow - q);
-      const Windows<S> win(x0 + 2 * q, x0 + w + 2 * q, s);
-      __m256 g = S::Load(dy + r * ow + q, s);
-      if (relu) g = _mm256_and_ps(g, _mm256_cmp_ps(win.max, _mm256_setzero_ps(), _CMP_GT_OQ));
-      const __m256 cd = _mm256_or_ps(win.tc, win.td), bcd = _mm256_or_ps(cd, win.tb);
-      S::Zip(d0 + 2 * q, s, _mm256_andnot_ps(bcd, g), _mm256_andnot_ps(cd, _mm256_and_ps(win.tb, g)));
-      S::Zip(d1 + 2 * q, s, _mm256_andnot_ps(win.td, _mm256_and_ps(win.tc, g)), _mm256_and_ps(win.td, g));
-    }
-    std::fill(d0 + 2 * ow, d0 + w, T(0));  // columns past the last window
-    std::fill(d1 + 2 * ow, d1 + w, T(0));
-  }
-  std::fill(dx + 2 * oh * w, dx + h * w, T(0));  // rows past the last window
-}
-
 }  // namespace
 
-void MaxPool2x2(const float* x, float* y, int64_t w, int64_t oh, int64_t ow) {
-  Pool<F32>(x, y, w, oh, ow);
-}
-void MaxPool2x2(const uint16_t* x, uint16_t* y, int64_t w, int64_t oh, int64_t ow) {
-  Pool<BF16>(x, y, w, oh, ow);
-}
-void MaxPoolGrad2x2(const float* x, const float* dy, float* dx, int64_t h, int64_t w,
-                    int64_t oh, int64_t ow, bool relu) {
-  PoolGrad<F32>(x, dy, dx, h, w, oh, ow, relu);
-}
-void MaxPoolGrad2x2(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t h, int64_t w,
-                    int64_t oh, int64_t ow, bool relu) {
-  PoolGrad<BF16>(x, dy, dx, h, w, oh, ow, relu);
-}
+MT_POOL2X2_DEFINE(Avx2)
 
 }  // namespace mixtrain::cpu::avx2

@@ -1,21 +1,11 @@
-// AVX-512 2x2/2 max pool and its gradient (see pool2x2.h). The whole file is compiled for
-// AVX-512 (the pragma below); callers check Avx512Enabled() first.
+// AVX-512 2x2/2 max pool and its gradient (see pool2x2.h), 16 outputs per step. The whole file
+// is compiled for AVX-512 (avx512_begin.h); callers check Avx512Enabled() first.
 #include "kernels/cpu/pool2x2.h"
 
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() (a self-initialized variable),
-// which -Wmaybe-uninitialized reports once per inlined use (GCC bug 105593, fixed in 13).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
+#include <algorithm>  // before the target pragma: the library's std code stays baseline
 
-#include <algorithm>
-
-#if defined(__clang__)  // clang ignores #pragma GCC target
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))), apply_to = function)
-#else
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
-#endif
+#include "kernels/cpu/avx512_begin.h"
+#include "kernels/cpu/pool2x2_loops.h"
 
 namespace mixtrain::cpu::avx512 {
 namespace {
@@ -93,77 +83,46 @@ struct BF16 {
   }
 };
 
-// One step's four window elements, and which of b, c, d took over as the running first maximum.
-template <typename S>
-struct Windows {
-  __m512 a, b, c, d;
-  __mmask16 tb, tc, td;
-  __m512 max;  // the first maximum, as stored (a NaN only when a is)
+// The ISA policy of pool2x2_loops.h.
+struct Avx512 {
+  static constexpr int64_t kStep = 16;
+  static Masks MakeStep(int64_t left) { return StepMasks(left); }
 
-  Windows(const S& s, const typename S::T* x0, const typename S::T* x1, const Masks& m) {
-    s.Split(x0, m, a, b);
-    s.Split(x1, m, c, d);
-    tb = _mm512_cmp_ps_mask(b, a, _CMP_GT_OQ);
-    max = _mm512_mask_blend_ps(tb, a, b);
-    tc = _mm512_cmp_ps_mask(c, max, _CMP_GT_OQ);
-    max = _mm512_mask_blend_ps(tc, max, c);
-    td = _mm512_cmp_ps_mask(d, max, _CMP_GT_OQ);
-    max = _mm512_mask_blend_ps(td, max, d);
+  // One step's four window elements, and which of b, c, d took over as the running first
+  // maximum.
+  template <typename S>
+  struct Windows {
+    __m512 a, b, c, d;
+    __mmask16 tb, tc, td;
+    __m512 max;  // the first maximum, as stored (a NaN only when a is)
+
+    Windows(const S& s, const typename S::T* x0, const typename S::T* x1, const Masks& m) {
+      s.Split(x0, m, a, b);
+      s.Split(x1, m, c, d);
+      tb = _mm512_cmp_ps_mask(b, a, _CMP_GT_OQ);
+      max = _mm512_mask_blend_ps(tb, a, b);
+      tc = _mm512_cmp_ps_mask(c, max, _CMP_GT_OQ);
+      max = _mm512_mask_blend_ps(tc, max, c);
+      td = _mm512_cmp_ps_mask(d, max, _CMP_GT_OQ);
+      max = _mm512_mask_blend_ps(td, max, d);
+    }
+  };
+
+  struct Routes {
+    __m512 even0, odd0, even1, odd1;  // rows 2r and 2r + 1
+  };
+  template <typename W>
+  static Routes Route(const W& win, __m512 g, bool relu) {
+    if (relu) g = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(win.max, _mm512_setzero_ps(), _CMP_GT_OQ), g);
+    const __mmask16 not_d = ~win.td, not_cd = not_d & ~win.tc;
+    return {_mm512_maskz_mov_ps(not_cd & ~win.tb, g), _mm512_maskz_mov_ps(not_cd & win.tb, g),
+            _mm512_maskz_mov_ps(not_d & win.tc, g), _mm512_maskz_mov_ps(win.td, g)};
   }
 };
 
-template <typename S, typename T = typename S::T>
-void Pool(const T* x, T* y, int64_t w, int64_t oh, int64_t ow) {
-  const S s;
-  for (int64_t r = 0; r < oh; ++r) {
-    const T* x0 = x + 2 * r * w;
-    for (int64_t q = 0; q < ow; q += 16) {
-      const Masks m = StepMasks(ow - q);
-      const Windows<S> win(s, x0 + 2 * q, x0 + w + 2 * q, m);
-      S::Store(y + r * ow + q, m, win.max);
-    }
-  }
-}
-
-template <typename S, typename T = typename S::T>
-void PoolGrad(const T* x, const T* dy, T* dx, int64_t h, int64_t w, int64_t oh, int64_t ow,
-              bool relu) {
-  const S s;
-  for (int64_t r = 0; r < oh; ++r) {
-    const T* x0 = x + 2 * r * w;
-    T* d0 = dx + 2 * r * w;
-    T* d1 = d0 + w;
-    for (int64_t q = 0; q < ow; q += 16) {
-      const Masks m = StepMasks(ow - q);
-      const Windows<S> win(s, x0 + 2 * q, x0 + w + 2 * q, m);
-      __m512 g = S::Load(dy + r * ow + q, m);
-      if (relu) g = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(win.max, _mm512_setzero_ps(), _CMP_GT_OQ), g);
-      const __mmask16 not_d = ~win.td, not_cd = not_d & ~win.tc;
-      s.Zip(d0 + 2 * q, m, _mm512_maskz_mov_ps(not_cd & ~win.tb, g), _mm512_maskz_mov_ps(not_cd & win.tb, g));
-      s.Zip(d1 + 2 * q, m, _mm512_maskz_mov_ps(not_d & win.tc, g), _mm512_maskz_mov_ps(win.td, g));
-    }
-    std::fill(d0 + 2 * ow, d0 + w, T(0));  // columns past the last window
-    std::fill(d1 + 2 * ow, d1 + w, T(0));
-  }
-  std::fill(dx + 2 * oh * w, dx + h * w, T(0));  // rows past the last window
-}
-
 }  // namespace
 
-void MaxPool2x2(const float* x, float* y, int64_t w, int64_t oh, int64_t ow) {
-  Pool<F32>(x, y, w, oh, ow);
-}
-void MaxPool2x2(const uint16_t* x, uint16_t* y, int64_t w, int64_t oh, int64_t ow) {
-  Pool<BF16>(x, y, w, oh, ow);
-}
-void MaxPoolGrad2x2(const float* x, const float* dy, float* dx, int64_t h, int64_t w,
-                    int64_t oh, int64_t ow, bool relu) {
-  PoolGrad<F32>(x, dy, dx, h, w, oh, ow, relu);
-}
-void MaxPoolGrad2x2(const uint16_t* x, const uint16_t* dy, uint16_t* dx, int64_t h, int64_t w,
-                    int64_t oh, int64_t ow, bool relu) {
-  PoolGrad<BF16>(x, dy, dx, h, w, oh, ow, relu);
-}
+MT_POOL2X2_DEFINE(Avx512)
 
 }  // namespace mixtrain::cpu::avx512
 

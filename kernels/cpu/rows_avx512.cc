@@ -1,21 +1,10 @@
-// AVX-512 short-row kernels (see rows_avx512.h). The whole file is compiled for AVX-512 (the
-// pragma below); callers check Avx512Enabled() first.
+// AVX-512 short-row kernels (see rows_avx512.h). The whole file is compiled for AVX-512
+// (avx512_begin.h); callers check Avx512Enabled() first.
 #include "kernels/cpu/rows_avx512.h"
-
-// GCC 12's AVX-512 intrinsics start from _mm512_undefined_*() (a self-initialized variable),
-// which -Wmaybe-uninitialized reports once per inlined use (GCC bug 105593, fixed in 13).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
 
 #include <cmath>
 
-#if defined(__clang__)  // clang ignores #pragma GCC target
-#pragma clang attribute push(__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))), apply_to = function)
-#else
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq")
-#endif
+#include "kernels/cpu/avx512_begin.h"
 
 namespace mixtrain::cpu::avx512 {
 namespace {

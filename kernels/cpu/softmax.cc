@@ -214,6 +214,15 @@ absl::StatusOr<MaskedRows> RowsWithMask(const KernelContext& ctx, const TensorVi
   return p;
 }
 
+// The start of each row's mask for rows [b, e): the short-row kernels' form (rows_avx512.h).
+absl::InlinedVector<const uint8_t*, 64> RowMasks(const MaskedRows& p, const bool* mask, int64_t b,
+                                                 int64_t e) {
+  const auto* mb = reinterpret_cast<const uint8_t*>(mask);  // a bool's byte is 0 or 1
+  absl::InlinedVector<const uint8_t*, 64> rows(e - b);
+  ForEachMaskedRow(p, b, e, [&](int64_t r, int64_t moff) { rows[r - b] = mb + moff; });
+  return rows;
+}
+
 absl::Status MaskedSoftmaxKernel(KernelContext& ctx) {
   const TensorView* x = ctx.input(0);
   const TensorView* mask = ctx.input(1);
@@ -230,11 +239,7 @@ absl::Status MaskedSoftmaxKernel(KernelContext& ctx) {
                 [&](int64_t b, int64_t e) {
                   if constexpr (!std::is_same_v<Io, red::F16Io>) {
                     if (ShortRowsAvx512<Io>(p.n)) {
-                      const auto* mb = reinterpret_cast<const uint8_t*>(mask->as<bool>());
-                      std::vector<const uint8_t*> rows_mask(e - b);
-                      ForEachMaskedRow(p, b, e, [&](int64_t r, int64_t moff) {
-                        rows_mask[r - b] = mb + moff;
-                      });
+                      const auto rows_mask = RowMasks(p, mask->as<bool>(), b, e);
                       return avx512::MaskedSoftmaxRows(in + b * p.n, out + b * p.n, e - b, p.n,
                                                        rows_mask.data(), p.mask_inner, p.scale,
                                                        p.fill);
@@ -328,10 +333,7 @@ absl::Status SoftmaxGradKernel(KernelContext& ctx) {
                       if (mb == nullptr)
                         return avx512::SoftmaxGradRows(g + b * p.n, out + b * p.n, dx + b * p.n,
                                                        e - b, p.n, p.scale, nullptr, 0);
-                      absl::InlinedVector<const uint8_t*, 64> rows_mask(e - b);
-                      ForEachMaskedRow(p, b, e, [&](int64_t r, int64_t moff) {
-                        rows_mask[r - b] = mb + moff;
-                      });
+                      const auto rows_mask = RowMasks(p, mask->as<bool>(), b, e);
                       return avx512::SoftmaxGradRows(g + b * p.n, out + b * p.n, dx + b * p.n,
                                                      e - b, p.n, p.scale, rows_mask.data(),
                                                      p.mask_inner);
