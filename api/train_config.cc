@@ -305,6 +305,8 @@ absl::Status TrainConfig::Validate() const {
     if (e.value < 0 || e.value >= e.count)
       return absl::InvalidArgumentError(
           absl::StrCat(e.path, "=", e.value, ": not one of the enum's ", e.count, " values"));
+  if (device != "cpu" && device != "cuda" && device != "auto")
+    return absl::InvalidArgumentError(absl::StrCat("device='", device, "': must be cpu, cuda or auto"));
   return absl::OkStatus();
 }
 

@@ -276,6 +276,11 @@ ResolvedPrecision Trainer::precision() const {
   return {PrecisionPresetName(p.preset), api::ToElementType(p.low).value_or(ElementType::kFloat32), p.scaling, p.note};
 }
 
+ResolvedDevice Trainer::device() const {
+  auto lock = impl_->Lock();
+  return {impl_->rt->device_name(), impl_->rt->device_note()};
+}
+
 const TrainConfig& Trainer::config() const { return impl_->config; }
 
 void Trainer::SetProfiling(bool on) {

@@ -25,6 +25,7 @@ class CpuDevice final : public Device {
   void CopyOnDevice(void* dst, const void* src, size_t bytes) override { std::memmove(dst, src, bytes); }
   void Synchronize() override {}
   void* stream() override { return nullptr; }
+  bool shares_host_memory() const override { return true; }
 };
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Devices: where tensors live and kernels run. CPU now; CUDA implements the same interface.
+// Devices: where tensors live and kernels run: the CPU, and CUDA (runtime/cuda/cuda_device.h).
 #pragma once
 
 #include <cstddef>
@@ -21,6 +21,10 @@ class Device {
   virtual void CopyOnDevice(void* dst, const void* src, size_t bytes) = 0;    // on the stream
   virtual void Synchronize() = 0;  // waits for the stream
   virtual void* stream() = 0;      // cudaStream_t on CUDA, null on the CPU
+  // True when Allocate returns memory the host reads and writes directly (the CPU): the runtime
+  // then uses host tensors (initializers, feeds, folded constants) in place. Otherwise every
+  // one of them is copied in through CopyToDevice and read back through CopyToHost.
+  virtual bool shares_host_memory() const { return false; }
 };
 
 // Owns one allocation of a Device (move-only); frees it on destruction.

@@ -23,6 +23,14 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const
   e->device_ = device;
   const ExecutionPlan& p = *e->plan_;
   MT_ASSIGN_OR_RETURN(e->arena_, DeviceBuffer::Allocate(device, p.stats.peak_planned_bytes));
+  const bool in_place = device->shares_host_memory();
+  if (!in_place) {
+    for (const Tensor& c : p.constants) {
+      MT_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(device, c.nbytes()));
+      device->CopyToDevice(b.data(), c.data(), c.nbytes());
+      e->constant_buffers_.push_back(std::move(b));
+    }
+  }
   e->views_.resize(p.slots.size());
   for (size_t i = 0; i < p.slots.size(); ++i) {
     const Slot& s = p.slots[i];
@@ -31,8 +39,16 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const
     v.dims = s.dims;
     switch (s.kind) {
       case SlotKind::kArena: v.data = static_cast<uint8_t*>(e->arena_.data()) + s.offset; break;
-      case SlotKind::kConstant: v.data = const_cast<void*>(p.constants[s.index].data()); break;
-      case SlotKind::kFeed: e->feed_slots_.push_back(static_cast<int>(i)); break;
+      case SlotKind::kConstant:
+        v.data = in_place ? const_cast<void*>(p.constants[s.index].data()) : e->constant_buffers_[s.index].data();
+        break;
+      case SlotKind::kFeed:
+        e->feed_slots_.push_back(static_cast<int>(i));
+        if (!in_place) {
+          MT_ASSIGN_OR_RETURN(DeviceBuffer b, DeviceBuffer::Allocate(device, s.nbytes()));
+          e->feed_buffers_.push_back(std::move(b));
+        }
+        break;
       case SlotKind::kInitializer: break;  // bound below
     }
   }
@@ -64,7 +80,16 @@ void Executor::BindInitializers(const std::vector<void*>& initializers) {
 }
 
 absl::Status Executor::Run(const std::vector<const void*>& feeds, uint64_t run_index) {
-  for (int s : feed_slots_) views_[s].data = const_cast<void*>(feeds[plan_->slots[s].index]);
+  if (device_->shares_host_memory()) {
+    for (int s : feed_slots_) views_[s].data = const_cast<void*>(feeds[plan_->slots[s].index]);
+  } else {
+    for (size_t k = 0; k < feed_slots_.size(); ++k) {
+      const int s = feed_slots_[k];
+      const void* host = feeds[plan_->slots[s].index];
+      views_[s].data = host == nullptr ? nullptr : feed_buffers_[k].data();
+      if (host != nullptr) device_->CopyToDevice(feed_buffers_[k].data(), host, plan_->slots[s].nbytes());
+    }
+  }
   const size_t n = kernels_.size();
   for (KernelContext& c : contexts_) c.set_run_index(run_index);
   for (size_t i = 0; i < n; ++i) {

@@ -35,8 +35,9 @@ class Executor {
   // Points initializer slots at new addresses (after the session replaced a buffer).
   void BindInitializers(const std::vector<void*>& initializers);
 
-  // Runs every step. `feeds` holds the device address of each graph input's data (null for
-  // inputs not fed). `run_index` is handed to every kernel (KernelContext::run_index).
+  // Runs every step. `feeds` holds the host address of each graph input's data (null for inputs
+  // not fed): used in place on a device that shares host memory, else copied into device buffers
+  // the executor keeps (the plan's folded constants are uploaded once, at Create). `run_index` is handed to every kernel (KernelContext::run_index).
   absl::Status Run(const std::vector<const void*>& feeds, uint64_t run_index = 0);
 
   const ExecutionPlan& plan() const { return *plan_; }
@@ -61,6 +62,9 @@ class Executor {
   std::vector<std::unique_ptr<OpKernel>> kernels_;
   std::vector<KernelContext> contexts_;
   std::vector<int> feed_slots_;  // slots whose address is the fed tensor's, patched per run
+  // Off host memory: one device buffer per feed slot (feed_slots_ order) and per plan constant.
+  std::vector<DeviceBuffer> feed_buffers_;
+  std::vector<DeviceBuffer> constant_buffers_;
   bool profiling_ = false;
   std::vector<double> step_seconds_;
   std::vector<int64_t> step_runs_;

@@ -71,6 +71,7 @@ class Planner {
       if (!needed_nodes_.contains(up.get())) continue;
       MT_RETURN_IF_ERROR(PlanNode(*up, wants_values));
     }
+    if (!missing_.empty()) return MissingKernelsError();
     MT_RETURN_IF_ERROR(ResolveFetchesAndState());
     AssignMemory();
     return std::move(plan_);
@@ -250,10 +251,15 @@ class Planner {
       ++plan_->stats.view_nodes;
       return absl::OkStatus();
     }
-    MT_ASSIGN_OR_RETURN(const KernelDef* def, registry.Find(n, req_.device, DTypesOf(ins), DTypesOf(outs)));
+    absl::StatusOr<const KernelDef*> def = registry.Find(n, req_.device, DTypesOf(ins), DTypesOf(outs));
+    if (!def.ok()) {
+      // Off the CPU, plan on to list every op the device lacks in one error (MissingKernelsError).
+      if (req_.device == DeviceType::kCPU) return def.status();
+      NoteMissing(n, ins);
+    }
     Step step;
     step.node = &n;
-    step.kernel = def;
+    step.kernel = def.ok() ? *def : nullptr;
     step.opset = g_.opset(n.domain());
     for (int s : in_slots) {
       bool constant = false;
@@ -278,6 +284,35 @@ class Planner {
     }
     plan_->steps.push_back(std::move(step));
     return absl::OkStatus();
+  }
+
+  // A node that runs as a step but has no kernel on the device: counted by op and input dtypes.
+  struct Missing {
+    std::string op;  // domain-qualified op and input dtypes
+    int64_t nodes = 0;
+    std::string first;  // the first such node's name
+  };
+  void NoteMissing(const Node& n, const std::vector<TypeInfo>& ins) {
+    std::vector<std::string> dtypes;
+    for (const TypeInfo& t : ins)
+      if (t.present) dtypes.emplace_back(DTypeName(t.dtype));
+    const std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
+    const std::string op = absl::StrCat(domain.empty() ? "" : absl::StrCat(domain, "."), n.op_type(), " (",
+                                        absl::StrJoin(dtypes, ", "), ")");
+    for (Missing& m : missing_)
+      if (m.op == op) {
+        ++m.nodes;
+        return;
+      }
+    missing_.push_back({op, 1, n.name()});
+  }
+  absl::Status MissingKernelsError() const {
+    std::vector<std::string> parts;
+    for (const Missing& m : missing_)
+      parts.push_back(absl::StrCat(m.op, ": ", m.nodes, m.nodes == 1 ? " node '" : " nodes, first '", m.first, "'"));
+    return absl::UnimplementedError(absl::StrCat("no ", DeviceName(req_.device), " kernel for ", missing_.size(),
+                                                 missing_.size() == 1 ? " op" : " ops", " of this graph (nothing ran): ",
+                                                 absl::StrJoin(parts, "; ")));
   }
 
   // Computes the node now; false when no CPU kernel can (it then runs as a normal step).
@@ -418,6 +453,7 @@ class Planner {
     plan_->stats.steps = end;
   }
 
+  std::vector<Missing> missing_;  // off the CPU: ops without a kernel, in graph order
   const Graph& g_;
   const PlanRequest& req_;
   std::unique_ptr<ExecutionPlan> plan_;
@@ -452,6 +488,36 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> BuildPlan(const Graph& graph, con
     done.insert(up.get());
   }
   return Planner(graph, request).Build(wants_values);
+}
+
+std::vector<std::string> OpsWithoutKernels(const Graph& graph, DeviceType device) {
+  // Values planning knows on the host: initializers, and what nodes reading only such values or
+  // only dims compute (folded at plan time; lenient where a fold would exceed the size limit).
+  absl::flat_hash_set<const Value*> host;
+  for (const Value* v : graph.initializers()) host.insert(v);
+  std::vector<std::string> missing;
+  const KernelRegistry& registry = KernelRegistry::Global();
+  for (const auto& up : graph.nodes()) {
+    const Node& n = *up;
+    bool on_host = ReadsOnlyDims(n) && !IsRandom(n);
+    if (!on_host && !IsRandom(n)) {
+      on_host = true;
+      for (const Value* v : n.inputs())
+        if (v != nullptr && !host.contains(v)) on_host = false;
+    }
+    if (on_host) {
+      for (const Value* v : n.outputs())
+        if (v != nullptr) host.insert(v);
+      continue;
+    }
+    if (IsViewOp(n)) continue;
+    const std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
+    if (registry.Has(domain, n.op_type(), device)) continue;
+    std::string op = domain.empty() ? n.op_type() : absl::StrCat(domain, ".", n.op_type());
+    if (std::find(missing.begin(), missing.end(), op) == missing.end()) missing.push_back(std::move(op));
+  }
+  std::sort(missing.begin(), missing.end());
+  return missing;
 }
 
 absl::StatusOr<std::vector<Tensor>> RunNodeOnHost(const Node& node, int64_t opset,

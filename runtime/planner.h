@@ -52,6 +52,12 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> BuildPlan(const Graph& graph,
                                                          const PlanRequest& request,
                                                          std::vector<int>* wants_values);
 
+// The ops of `graph` with no kernel at all on `device` (domain-qualified, sorted), leaving out
+// view ops and what planning computes on the host (nodes reading only initializers, dims, or
+// other such nodes). A quick check before any plan, lenient where it cannot know: BuildPlan is
+// exact (it knows the dtypes and what folds) and names every missing kernel in one error.
+std::vector<std::string> OpsWithoutKernels(const Graph& graph, DeviceType device);
+
 // Runs one node's CPU kernel on host tensors (plan-time folding; also handy for tests).
 absl::StatusOr<std::vector<Tensor>> RunNodeOnHost(const Node& node, int64_t opset,
                                                   const std::vector<const Tensor*>& inputs);

@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/check.h"
+#include "runtime/cuda/device_select.h"
 #include "runtime/planner.h"
 
 namespace mixtrain {
@@ -63,9 +64,13 @@ absl::StatusOr<std::unique_ptr<Session>> Session::Create(const Graph& graph, Ses
 }
 
 absl::Status Session::Init() {
-  if (options_.device != DeviceType::kCPU)
-    return absl::UnimplementedError(absl::StrCat("no ", DeviceName(options_.device), " device in this build"));
-  device_ = MakeCpuDevice();
+  if (options_.run_on != nullptr) {
+    device_ = options_.run_on;
+  } else {
+    MT_ASSIGN_OR_RETURN(std::unique_ptr<Device> d, MakeDevice(options_.device));
+    device_ = std::move(d);
+  }
+  options_.device = device_->type();
   absl::flat_hash_set<std::string> targets;
   for (const auto& [from, to] : options_.state_updates) {
     const Value* v = graph_->FindValue(to);
@@ -83,8 +88,13 @@ absl::Status Session::Init() {
     // Read-only initializers are used where they are; state gets its own buffer because graph
     // tensors are immutable (and shared with clones).
     inits_[i].owned = targets.contains(inits[i]->name);
-    inits_[i].tensor = inits_[i].owned ? t.Clone() : t;
+    inits_[i].tensor = inits_[i].owned && device_->shares_host_memory() ? t.Clone() : t;
+    if (!device_->shares_host_memory()) {
+      MT_ASSIGN_OR_RETURN(inits_[i].on_device, DeviceBuffer::Allocate(device_.get(), t.nbytes()));
+      device_->CopyToDevice(inits_[i].on_device.data(), t.data(), t.nbytes());
+    }
   }
+  device_->Synchronize();
   for (const Value* v : graph_->outputs()) default_fetches_.push_back(v->name);
   value_keyed_.assign(graph_->inputs().size(), false);
   feed_data_.assign(graph_->inputs().size(), nullptr);
@@ -92,9 +102,14 @@ absl::Status Session::Init() {
   return absl::OkStatus();
 }
 
+void* Session::InitializerAddress(int i) const {
+  const InitializerBuffer& b = inits_[i];
+  return device_->shares_host_memory() ? const_cast<void*>(b.tensor.data()) : b.on_device.data();
+}
+
 std::vector<void*> Session::InitializerAddresses() const {
   std::vector<void*> a;
-  for (const InitializerBuffer& b : inits_) a.push_back(const_cast<void*>(b.tensor.data()));
+  for (size_t i = 0; i < inits_.size(); ++i) a.push_back(InitializerAddress(static_cast<int>(i)));
   return a;
 }
 
@@ -248,7 +263,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Ten
     device_->CopyToHost(kept.data(), exec.SlotData(plan.fetch_slots[i]), slot.nbytes());
   }
   for (const StateCopy& c : plan.state_copies)
-    device_->CopyOnDevice(inits_[c.to].tensor.data(), exec.SlotData(c.from), plan.slots[c.from].nbytes());
+    device_->CopyOnDevice(InitializerAddress(c.to), exec.SlotData(c.from), plan.slots[c.from].nbytes());
   device_->Synchronize();
   return results;
 }
@@ -256,7 +271,12 @@ absl::StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Ten
 absl::StatusOr<Tensor> Session::GetInitializer(const std::string& name) const {
   auto it = init_index_.find(name);
   if (it == init_index_.end()) return absl::NotFoundError(absl::StrCat("no initializer '", name, "'"));
-  return inits_[it->second].tensor.Clone();
+  const InitializerBuffer& b = inits_[it->second];
+  if (device_->shares_host_memory() || !b.owned) return b.tensor.Clone();
+  Tensor t(b.tensor.dtype(), b.tensor.dims());
+  device_->CopyToHost(t.data(), b.on_device.data(), t.nbytes());
+  device_->Synchronize();
+  return t;
 }
 
 absl::Status Session::SetInitializer(const std::string& name, const Tensor& value) {
@@ -269,7 +289,11 @@ absl::Status Session::SetInitializer(const std::string& name, const Tensor& valu
         "initializer '", name, "' is ", DTypeName(graph_t.dtype()), "[", absl::StrJoin(graph_t.dims(), ","),
         "], got ", DTypeName(value.dtype()), "[", absl::StrJoin(value.dims(), ","), "]"));
   InitializerBuffer& b = inits_[i];
-  if (!b.owned) {
+  if (!device_->shares_host_memory()) {
+    b.tensor = value.Clone();
+    b.owned = true;
+    device_->CopyToDevice(b.on_device.data(), value.data(), value.nbytes());
+  } else if (!b.owned) {
     b.tensor = value.Clone();
     b.owned = true;
     std::vector<void*> addresses = InitializerAddresses();

@@ -22,6 +22,9 @@ namespace mixtrain {
 
 struct SessionOptions {
   DeviceType device = DeviceType::kCPU;
+  // When set, the device to run on (its type wins over `device`): sessions that must share one GPU
+  // stream and allocator (a Trainer's step and evaluation) are given the same one.
+  std::shared_ptr<Device> run_on;
   // Value produced each run -> initializer that holds it after the run.
   std::map<std::string, std::string> state_updates;
   // Plan-time folding limit: nodes with known inputs and at most this many output elements.
@@ -87,10 +90,14 @@ class Session {
  private:
   struct CachedPlan;
   // On the CPU an initializer's persistent buffer is a host tensor: the graph's own (read-only,
-  // shared with the graph) until the session writes it, then a private copy.
+  // shared with the graph) until the session writes it, then a private copy. On a device with
+  // memory of its own every initializer also has a device buffer, uploaded at Init: kernels read
+  // that one, and for state (owned) it is the current contents (the host tensor is what was
+  // last set, for plan-time folding of the read-only ones).
   struct InitializerBuffer {
     Tensor tensor;
     bool owned = false;
+    DeviceBuffer on_device;
   };
 
   Session() = default;
@@ -107,10 +114,11 @@ class Session {
                                                        const std::vector<std::string>& fetches,
                                                        bool write_state);
   std::vector<void*> InitializerAddresses() const;
+  void* InitializerAddress(int i) const;
 
   std::shared_ptr<const Graph> graph_;
   SessionOptions options_;
-  std::unique_ptr<Device> device_;
+  std::shared_ptr<Device> device_;
   std::vector<InitializerBuffer> inits_;  // Graph::initializers() order
   absl::flat_hash_map<std::string, int> init_index_;
   std::vector<std::string> default_fetches_;

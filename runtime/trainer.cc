@@ -16,6 +16,8 @@
 #include "passes/passes.h"
 #include "passes/precision.h"
 #include "passes/training.h"
+#include "runtime/cuda/device_select.h"
+#include "runtime/planner.h"
 #include "runtime/trainer_checkpoint.h"
 
 namespace mixtrain {
@@ -48,8 +50,10 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::CreateFromBytes(const std::str
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::CreateFromGraph(std::unique_ptr<Graph> model,
                                                                   const pb::TrainConfig& config,
-                                                                  std::shared_ptr<Communicator> communicator) {
+                                                                  std::shared_ptr<Communicator> communicator,
+                                                                  std::shared_ptr<Device> device) {
   std::unique_ptr<Trainer> t(new Trainer());
+  t->device_ = std::move(device);
   t->config_ = config;
   t->total_steps_ = config.steps();
   if (config.data_parallel()) {
@@ -110,16 +114,41 @@ absl::Status Trainer::CheckRanksAgree() const {
 }
 
 absl::Status Trainer::Build(std::unique_ptr<Graph> model) {
+  std::vector<std::string> missing;
+  if (device_ != nullptr) {  // given by the caller
+    MT_RETURN_IF_ERROR(BuildOn(std::move(model), device_, &missing));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<DeviceRequest> request = ParseDeviceFlag(config_.device());
+  if (!request.ok())
+    return absl::InvalidArgumentError(absl::StrCat("config device: ", request.status().message()));
+  MT_ASSIGN_OR_RETURN(DeviceSelection where, SelectDevice(*request));
+  device_note_ = where.note;
+  if (where.type == DeviceType::kCUDA) {
+    MT_ASSIGN_OR_RETURN(std::unique_ptr<Device> gpu, MakeDevice(DeviceType::kCUDA));
+    absl::Status built = BuildOn(model->Clone(), std::move(gpu), &missing);
+    if (built.ok() || missing.empty() || *request == DeviceRequest::kCuda) return built;
+    device_note_ = absl::StrCat("--device=auto: the GPU has no kernel for ", absl::StrJoin(missing, ", "),
+                                "; training on the CPU");
+    missing.clear();
+  }
+  return BuildOn(std::move(model), MakeCpuDevice(), &missing);
+}
+
+absl::Status Trainer::BuildOn(std::unique_ptr<Graph> model, std::shared_ptr<Device> device,
+                              std::vector<std::string>* missing) {
   const pb::TrainConfig& c = config_;
-  if (c.device() != "cpu" && c.device() != "auto")
-    return absl::UnimplementedError(absl::StrCat("device '", c.device(),
-                                                 "': this build trains on the CPU only"));
-  MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(c, *model, dnnl_util::NativeBf16()));
+  device_ = std::move(device);
+  state_names_.clear();
+  precision_ = {};
+  const bool on_cpu = device_->type() == DeviceType::kCPU;
+  // bf16 is native on every GPU the CUDA backend accepts (compute capability 8.0 and up).
+  MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(c, *model, on_cpu ? dnnl_util::NativeBf16() : true));
   precision_.preset = recipe.preset;
   precision_.low = recipe.low;
   precision_.scaling = !recipe.scaling ? "off" : recipe.dynamic_scaling ? "dynamic" : "static";
   if (!recipe.note.empty())
-    precision_.note = absl::StrCat(recipe.note, " (oneDNN ISA ", dnnl_util::DnnlIsaName(), ")");
+    precision_.note = on_cpu ? absl::StrCat(recipe.note, " (oneDNN ISA ", dnnl_util::DnnlIsaName(), ")") : recipe.note;
 
   // --- names ---
   for (Value* v : model->inputs())
@@ -144,7 +173,21 @@ absl::Status Trainer::Build(std::unique_ptr<Graph> model) {
   MT_ASSIGN_OR_RETURN(params_, BuildTrainingStep(*g, recipe));
   signature_ = SignModel(*model_, params_);
   if (comm_ != nullptr) MT_RETURN_IF_ERROR(CheckRanksAgree());
+  std::unique_ptr<Graph> e = model->Clone();
+  MT_RETURN_IF_ERROR(BuildEvalGraph(*e, recipe));
+  if (!on_cpu) {
+    *missing = OpsWithoutKernels(*g, device_->type());
+    for (std::string& op : OpsWithoutKernels(*e, device_->type()))
+      if (std::find(missing->begin(), missing->end(), op) == missing->end()) missing->push_back(std::move(op));
+    std::sort(missing->begin(), missing->end());
+    if (!missing->empty())
+      return absl::UnimplementedError(absl::StrCat(
+          "--device=", DeviceName(device_->type()), ": no ", DeviceName(device_->type()), " kernel for ",
+          missing->size(), missing->size() == 1 ? " op" : " ops", " of this model's training step or evaluation: ",
+          absl::StrJoin(*missing, ", "), " (nothing ran; --device=cpu trains it)"));
+  }
   SessionOptions so;
+  so.run_on = device_;
   so.communicator = comm_;
   for (const auto& [from, to] : StateUpdates(*g)) {
     so.state_updates[from] = to;
@@ -157,10 +200,10 @@ absl::Status Trainer::Build(std::unique_ptr<Graph> model) {
   }
 
   // --- the eval graph: inference form, same loss and precision ---
-  std::unique_ptr<Graph> e = model->Clone();
-  MT_RETURN_IF_ERROR(BuildEvalGraph(*e, recipe));
   eval_graph_ = std::shared_ptr<Graph>(e.release());
-  MT_ASSIGN_OR_RETURN(eval_, Session::Create(std::const_pointer_cast<const Graph>(eval_graph_)));
+  SessionOptions eo;
+  eo.run_on = device_;
+  MT_ASSIGN_OR_RETURN(eval_, Session::Create(std::const_pointer_cast<const Graph>(eval_graph_), eo));
   return absl::OkStatus();
 }
 

@@ -68,9 +68,11 @@ class Trainer {
                                                          std::shared_ptr<Communicator> communicator = nullptr);
   static absl::StatusOr<std::unique_ptr<Trainer>> CreateFromBytes(
       const std::string& bytes, const pb::TrainConfig& config, std::shared_ptr<Communicator> communicator = nullptr);
+  // `device`, when set, is where the step and evaluation run whatever config.device says (tests
+  // run the off-host path on a device of their own; see tests/runtime/device_session_test.cc).
   static absl::StatusOr<std::unique_ptr<Trainer>> CreateFromGraph(
       std::unique_ptr<Graph> model, const pb::TrainConfig& config,
-      std::shared_ptr<Communicator> communicator = nullptr);
+      std::shared_ptr<Communicator> communicator = nullptr, std::shared_ptr<Device> device = nullptr);
 
   // One micro-batch: graph inputs by name plus the labels under config.data.labels_key. With
   // accumulate = N, every N-th call applies the update. `read_loss` = false skips reading the
@@ -111,6 +113,9 @@ class Trainer {
   std::vector<StepNodeTime> Profile() const;
   void ResetProfile() { train_->ResetProfile(); }
   const ResolvedPrecision& precision() const { return precision_; }
+  // Where the step runs ("cpu" or "cuda"), and why when config.device = auto chose the CPU.
+  const char* device_name() const { return DeviceName(device_->type()); }
+  const std::string& device_note() const { return device_note_; }
   const pb::TrainConfig& config() const { return config_; }
   // The precision debugger (config.debug_precision = N > 0): statistics of every N-th step (the
   // first included) and of every skipped step, which a dry rerun measures when it was not one of
@@ -131,7 +136,13 @@ class Trainer {
 
  private:
   Trainer() = default;
+  // Picks the device (config.device: cpu, cuda, or auto = cuda where a GPU is usable and has a
+  // kernel for every op of the step, else the CPU with a note) and builds there.
   absl::Status Build(std::unique_ptr<Graph> model);
+  // Builds the step and eval graphs and their sessions on `device`. Fails before creating any
+  // session when the device has no kernel for some op, listing them in `*missing`.
+  absl::Status BuildOn(std::unique_ptr<Graph> model, std::shared_ptr<Device> device,
+                       std::vector<std::string>* missing);
   // Data parallel: every rank has the same model signature and config (less where files are).
   absl::Status CheckRanksAgree() const;
   // Data parallel: `mine` on this rank, an error on every rank when any rank failed.
@@ -157,6 +168,8 @@ class Trainer {
   pb::ModelSignature signature_;  // of model_ and params_, saved with checkpoints
   std::unique_ptr<PrecisionDebugger> debugger_;
   std::shared_ptr<Communicator> comm_;  // data parallel; null otherwise
+  std::shared_ptr<Device> device_;      // shared by the step and eval sessions
+  std::string device_note_;
 };
 
 // The checkpoint file format: "MXTRCKPT", version (u32 LE), payload length (u64 LE), the

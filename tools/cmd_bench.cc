@@ -72,7 +72,10 @@ absl::Status BenchTrain(const cli::Args& args, const std::string& path, int64_t 
   c.precision.low_dtype = dtype == ElementType::kFloat16 ? P::LowType::kFp16 : P::LowType::kBf16;
   c.loss = args.str("loss");
   c.class_axis = static_cast<int32_t>(args.integer("class-axis"));
+  c.device = args.str("device");
   MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, Trainer::Create(path, c));
+  const ResolvedDevice where = t->device();
+  if (!where.note.empty()) std::fprintf(stderr, "mixtrain bench: %s\n", where.note.c_str());
   std::mt19937 rng(1234);
   TensorMap feeds;
   for (const TensorInfo& in : t->BatchInputs()) {
@@ -88,8 +91,8 @@ absl::Status BenchTrain(const cli::Args& args, const std::string& path, int64_t 
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
   const ResolvedPrecision p = t->precision();
-  std::printf("model %s, batch %lld, train step, precision %s (%s), loss scaling %s, %lld iterations after %lld warm-up\n",
-              path.c_str(), static_cast<long long>(batch), p.preset.c_str(), ElementTypeName(p.low_type),
+  std::printf("model %s, batch %lld, train step on %s, precision %s (%s), loss scaling %s, %lld iterations after %lld warm-up\n",
+              path.c_str(), static_cast<long long>(batch), where.name.c_str(), p.preset.c_str(), ElementTypeName(p.low_type),
               p.loss_scaling.c_str(), static_cast<long long>(iters), static_cast<long long>(warmup));
   std::printf("train step: median %.3f ms, min %.3f ms, max %.3f ms\n", Median(ms),
               *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()));
@@ -173,7 +176,7 @@ MT_REGISTER_COMMAND(
                .name = "bench",
                .usage = "mixtrain bench MODEL.onnx --batch-size=N [--dtype=fp32|bf16|fp16] [--warmup=5] "
                         "[--iters=20] [--dims=SYM=SIZE,...] [--profile] [--no-optimize] [--train [--loss=...] "
-                        "[--class-axis=N]]",
+                        "[--class-axis=N] [--device=cpu|cuda|auto]]",
                .summary = "time the forward pass (or with --train the training step) on random inputs; prints "
                           "time per batch and peak memory",
                .flags =
@@ -200,6 +203,8 @@ MT_REGISTER_COMMAND(
                         .help = "--train: the loss (labels are random 0/1)"},
                        {.name = "class-axis", .default_value = "1",
                         .help = "--train: cross_entropy's class axis (-1 for N x T x V logits)"},
+                       {.name = "device", .default_value = "auto",
+                        .help = "--train: cpu, cuda, or auto (cuda where a GPU is usable and has every kernel)"},
                    },
                .run = [](const cli::Args& args) {
                  absl::Status s = Bench(args);

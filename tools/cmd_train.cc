@@ -318,10 +318,12 @@ absl::Status RunTrain(const cli::Args& a) {
     batch = pos.batch;
   }
   const ResolvedPrecision p = t.precision();
+  const ResolvedDevice where = t.device();
+  if (!where.note.empty()) std::fprintf(info, "mixtrain train: %s\n", where.note.c_str());
   if (!p.note.empty()) std::fprintf(info, "mixtrain train: %s\n", p.note.c_str());
-  std::fprintf(info, "mixtrain train: %s: precision %s (%s), loss scaling %s, %zu parameter tensors\n",
-               c.model.c_str(), p.preset.c_str(), ElementTypeName(p.low_type), p.loss_scaling.c_str(),
-               t.ParameterNames().size());
+  std::fprintf(info, "mixtrain train: %s on %s: precision %s (%s), loss scaling %s, %zu parameter tensors\n",
+               c.model.c_str(), where.name.c_str(), p.preset.c_str(), ElementTypeName(p.low_type),
+               p.loss_scaling.c_str(), t.ParameterNames().size());
   if (a.has("resume"))
     std::fprintf(info, "mixtrain train: resumed from %s at step %lld (epoch %lld, batch %lld)\n",
                  a.str("resume").c_str(), static_cast<long long>(t.steps_taken()),
@@ -489,7 +491,7 @@ MT_REGISTER_COMMAND(
                 {"resume", "", "checkpoint to resume from"},
                 {"export", "", "write the trained inference model (ONNX) here"},
                 {"export-dtype", "fp32", "fp32, fp16 or bf16 weights/compute in the exported model"},
-                {"device", "auto", "cpu or auto"},
+                {"device", "auto", "cpu, cuda, or auto (cuda where a GPU is usable)"},
                 {"data-parallel", "false", "data-parallel training over the ranks of `mpirun -n K`: each rank steps on its 1/K of every global batch (--batch-size is global) and the gradients are averaged in the step; rank 0 prints, evaluates, saves and exports (docs/distributed.md)", true},
                 {"deterministic", "false", "with --data-parallel: reduce the gradients in a fixed order (0 + rank 0 + rank 1 + ...), so a run is reproducible bit for bit and equals one process with --accumulate=K and --batch-size=B/K", true},
             },

@@ -113,7 +113,7 @@ struct TrainConfig {
   int32_t epochs = 1;
   int64_t steps = 0;       // planned steps (the cosine schedule's horizon)
   int32_t accumulate = 1;  // gradient accumulation: every N-th Step applies the update
-  std::string device = "auto";  // cpu or auto
+  std::string device = "auto";  // cpu, cuda, or auto (cuda where a GPU is usable, else cpu)
   // The precision debugger (Trainer::PrecisionStatistics): per-value statistics every N steps
   // and a diagnosis of every skipped step; 0 = off. The other steps do no extra work.
   int32_t debug_precision = 0;

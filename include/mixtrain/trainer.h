@@ -105,6 +105,12 @@ struct ResolvedPrecision {
   std::string note;  // non-empty when the dtype was chosen for the CPU (e.g. auto -> fp32)
 };
 
+// Where the trainer runs (TrainConfig::device resolved).
+struct ResolvedDevice {
+  std::string name;  // "cpu" or "cuda"
+  std::string note;  // non-empty when device = auto chose the CPU, saying why
+};
+
 enum class GraphFormat {
   kText,  // one line per node and a summary (what `mixtrain dump` prints)
   kDot,   // Graphviz, nodes coloured by compute dtype
@@ -197,6 +203,7 @@ class Trainer {
   std::vector<NodeTime> Profile() const;
   void ResetProfile();
   ResolvedPrecision precision() const;
+  ResolvedDevice device() const;
   const TrainConfig& config() const;
 
   // The precision debugger's statistics (TrainConfig::debug_precision = N > 0): every N-th step

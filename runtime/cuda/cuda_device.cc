@@ -63,7 +63,7 @@ const Plugin& PluginIfDriver() {
     static Plugin none;
     if (dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) == nullptr) {
       none.why = absl::UnavailableError(
-          absl::StrCat("no NVIDIA driver on this machine (libcuda.so.1: ", DlError(), ")"));
+          absl::StrCat("no NVIDIA driver on this machine (", DlError(), ")"));
       return static_cast<const Plugin*>(&none);
     }
     return &LoadedPlugin();
