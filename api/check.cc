@@ -1,5 +1,6 @@
 // mixtrain::v1::CheckModel: the training pipeline's front half (canonicalize, train_mode, loss,
-// autodiff) run to collect every blocker, plus a CPU-kernel lookup for every node it leaves.
+// autodiff) run to collect every blocker, plus a CPU-kernel lookup for every node it leaves; with
+// device "cuda", the ops of the whole training step that have no CUDA kernel.
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,10 @@
 #include "passes/canonicalize.h"
 #include "passes/parameters.h"
 #include "passes/passes.h"
+#include "passes/pipeline.h"
+#include "proto/mixtrain_pb.h"
+#include "runtime/cuda/cuda_device.h"
+#include "runtime/planner.h"
 
 namespace mixtrain {
 inline namespace v1 {
@@ -42,6 +47,34 @@ void MissingKernels(const Graph& g, std::vector<std::string>* out) {
     auto k = KernelRegistry::Global().Find(*n, DeviceType::kCPU, ins, outs);
     if (!k.ok() && seen.insert(n->name()).second) out->push_back(std::string(k.status().message()));
   }
+}
+
+// The ops of the training step that --device=cuda builds (bf16 AMP, as dtype auto picks on a
+// GPU; Adam) and of its evaluation without a CUDA kernel.
+absl::Status CheckCudaKernels(const Graph& model, const CheckOptions& options, ModelCheck* out) {
+  if (absl::Status st = LoadCudaBackend(); !st.ok()) {
+    out->cuda_unknown = std::string(st.message());
+    return absl::OkStatus();
+  }
+  pb::TrainConfig c;
+  c.set_loss(options.loss);
+  c.set_output(options.output);
+  c.set_class_axis(options.class_axis);
+  c.set_freeze(options.freeze);
+  c.set_trainable(options.trainable);
+  c.mutable_precision()->set_preset(pb::PrecisionPolicy::AMP);
+  c.mutable_precision()->set_low_dtype(pb::PrecisionPolicy::BF16);
+  std::unique_ptr<Graph> step = model.Clone();
+  MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(c, *step, /*native_bf16=*/true));
+  MT_RETURN_IF_ERROR(PrepareModel(*step, recipe));
+  std::unique_ptr<Graph> eval = step->Clone();
+  MT_RETURN_IF_ERROR(BuildTrainingStep(*step, recipe).status());
+  MT_RETURN_IF_ERROR(BuildEvalGraph(*eval, recipe));
+  std::set<std::string> missing;
+  for (const Graph* g : {step.get(), eval.get()})
+    for (std::string& op : OpsWithoutKernels(*g, DeviceType::kCUDA)) missing.insert(std::move(op));
+  out->cuda_missing_ops.assign(missing.begin(), missing.end());
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -127,6 +160,7 @@ absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const Check
       out.blockers.push_back(std::string(grad.status().message()));
     }
     out.trains = out.blockers.empty();
+    if (options.device == "cuda" && out.trains) MT_RETURN_IF_ERROR(CheckCudaKernels(*g, options, &out));
     return out;
   });
 }

@@ -1,5 +1,5 @@
 // `mixtrain check MODEL.onnx [--loss=...] [--class-axis=N] [--freeze=RE] [--trainable=RE]
-// [--verbose]`: says, before any training, whether the model trains. Lists every blocking node
+// [--device=cpu|cuda] [--verbose]`: says, before any training, whether the model trains. Lists every blocking node
 // at once (unsupported op, missing gradient rule, unknown rank, no CPU kernel), what
 // canonicalization folded, which initializers train (count and bytes) and which are frozen and
 // why, and the dynamic dims. Exit 0 if it trains, 1 if not, 2 when the model or a flag is bad.
@@ -39,6 +39,9 @@ int Check(const cli::Args& args) {
   opt.class_axis = static_cast<int32_t>(args.integer("class-axis"));
   opt.freeze = args.str("freeze");
   opt.trainable = args.str("trainable");
+  opt.device = args.str("device");
+  if (opt.device != "cpu" && opt.device != "cuda")
+    return cli::Fail("check", absl::InvalidArgumentError(absl::StrCat("--device=", opt.device, ": expected cpu or cuda"))) + 1;
   absl::StatusOr<ModelCheck> r = CheckModel(path, opt);
   if (!r.ok()) {
     const absl::string_view msg = r.status().message();
@@ -86,6 +89,20 @@ int Check(const cli::Args& args) {
     std::printf("blocking (%zu):\n", r->blockers.size());
     for (const std::string& b : r->blockers) std::printf("  %s\n", b.c_str());
   }
+  if (opt.device == "cuda" && r->trains) {
+    if (!r->cuda_unknown.empty()) {
+      std::printf("cuda: cannot tell: %s\n", r->cuda_unknown.c_str());
+      return 1;
+    }
+    if (r->cuda_missing_ops.empty()) {
+      std::printf("cuda: every op of the training step (bf16 AMP, Adam) and of evaluation has a CUDA kernel\n");
+    } else {
+      std::printf("cuda: no CUDA kernel for %zu ops of the training step (bf16 AMP, Adam) or evaluation; "
+                  "--device=cuda refuses it, auto trains on the CPU:\n  %s\n",
+                  r->cuda_missing_ops.size(), absl::StrJoin(r->cuda_missing_ops, " ").c_str());
+      return 1;
+    }
+  }
   return r->trains ? 0 : 1;
 }
 
@@ -93,7 +110,7 @@ MT_REGISTER_COMMAND(
     check, cli::Command{
                .name = "check",
                .usage = "mixtrain check MODEL.onnx [--loss=KIND] [--class-axis=N] [--output=NAME] "
-                        "[--freeze=REGEX] [--trainable=REGEX] [--verbose]",
+                        "[--freeze=REGEX] [--trainable=REGEX] [--device=cpu|cuda] [--verbose]",
                .summary = "say whether a model trains, before training: every blocking node, what "
                           "was folded, what trains and what is frozen and why (exit 0 trains, 1 not)",
                .flags =
@@ -108,6 +125,9 @@ MT_REGISTER_COMMAND(
                         .help = "initializers whose whole name matches this regex do not train"},
                        {.name = "trainable", .default_value = "",
                         .help = "train exactly the float initializers whose whole name matches this regex"},
+                       {.name = "device", .default_value = "cpu",
+                        .help = "cuda: also list the training step's ops without a CUDA kernel (exit 1 if "
+                                "any); needs no GPU"},
                        {.name = "verbose", .default_value = "false",
                         .help = "list every initializer with its role and reason", .is_bool = true},
                    },

@@ -23,6 +23,9 @@ struct CheckOptions {
   int32_t class_axis = 1;
   std::string freeze;     // as TrainConfig: ECMAScript regexes over whole initializer names
   std::string trainable;
+  // "cuda": also list the ops of the training step (bf16 AMP, Adam: what --device=cuda trains)
+  // and of evaluation that have no CUDA kernel. Needs no GPU, only a build with CUDA.
+  std::string device = "cpu";
 };
 
 struct InitializerReport {
@@ -46,6 +49,10 @@ struct ModelCheck {
   std::vector<InitializerReport> initializers;  // in the model's order (after canonicalization)
   std::vector<std::string> dynamic_dims;        // "input 'x': [batch,3,32,32]"
   std::vector<std::string> op_types;            // distinct ops after canonicalization
+  // device "cuda": whether its kernels could be looked up ("" when they could; else why not), and
+  // the ops of the training step and evaluation without one. They do not block CPU training.
+  std::string cuda_unknown;
+  std::vector<std::string> cuda_missing_ops;
 };
 
 absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const CheckOptions& options = {});

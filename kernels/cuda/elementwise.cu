@@ -128,6 +128,19 @@ void LaunchBinary(BinaryOp op, DType dtype, const BroadcastLayout& l, const void
   MT_CUDA_CHECK_LAUNCH();
 }
 
+namespace {
+__global__ void NotKernel(const uint8_t* x, uint8_t* y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += int64_t{gridDim.x} * kThreads)
+    y[i] = x[i] ? 0 : 1;
+}
+}  // namespace
+
+void LaunchNot(const uint8_t* x, uint8_t* y, int64_t n, void* stream) {
+  if (n == 0) return;
+  NotKernel<<<Blocks(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(x, y, n);
+  MT_CUDA_CHECK_LAUNCH();
+}
+
 void LaunchCast(DType from, DType to, const void* x, void* y, int64_t n, void* stream) {
   MT_CHECK(from != to) << "LaunchCast of a dtype to itself (a copy)";
   if (n == 0) return;

@@ -24,6 +24,8 @@ void LaunchUnary(UnaryOp op, DType dtype, float alpha, const void* x, void* y, i
 // o = op(a, b) over a two-input broadcast layout (kernels/common/broadcast.h).
 void LaunchBinary(BinaryOp op, DType dtype, const BroadcastLayout& layout, const void* a,
                   const void* b, void* o, void* stream);
+// y = !x over n bools (ONNX Not).
+void LaunchNot(const uint8_t* x, uint8_t* y, int64_t n, void* stream);
 // Cast between f32, f16 and bf16 (from != to).
 void LaunchCast(DType from, DType to, const void* x, void* y, int64_t n, void* stream);
 
@@ -66,5 +68,24 @@ struct LossScaleAttrs {
 void LaunchUpdateLossScale(const LossScaleAttrs& a, const uint8_t* found_inf, const float* scale,
                            const void* good, bool good_is_i64, float* scale_out, int64_t* good_out,
                            void* stream);
+
+// --- loss.cu (SoftmaxCrossEntropyLoss and its gradient, as kernels/cpu/loss.cc defines them) -----
+struct CrossEntropyArgs {
+  int64_t N = 0, C = 0, D = 1;  // scores [N, C, D]; labels [N, D]
+  const void* weights = nullptr;  // [C] of weights_dtype, or null
+  DType weights_dtype = DType::kF32;
+  bool has_ignore = false;
+  int64_t ignore_index = 0;
+  enum Reduction : uint8_t { kNone, kSum, kMean } reduction = kMean;
+};
+// Device scratch both launchers need (per-item sums): at most this many bytes.
+size_t CrossEntropyScratchBytes(const CrossEntropyArgs& a);
+// out: [N, D] (none) or a scalar; log_prob: [N, C, D] or null. A label out of range gives NaN.
+void LaunchSoftmaxCrossEntropy(const CrossEntropyArgs& a, DType dtype, const void* scores, DType label_dtype,
+                               const void* labels, void* out, void* log_prob, void* scratch, void* stream);
+// dx = d loss / d scores given dL (a scalar, or [N, D] for none, of dl_dtype).
+void LaunchSoftmaxCrossEntropyGrad(const CrossEntropyArgs& a, DType dtype, const void* dl, DType dl_dtype,
+                                   const void* scores, DType label_dtype, const void* labels, void* dx,
+                                   void* scratch, void* stream);
 
 }  // namespace mixtrain::cuda

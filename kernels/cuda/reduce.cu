@@ -9,41 +9,12 @@
 #include <cfloat>
 
 #include "kernels/common/reduce.h"
+#include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/launch.h"
 #include "runtime/cuda/cuda_check.h"
 
 namespace mixtrain::cuda {
 namespace {
-
-constexpr int kThreads = 256;
-constexpr unsigned kMaxGrid = 65535;
-
-unsigned GridFor(int64_t items) { return static_cast<unsigned>(items < kMaxGrid ? (items > 0 ? items : 1) : kMaxGrid); }
-
-// Max that lets NaN win, as SoftmaxRow's `nan` flag does.
-__device__ __forceinline__ float NanMax(float a, float b) { return a != a ? a : ((b > a || b != b) ? b : a); }
-
-// Block-wide reduction of one value per thread; every thread gets the result. `scratch` holds
-// kThreads / 32 values; the trailing sync lets the caller reuse it.
-template <typename T, typename Op>
-__device__ T BlockReduce(T v, Op op, T* scratch) {
-  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) scratch[warp] = v;
-  __syncthreads();
-  T r = scratch[0];
-  for (int w = 1; w < kThreads / 32; ++w) r = op(r, scratch[w]);
-  __syncthreads();
-  return r;
-}
-
-struct SumOp {
-  template <typename T>
-  __device__ T operator()(T a, T b) const { return a + b; }
-};
-struct NanMaxOp {
-  __device__ float operator()(float a, float b) const { return NanMax(a, b); }
-};
 
 template <typename Io, bool kLog>
 __global__ void SoftmaxRowsKernel(const typename Io::T* x, typename Io::T* y, int64_t rows, int64_t n) {
@@ -85,13 +56,6 @@ __global__ void SoftmaxColumnsKernel(const typename Io::T* x, typename Io::T* y,
   }
 }
 
-__device__ __forceinline__ float LoadParam(const void* p, DType t, int64_t i) {
-  switch (t) {
-    case DType::kF16: return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
-    case DType::kBF16: return BFloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
-  }
-}
 
 // Mean and biased variance as red::MeanVar computes them (double sums, float-mean correction).
 template <typename Io>

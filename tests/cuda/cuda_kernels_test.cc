@@ -31,7 +31,8 @@ const std::vector<std::pair<std::string, std::string>> kCovered = {
     {"Pow", ""}, {"Cast", ""}, {"Softmax", ""}, {"LogSoftmax", ""}, {"LayerNormalization", ""},
     {"ReduceSum", ""}, {"ReduceMean", ""}, {"MatMul", ""}, {"Gemm", ""}, {"Adam", "ai.mixtrain"},
     {"SGD", "ai.mixtrain"}, {"AllFinite", "ai.mixtrain"}, {"UpdateLossScale", "ai.mixtrain"},
-    {"ReluGrad", "ai.mixtrain"}};
+    {"ReluGrad", "ai.mixtrain"}, {"Not", ""}, {"SoftmaxCrossEntropyLoss", ""},
+    {"SoftmaxCrossEntropyLossGrad", "ai.mixtrain"}};
 
 TEST(CudaRegistryTest, EveryCudaKernelIsCoveredAndHasACpuTwin) {
 #if MIXTRAIN_HAVE_CUDA
@@ -302,6 +303,48 @@ TEST_F(CudaKernelTest, AllFiniteAndLossScale) {
       Check("UpdateLossScale",
             {Make(DType::kBool, {}, {double(found)}), Make(DType::kF32, {}, {65536}), Make(DType::kI64, {}, {good})},
             {Attribute::Int("growth_interval", 3)}, 2, "ai.mixtrain");
+    }
+}
+
+TEST_F(CudaKernelTest, Not) {
+  Check("Not", {Make(DType::kBool, {5, 3}, {1, 0, 0, 1, 1, 0, 1, 0, 1, 1, 0, 0, 0, 1, 1})});
+}
+
+// SoftmaxCrossEntropyLoss and its gradient: classes last (a classifier, and a vocabulary wider
+// than a block) and strided over extra dims (D > 1); every reduction; class weights in another
+// float dtype; an ignored label; int32 and int64 labels; the optional log_prob output.
+TEST_F(CudaKernelTest, SoftmaxCrossEntropyLossAndGrad) {
+  struct Shape {
+    std::vector<int64_t> scores;
+    int64_t classes;
+  };
+  const std::vector<Shape> shapes = {{{16, 10}, 10}, {{5, 700}, 700}, {{4, 6, 3, 2}, 6}};
+  int seed = 30;
+  for (DType t : kDtypes)
+    for (const Shape& sh : shapes) {
+      const int64_t n = ew_test::Count(sh.scores);
+      std::vector<int64_t> label_dims = sh.scores;
+      label_dims.erase(label_dims.begin() + 1);
+      const int64_t items = ew_test::Count(label_dims);
+      std::vector<double> labels = Uniform(items, 0, static_cast<double>(sh.classes) - 0.01, ++seed);
+      for (double& l : labels) l = std::floor(l);
+      labels[1] = 2;  // the ignored class, at least once
+      Tensor scores = Make(t, sh.scores, Uniform(n, -6, 6, ++seed));
+      Tensor weights = Make(DType::kF32, {sh.classes}, Uniform(sh.classes, 0.2, 2, ++seed));
+      for (DType lt : {DType::kI64, DType::kI32}) {
+        Tensor y = Make(lt, label_dims, labels);
+        for (const char* red : {"mean", "sum", "none"}) {
+          std::vector<Attribute> attrs = {Attribute::String("reduction", red)};
+          Check("SoftmaxCrossEntropyLoss", {scores, y}, attrs, 2);
+          std::vector<Attribute> ignoring = attrs;
+          ignoring.push_back(Attribute::Int("ignore_index", 2));
+          Check("SoftmaxCrossEntropyLoss", {scores, y, weights}, ignoring, 1);
+          const bool none = std::string(red) == "none";
+          Tensor dl = none ? Make(t, label_dims, Uniform(items, -1, 1, ++seed)) : Make(t, {}, {0.75});
+          Check("SoftmaxCrossEntropyLossGrad", {dl, scores, y}, attrs, 1, "ai.mixtrain");
+          Check("SoftmaxCrossEntropyLossGrad", {dl, scores, y, weights}, ignoring, 1, "ai.mixtrain");
+        }
+      }
     }
 }
 

@@ -79,6 +79,32 @@ TEST_F(CheckCli, ListsEveryBlockingNode) {
   EXPECT_NE(r.out.find("the_mod"), std::string::npos) << r.out;
 }
 
+// --device=cuda lists the training step's ops without a CUDA kernel (needs no GPU, only the CUDA
+// backend built): the MLP is covered, the CNN's convolutions and pools are not (exit 1). A build
+// without the backend says it cannot tell.
+TEST_F(CheckCli, CudaKernelCoverage) {
+  const std::string models = std::string(MT_SOURCE_DIR) + "/models/";
+  Result mlp = Check(models + "mlp.onnx --device=cuda");
+  Result cnn = Check(models + "fashion_cnn.onnx --device=cuda");
+#if MIXTRAIN_HAVE_CUDA
+  EXPECT_EQ(mlp.code, 0) << mlp.out << mlp.err;
+  EXPECT_NE(mlp.out.find("cuda: every op of the training step"), std::string::npos) << mlp.out;
+  EXPECT_EQ(cnn.code, 1) << cnn.out << cnn.err;
+  const size_t at = cnn.out.find("cuda: no CUDA kernel for");
+  ASSERT_NE(at, std::string::npos) << cnn.out;
+  const std::string listed = cnn.out.substr(at);
+  for (const char* op : {"Conv ", "MaxPool ", "ai.mixtrain.ConvGrad", "ai.mixtrain.MaxPoolGrad"})
+    EXPECT_NE(listed.find(op), std::string::npos) << op << "\n" << listed;
+  EXPECT_EQ(listed.find("Gemm"), std::string::npos) << listed;
+#else
+  EXPECT_EQ(mlp.code, 1) << mlp.out << mlp.err;
+  EXPECT_NE(mlp.out.find("cuda: cannot tell"), std::string::npos) << mlp.out;
+#endif
+  Result bad = Check(models + "mlp.onnx --device=tpu");
+  EXPECT_EQ(bad.code, 2) << bad.err;
+  EXPECT_NE(bad.err.find("--device=tpu"), std::string::npos) << bad.err;
+}
+
 TEST_F(CheckCli, BadInputExits2) {
   Result missing = Check((dir_ / "nope.onnx").string());
   EXPECT_EQ(missing.code, 2);

@@ -1,0 +1,54 @@
+// Device helpers the CUDA kernel files share: the block shape, grid sizing, a NaN-keeping max,
+// a block-wide reduction, and loading one element of any float dtype as float.
+#pragma once
+
+#include <cstdint>
+
+#include "graph/dtype.h"
+#include "graph/half.h"
+
+namespace mixtrain::cuda {
+
+constexpr int kThreads = 256;
+constexpr unsigned kMaxGrid = 65535;
+
+inline unsigned GridFor(int64_t items) {
+  return static_cast<unsigned>(items < kMaxGrid ? (items > 0 ? items : 1) : kMaxGrid);
+}
+
+// Max that lets NaN win, as the CPU's softmax rows do.
+__device__ __forceinline__ float NanMax(float a, float b) { return a != a ? a : ((b > a || b != b) ? b : a); }
+
+// Block-wide reduction of one value per thread (blocks of kThreads); every thread gets the result.
+// `scratch` holds kThreads / 32 values; the trailing sync lets the caller reuse it. The order of
+// combination is fixed, so results do not vary from run to run.
+template <typename T, typename Op>
+__device__ T BlockReduce(T v, Op op, T* scratch) {
+  for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  T r = scratch[0];
+  for (int w = 1; w < kThreads / 32; ++w) r = op(r, scratch[w]);
+  __syncthreads();
+  return r;
+}
+
+struct SumOp {
+  template <typename T>
+  __device__ T operator()(T a, T b) const { return a + b; }
+};
+struct NanMaxOp {
+  __device__ float operator()(float a, float b) const { return NanMax(a, b); }
+};
+
+// Element i of a float tensor of dtype t, as float.
+__device__ __forceinline__ float LoadParam(const void* p, DType t, int64_t i) {
+  switch (t) {
+    case DType::kF16: return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
+    case DType::kBF16: return BFloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+}  // namespace mixtrain::cuda
