@@ -88,4 +88,25 @@ void LaunchSoftmaxCrossEntropyGrad(const CrossEntropyArgs& a, DType dtype, const
                                    const void* scores, DType label_dtype, const void* labels, void* dx,
                                    void* scratch, void* stream);
 
+// --- conv.cu (what cuDNN's convolutions leave to us, and max pooling) ------------------------------
+// FusedConv's epilogue in place on y [N, C, S]: y = act(y + b[c] + z), b ([C], b_dtype) and z
+// (like y) may be null. act: 0 none, 1 Relu (NaN -> 0, as oneDNN's post-op on the CPU), 2 Sigmoid,
+// 3 Tanh, 4 LeakyRelu(p0), 5 Clip(p0, p1).
+enum class ConvAct : uint8_t { kNone, kRelu, kSigmoid, kTanh, kLeakyRelu, kClip };
+void LaunchConvEpilogue(DType dtype, void* y, const void* b, DType b_dtype, const void* z, int64_t N,
+                        int64_t C, int64_t S, ConvAct act, float p0, float p1, void* stream);
+// db[m] = sum over n and s of dy [N, M, S].
+void LaunchBiasGrad(DType dtype, const void* dy, void* db, int64_t N, int64_t M, int64_t S, void* stream);
+// A pooling window over three spatial dims (fewer are padded with 1s in front), as the CPU's.
+struct PoolWindow {
+  int64_t in[3], out[3], k[3], s[3], d[3], pb[3];
+};
+// MaxPool over `planes` (N*C) planes: each output is its window's first maximum in scan order
+// over the taps inside the input (NaN wins only when a window starts with it), as the CPU.
+void LaunchMaxPool(DType dtype, const void* x, void* y, int64_t planes, const PoolWindow& w, void* stream);
+// MaxPoolGrad: dx[i] = sum of dy over the windows whose first maximum is i (with relu, only
+// where that maximum is > 0). Each input element gathers from its windows: no atomics.
+void LaunchMaxPoolGrad(DType dtype, const void* dy, const void* x, void* dx, int64_t planes, const PoolWindow& w,
+                       bool relu, void* stream);
+
 }  // namespace mixtrain::cuda

@@ -1,4 +1,4 @@
-// Checks for CUDA runtime and cuBLASLt calls. A failing call inside the runtime or a kernel is
+// Checks for CUDA runtime, cuBLASLt and cuDNN calls. A failing call inside the runtime or a kernel is
 // a broken invariant (bad launch, bad pointer, a sticky device fault): it aborts with file, line
 // and the library's error string. User-visible conditions (no GPU, out of memory) are tested
 // for explicitly and returned as absl::Status before such calls are made.
@@ -6,6 +6,7 @@
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 
 #include "graph/check.h"
 
@@ -21,6 +22,12 @@
     const cublasStatus_t _mt_st = (expr);                                                    \
     MT_CHECK(_mt_st == CUBLAS_STATUS_SUCCESS) << #expr << ": " << cublasGetStatusName(_mt_st) \
                                               << ": " << cublasGetStatusString(_mt_st);      \
+  } while (0)
+
+#define MT_CUDNN_CHECK(expr)                                                                         \
+  do {                                                                                               \
+    const cudnnStatus_t _mt_st = (expr);                                                             \
+    MT_CHECK(_mt_st == CUDNN_STATUS_SUCCESS) << #expr << ": " << cudnnGetErrorString(_mt_st);        \
   } while (0)
 
 // After a <<<...>>> launch: configuration errors surface here, not at the next sync.

@@ -31,7 +31,8 @@ absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal = 0);
 // What kernels running on a CudaDevice's stream share. Owned by the device; valid while it lives.
 struct CudaStreamResources {
   void* cublaslt = nullptr;    // cublasLtHandle_t
-  void* workspace = nullptr;   // device memory for cuBLASLt (and later cuDNN)
+  void* cudnn = nullptr;       // cudnnHandle_t, bound to the stream
+  void* workspace = nullptr;   // device memory for cuBLASLt and cuDNN (one kernel at a time)
   size_t workspace_bytes = 0;
 };
 

@@ -99,6 +99,10 @@ class CudaDevice final : public Device {
     cublasLtHandle_t lt;
     MT_CUBLAS_CHECK(cublasLtCreate(&lt));
     res_.cublaslt = lt;
+    cudnnHandle_t dnn;
+    MT_CUDNN_CHECK(cudnnCreate(&dnn));
+    MT_CUDNN_CHECK(cudnnSetStream(dnn, stream_));
+    res_.cudnn = dnn;
     MT_ASSIGN_OR_RETURN(res_.workspace, device_cache_.Allocate(kWorkspaceBytes));
     res_.workspace_bytes = kWorkspaceBytes;
     std::lock_guard<std::mutex> l(g_streams_mu);
@@ -116,6 +120,7 @@ class CudaDevice final : public Device {
     RetireStaging(/*wait=*/true);
     if (res_.workspace) device_cache_.Free(res_.workspace);
     if (res_.cublaslt) MT_CUBLAS_CHECK(cublasLtDestroy(static_cast<cublasLtHandle_t>(res_.cublaslt)));
+    if (res_.cudnn) MT_CUDNN_CHECK(cudnnDestroy(static_cast<cudnnHandle_t>(res_.cudnn)));
     for (cudaEvent_t e : idle_events_) MT_CUDA_CHECK(cudaEventDestroy(e));
     MT_CUDA_CHECK(cudaStreamDestroy(stream_));
   }

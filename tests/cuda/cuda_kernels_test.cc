@@ -32,7 +32,8 @@ const std::vector<std::pair<std::string, std::string>> kCovered = {
     {"ReduceSum", ""}, {"ReduceMean", ""}, {"MatMul", ""}, {"Gemm", ""}, {"Adam", "ai.mixtrain"},
     {"SGD", "ai.mixtrain"}, {"AllFinite", "ai.mixtrain"}, {"UpdateLossScale", "ai.mixtrain"},
     {"ReluGrad", "ai.mixtrain"}, {"Not", ""}, {"SoftmaxCrossEntropyLoss", ""},
-    {"SoftmaxCrossEntropyLossGrad", "ai.mixtrain"}};
+    {"SoftmaxCrossEntropyLossGrad", "ai.mixtrain"}, {"Conv", ""}, {"FusedConv", "ai.mixtrain"},
+    {"ConvGrad", "ai.mixtrain"}, {"MaxPool", ""}, {"MaxPoolGrad", "ai.mixtrain"}};
 
 TEST(CudaRegistryTest, EveryCudaKernelIsCoveredAndHasACpuTwin) {
 #if MIXTRAIN_HAVE_CUDA
@@ -345,6 +346,80 @@ TEST_F(CudaKernelTest, SoftmaxCrossEntropyLossAndGrad) {
           Check("SoftmaxCrossEntropyLossGrad", {dl, scores, y, weights}, ignoring, 1, "ai.mixtrain");
         }
       }
+    }
+}
+
+// Convolutions on cuDNN: 2-D with pads, strides, dilations and groups, 1-D (run as 2-D of height
+// 1) and 3-D; FusedConv's bias, residual and activations; ConvGrad's three gradients.
+TEST_F(CudaKernelTest, ConvForwardFusedAndGrad) {
+  struct Case {
+    std::vector<int64_t> x, w;
+    std::vector<Attribute> attrs;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 9, 8}, {8, 3, 3, 3}, {}},
+      {{2, 4, 11, 10}, {6, 2, 3, 3},
+       {Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Ints("strides", {2, 2}), Attribute::Int("group", 2)}},
+      {{1, 3, 12, 12}, {4, 3, 3, 3}, {Attribute::Ints("dilations", {2, 2}), Attribute::Ints("pads", {2, 2, 2, 2})}},
+      {{3, 2, 17}, {5, 2, 4}, {Attribute::Ints("strides", {2})}},
+      {{1, 2, 5, 6, 7}, {3, 2, 2, 3, 3}, {Attribute::Ints("pads", {0, 1, 1, 0, 1, 1})}}};
+  int seed = 60;
+  for (DType t : kDtypes)
+    for (const Case& c : cases) {
+      Tensor x = Make(t, c.x, Uniform(ew_test::Count(c.x), -1, 1, ++seed));
+      Tensor w = Make(t, c.w, Uniform(ew_test::Count(c.w), -0.5, 0.5, ++seed));
+      Tensor b = Make(t, {c.w[0]}, Uniform(c.w[0], -1, 1, ++seed));
+      Check("Conv", {x, w}, c.attrs);
+      Check("Conv", {x, w, b}, c.attrs);
+      // The output's shape, for Z and dY.
+      auto probe = MakeNode("Conv", {x, w}, 1, c.attrs, "");
+      auto y = testing_util::RunCpuKernel(*probe.node, {x, w}, 17);
+      ASSERT_TRUE(y.ok()) << y.status();
+      const std::vector<int64_t> yd = (*y)[0].dims();
+      Tensor z = Make(t, yd, Uniform(ew_test::Count(yd), -1, 1, ++seed));
+      for (const char* act : {"", "Relu", "Sigmoid", "Tanh"}) {
+        std::vector<Attribute> fused = c.attrs;
+        fused.push_back(Attribute::String("activation", act));
+        Check("FusedConv", {x, w, b, z}, fused, 1, "ai.mixtrain");
+        Check("FusedConv", {x, w, b}, fused, 1, "ai.mixtrain");
+      }
+      Tensor dy = Make(t, yd, Uniform(ew_test::Count(yd), -1, 1, ++seed));
+      Check("ConvGrad", {dy, x, w}, c.attrs, 3, "ai.mixtrain");
+    }
+}
+
+// MaxPool and MaxPoolGrad: the 2x2/2 pool of every CNN, overlapping 3x3/2 windows with pads,
+// ceil_mode, dilations and 1-D; ties (a Relu's zeros) go to the first maximum; relu = 1 drops
+// windows whose maximum is not > 0.
+TEST_F(CudaKernelTest, MaxPoolAndGrad) {
+  struct Case {
+    std::vector<int64_t> x;
+    std::vector<Attribute> attrs;
+  };
+  const std::vector<Case> cases = {
+      {{2, 3, 8, 10}, {Attribute::Ints("kernel_shape", {2, 2}), Attribute::Ints("strides", {2, 2})}},
+      {{2, 2, 9, 9},
+       {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("strides", {2, 2}), Attribute::Ints("pads", {1, 1, 1, 1})}},
+      {{1, 2, 7, 8},
+       {Attribute::Ints("kernel_shape", {2, 3}), Attribute::Ints("strides", {2, 2}), Attribute::Int("ceil_mode", 1)}},
+      {{1, 2, 9, 9}, {Attribute::Ints("kernel_shape", {2, 2}), Attribute::Ints("dilations", {2, 2})}},
+      {{3, 4, 13}, {Attribute::Ints("kernel_shape", {3}), Attribute::Ints("strides", {2})}}};
+  int seed = 90;
+  for (DType t : kDtypes)
+    for (const Case& c : cases) {
+      std::vector<double> v = Uniform(ew_test::Count(c.x), -1, 1, ++seed);
+      for (size_t i = 0; i < v.size(); i += 3) v[i] = 0;  // ties at zero, as after a Relu
+      Tensor x = Make(t, c.x, v);
+      Check("MaxPool", {x}, c.attrs);
+      auto probe = MakeNode("MaxPool", {x}, 1, c.attrs, "");
+      auto y = testing_util::RunCpuKernel(*probe.node, {x}, 17);
+      ASSERT_TRUE(y.ok()) << y.status();
+      const std::vector<int64_t> yd = (*y)[0].dims();
+      Tensor dy = Make(t, yd, Uniform(ew_test::Count(yd), -1, 1, ++seed));
+      Check("MaxPoolGrad", {dy, x}, c.attrs, 1, "ai.mixtrain");
+      std::vector<Attribute> relu = c.attrs;
+      relu.push_back(Attribute::Int("relu", 1));
+      Check("MaxPoolGrad", {dy, x}, relu, 1, "ai.mixtrain");
     }
 }
 
