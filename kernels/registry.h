@@ -102,6 +102,12 @@ struct KernelDef {
 // Adapts a plain function to an OpKernel (for stateless kernels).
 using KernelFn = absl::Status (*)(KernelContext&);
 KernelFactory FnKernel(KernelFn fn);
+// A new K (an OpKernel with a default constructor) per node: for kernels that keep what they
+// worked out on their first call (shapes, converted parameters, library plans) for the next ones.
+template <typename K>
+KernelFactory ClassKernel() {
+  return [](const Node&) -> absl::StatusOr<std::unique_ptr<OpKernel>> { return std::make_unique<K>(); };
+}
 
 class KernelRegistry {
  public:

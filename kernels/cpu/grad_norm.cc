@@ -106,7 +106,17 @@ void LayerNormGradRows(const TensorView& dy_v, const TensorView& x_v, const floa
   });
 }
 
-absl::Status LayerNormGradKernel(KernelContext& ctx) {
+// scale as float, the chunks' partial dScale/dBias rows and their sums live in buffers the kernel
+// keeps: after a plan's first step the kernel makes no heap allocation.
+class LayerNormGradKernel final : public OpKernel {
+ public:
+  absl::Status Compute(KernelContext& ctx) override;
+
+ private:
+  std::vector<float> scale_, part_, ds_, db_;
+};
+
+absl::Status LayerNormGradKernel::Compute(KernelContext& ctx) {
   const TensorView* dy_v = ctx.input(0);
   const TensorView* x_v = ctx.input(1);
   const TensorView* s_v = ctx.input(2);
@@ -123,26 +133,27 @@ absl::Status LayerNormGradKernel(KernelContext& ctx) {
   int64_t rows = 1, n = 1;
   for (int64_t i = 0; i < x_v->rank(); ++i) (i < axis ? rows : n) *= x_v->dims[i];
   if (s_v->numel() != n) return ctx.Error("scale must have the normalized shape");
-  const std::vector<float> scale = ToFloatVector(*s_v);
+  ToFloats(*s_v, scale_);
   const int64_t chunks = std::max<int64_t>(1, std::min<int64_t>(rows, 16));
-  std::vector<float> part(static_cast<size_t>(chunks * 2 * n), 0.0f);
+  part_.assign(static_cast<size_t>(chunks * 2 * n), 0.0f);
   MT_RETURN_IF_ERROR(DispatchFloat(ctx, x_v->dtype, [&](auto io) {
-    LayerNormGradRows<decltype(io)>(*dy_v, *x_v, scale.data(), ctx.output(0), rows, n, eps,
-                                    part.data(), chunks);
+    LayerNormGradRows<decltype(io)>(*dy_v, *x_v, scale_.data(), ctx.output(0), rows, n, eps,
+                                    part_.data(), chunks);
   }));
   if (ctx.output(1) || ctx.output(2)) {
-    std::vector<float> ds(n), db(n);
+    ds_.resize(static_cast<size_t>(n));
+    db_.resize(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) {
       double s = 0, t = 0;
       for (int64_t c = 0; c < chunks; ++c) {
-        s += part[c * 2 * n + i];
-        t += part[c * 2 * n + n + i];
+        s += part_[c * 2 * n + i];
+        t += part_[c * 2 * n + n + i];
       }
-      ds[i] = static_cast<float>(s);
-      db[i] = static_cast<float>(t);
+      ds_[i] = static_cast<float>(s);
+      db_[i] = static_cast<float>(t);
     }
-    if (TensorView* o = ctx.output(1)) StoreFloats(*o, ds);
-    if (TensorView* o = ctx.output(2)) StoreFloats(*o, db);
+    if (TensorView* o = ctx.output(1)) StoreFloats(*o, ds_);
+    if (TensorView* o = ctx.output(2)) StoreFloats(*o, db_);
   }
   return absl::OkStatus();
 }
@@ -212,7 +223,7 @@ absl::Status BatchNormGradKernel(KernelContext& ctx) {
 
 MT_REGISTER_KERNELS(cpu_grad_norm) {
   r.Register({"LayerNormalizationGrad", "ai.mixtrain", DeviceType::kCPU, kFloatTypes, 0,
-              FnKernel(LayerNormGradKernel)});
+              ClassKernel<LayerNormGradKernel>()});
   r.Register({"BatchNormalizationGrad", "ai.mixtrain", DeviceType::kCPU, kFloatTypes, 0,
               FnKernel(BatchNormGradKernel)});
 }

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "graph/ops/movement_params.h"
 #include "kernels/cpu/movement_util.h"
@@ -31,15 +32,17 @@ constexpr int64_t kGrainBytes = 64 * 1024;
 
 // Concat and Split share one loop: the joined tensor is `outer` rows, each the concatenation of
 // every part's chunk (the part's dims from `axis` on).
+// Inline for up to 8 parts: no heap allocation per call.
+using Parts = absl::InlinedVector<const TensorView*, 8>;
+
 template <bool kConcat>
-absl::Status JoinOrSplit(KernelContext& ctx, const TensorView& whole,
-                         const std::vector<const TensorView*>& parts) {
+absl::Status JoinOrSplit(KernelContext& ctx, const TensorView& whole, const Parts& parts) {
   const size_t esize = DTypeSize(whole.dtype);
   if (esize == 0) return ctx.Error(absl::StrCat("cannot move ", DTypeName(whole.dtype), " tensors"));
   auto axis = movement::NormalizeAxis(ctx.node().attr_int("axis", 0), whole.rank());
   if (!axis.ok()) return NodeError(ctx, axis.status());
   const int64_t outer = Product(whole.dims, 0, *axis);
-  std::vector<int64_t> chunk(parts.size()), start(parts.size());
+  absl::InlinedVector<int64_t, 8> chunk(parts.size()), start(parts.size());
   int64_t row = 0;
   for (size_t i = 0; i < parts.size(); ++i) {
     if (parts[i]->rank() != whole.rank() || parts[i]->dtype != whole.dtype)
@@ -72,7 +75,7 @@ absl::Status JoinOrSplit(KernelContext& ctx, const TensorView& whole,
 }
 
 absl::Status Concat(KernelContext& ctx) {
-  std::vector<const TensorView*> parts;
+  Parts parts;
   for (size_t i = 0; i < ctx.num_inputs(); ++i)
     if (ctx.input(i) != nullptr) parts.push_back(ctx.input(i));
   return JoinOrSplit<true>(ctx, *ctx.output(0), parts);
@@ -81,7 +84,7 @@ absl::Status Concat(KernelContext& ctx) {
 // Split's sizes (attribute, input or num_outputs) were resolved by the shape rule into the
 // planned output dims, so the kernel reads them from there.
 absl::Status Split(KernelContext& ctx) {
-  std::vector<const TensorView*> parts;
+  Parts parts;
   for (size_t i = 0; i < ctx.num_outputs(); ++i) {
     if (ctx.output(i) == nullptr) return ctx.Error("every Split output must be used");
     parts.push_back(ctx.output(i));

@@ -89,7 +89,10 @@ void LayerNormImpl(const typename Io::T* x, typename Io::T* y, int64_t rows, int
                    TensorView* inv_out) {
   ParallelFor(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(n, 1)),
               [&](int64_t b, int64_t e) {
-                std::vector<float> mean(e - b), inv(e - b);
+                // Per-row statistics in buffers of the thread's that only grow.
+                thread_local std::vector<float> mean, inv;
+                mean.resize(static_cast<size_t>(e - b));
+                inv.resize(static_cast<size_t>(e - b));
                 bool short_rows = false;
                 if constexpr (std::is_same_v<Io, red::F32Io> || std::is_same_v<Io, red::BF16Io>) {
                   short_rows = Avx512Enabled() && n <= avx512::kMaxNormRow;
@@ -109,34 +112,59 @@ void LayerNormImpl(const typename Io::T* x, typename Io::T* y, int64_t rows, int
               });
 }
 
-absl::Status LayerNormKernel(KernelContext& ctx) {
-  const TensorView& x = *ctx.input(0);
-  const TensorView* scale = ctx.input(1);
-  const TensorView* bias = ctx.input(2);
-  if (scale == nullptr) return ctx.Error("needs input Scale");
-  if (!AllFloat({scale, bias, ctx.output(1), ctx.output(2)}))
-    return ctx.Error("Scale, B, Mean and InvStdDev must be float tensors");
-  auto axis = movement::NormalizeAxis(ctx.node().attr_int("axis", -1), x.rank());
-  if (!axis.ok()) return ctx.Error(axis.status().message());
-  std::vector<int64_t> norm_dims(x.dims.begin() + *axis, x.dims.end());
-  const int64_t n = NumElements(norm_dims);
-  int64_t rows = 1;
-  for (int64_t i = 0; i < *axis; ++i) rows *= x.dims[i];
-  auto s = BroadcastParam(*scale, norm_dims);
-  if (!s.ok()) return ctx.Error(absl::StrCat("Scale: ", s.status().message()));
-  std::vector<float> b;
-  if (bias != nullptr) {
-    auto bb = BroadcastParam(*bias, norm_dims);
-    if (!bb.ok()) return ctx.Error(absl::StrCat("B: ", bb.status().message()));
-    b = std::move(*bb);
-  }
-  const float eps = ctx.node().attr_float("epsilon", 1e-5f);
-  return DispatchFloat(ctx, x.dtype, [&](auto io) {
-    using Io = decltype(io);
-    LayerNormImpl<Io>(x.as<typename Io::T>(), ctx.output(0)->as<typename Io::T>(), rows, n,
-                      s->data(), bias ? b.data() : nullptr, eps, ctx.output(1), ctx.output(2));
-  });
+// Whether parameter `p` has exactly the normalized dims x.dims[axis:] (leading 1s allowed): then
+// its elements are used as they are, without BroadcastParam's index walk.
+bool ExactParam(const TensorView& p, const std::vector<int64_t>& xd, int64_t axis) {
+  const int64_t r = static_cast<int64_t>(xd.size()) - axis;
+  if (p.rank() < r) return false;
+  for (int64_t i = 0; i < p.rank() - r; ++i)
+    if (p.dims[i] != 1) return false;
+  for (int64_t i = 0; i < r; ++i)
+    if (p.dims[p.rank() - r + i] != xd[axis + i]) return false;
+  return true;
 }
+
+// Scale and B as float in buffers the kernel keeps: after the first call of a plan the step
+// makes no heap allocation.
+class LayerNormKernel final : public OpKernel {
+ public:
+  absl::Status Compute(KernelContext& ctx) override {
+    const TensorView& x = *ctx.input(0);
+    const TensorView* scale = ctx.input(1);
+    const TensorView* bias = ctx.input(2);
+    if (scale == nullptr) return ctx.Error("needs input Scale");
+    if (!AllFloat({scale, bias, ctx.output(1), ctx.output(2)}))
+      return ctx.Error("Scale, B, Mean and InvStdDev must be float tensors");
+    auto axis = movement::NormalizeAxis(ctx.node().attr_int("axis", -1), x.rank());
+    if (!axis.ok()) return ctx.Error(axis.status().message());
+    int64_t n = 1, rows = 1;
+    for (int64_t i = 0; i < x.rank(); ++i) (i < *axis ? rows : n) *= x.dims[i];
+    MT_RETURN_IF_ERROR(Param(ctx, *scale, x.dims, *axis, "Scale", scale_));
+    if (bias != nullptr) MT_RETURN_IF_ERROR(Param(ctx, *bias, x.dims, *axis, "B", bias_));
+    const float eps = ctx.node().attr_float("epsilon", 1e-5f);
+    return DispatchFloat(ctx, x.dtype, [&](auto io) {
+      using Io = decltype(io);
+      LayerNormImpl<Io>(x.as<typename Io::T>(), ctx.output(0)->as<typename Io::T>(), rows, n, scale_.data(),
+                        bias ? bias_.data() : nullptr, eps, ctx.output(1), ctx.output(2));
+    });
+  }
+
+ private:
+  static absl::Status Param(const KernelContext& ctx, const TensorView& p, const std::vector<int64_t>& xd,
+                            int64_t axis, const char* what, std::vector<float>& out) {
+    if (ExactParam(p, xd, axis)) {
+      ToFloats(p, out);
+      return absl::OkStatus();
+    }
+    auto b = BroadcastParam(p, std::vector<int64_t>(xd.begin() + axis, xd.end()));
+    if (!b.ok()) return ctx.Error(absl::StrCat(what, ": ", b.status().message()));
+    out = std::move(*b);
+    return absl::OkStatus();
+  }
+
+  std::vector<float> scale_, bias_;
+};
+
 
 // Per-channel batch mean and biased variance of X viewed as [N, C, S], two-pass in double.
 template <typename Io>
@@ -250,7 +278,7 @@ absl::Status BatchNormKernel(KernelContext& ctx) {
 
 MT_REGISTER_KERNELS(cpu_norm) {
   r.Register({"LayerNormalization", "", DeviceType::kCPU, kFloatTypes, 0,
-              FnKernel(LayerNormKernel)});
+              ClassKernel<LayerNormKernel>()});
   r.Register({"BatchNormalization", "", DeviceType::kCPU, kFloatTypes, 0,
               FnKernel(BatchNormKernel)});
 }

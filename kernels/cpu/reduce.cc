@@ -10,9 +10,11 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <type_traits>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "graph/ops/movement_params.h"
 #include "graph/ops/reduce_params.h"
 #include "kernels/cpu/parallel.h"
@@ -66,8 +68,12 @@ struct Group {
   bool reduced;
 };
 
-std::vector<Group> MergeGroups(const std::vector<int64_t>& dims, const std::vector<bool>& mask) {
-  std::vector<Group> g;
+// Inline up to rank 8: a reduction allocates nothing after its kernel's first call.
+using Groups = absl::InlinedVector<Group, 8>;
+using DimList = absl::InlinedVector<int64_t, 8>;
+
+Groups MergeGroups(const std::vector<int64_t>& dims, const std::vector<bool>& mask) {
+  Groups g;
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] == 1) continue;
     if (!g.empty() && g.back().reduced == mask[i])
@@ -112,11 +118,15 @@ void ReduceColumnsSliced(const typename Op::T* x, typename Op::T* y, int64_t out
                          int64_t inner) {
   using Acc = typename Op::Acc;
   const int64_t S = std::clamp<int64_t>(R / 64, 1, 16);
-  std::vector<Acc> part(static_cast<size_t>(outer * S * inner));
+  // The partial rows, in a buffer of the calling thread's that only grows (the workers write
+  // through `partial`: a thread_local named inside the loop would be each worker's own).
+  thread_local std::vector<Acc> part;
+  if (part.size() < static_cast<size_t>(outer * S * inner)) part.resize(static_cast<size_t>(outer * S * inner));
+  Acc* const partial = part.data();
   ParallelFor(outer * S, 1, [&](int64_t b, int64_t e) {
     for (int64_t w = b; w < e; ++w) {
       const int64_t o = w / S, sl = w % S;
-      Acc* acc = part.data() + w * inner;
+      Acc* acc = partial + w * inner;
       std::fill(acc, acc + inner, Op::Init());
       for (int64_t r = R * sl / S; r < R * (sl + 1) / S; ++r) {
         const typename Op::T* src = x + (o * R + r) * inner;
@@ -125,7 +135,7 @@ void ReduceColumnsSliced(const typename Op::T* x, typename Op::T* y, int64_t out
     }
   });
   for (int64_t o = 0; o < outer; ++o) {
-    const Acc* first = part.data() + o * S * inner;
+    const Acc* first = partial + o * S * inner;
     for (int64_t i = 0; i < inner; ++i) {
       Acc a = first[i];
       for (int64_t sl = 1; sl < S; ++sl) a = Op::Combine(a, first[sl * inner + i]);
@@ -148,11 +158,11 @@ void ReduceColumns(const typename Op::T* x, typename Op::T* y, int64_t outer, in
   const int64_t per_item = R * std::min(inner, kChunk);
   ParallelFor(outer * chunks, std::max<int64_t>(1, kGrain / std::max<int64_t>(per_item, 1)),
               [&](int64_t b, int64_t e) {
-                std::vector<typename Op::Acc> acc(kChunk);
+                typename Op::Acc acc[kChunk];
                 for (int64_t w = b; w < e; ++w) {
                   const int64_t o = w / chunks, i0 = (w % chunks) * kChunk;
                   const int64_t len = std::min(kChunk, inner - i0);
-                  std::fill(acc.begin(), acc.begin() + len, Op::Init());
+                  std::fill(acc, acc + len, Op::Init());
                   for (int64_t r = 0; r < R; ++r) {
                     const typename Op::T* src = x + (o * R + r) * inner + i0;
                     for (int64_t i = 0; i < len; ++i)
@@ -168,22 +178,22 @@ void ReduceColumns(const typename Op::T* x, typename Op::T* y, int64_t outer, in
 // When the last group is reduced (a bias gradient's ReduceSum over N, H, W of [N, C, H, W]),
 // the odometer walks only the other reduced groups and each step folds a contiguous run.
 template <typename Op>
-void ReduceGeneral(const typename Op::T* x, typename Op::T* y, const std::vector<Group>& g,
-                   int64_t out_n, int64_t count) {
+void ReduceGeneral(const typename Op::T* x, typename Op::T* y, const Groups& g, int64_t out_n,
+                   int64_t count) {
   const int64_t ng = static_cast<int64_t>(g.size());
-  std::vector<int64_t> stride(ng);
+  DimList stride(ng);
   for (int64_t s = 1, i = ng - 1; i >= 0; --i) {
     stride[i] = s;
     s *= g[i].size;
   }
-  std::vector<int64_t> kept, red;
+  DimList kept, red;
   for (int64_t i = 0; i < ng; ++i) (g[i].reduced ? red : kept).push_back(i);
   const int64_t grain = std::max<int64_t>(1, kGrain / std::max<int64_t>(count, 1));
   // Each output q: its base offset from the kept groups, then `steps` odometer steps over the
   // groups in `walk`, folding at each offset with `fold`.
-  auto reduce = [&](const std::vector<int64_t>& walk, int64_t steps, auto fold) {
+  auto reduce = [&](const DimList& walk, int64_t steps, auto fold) {
     ParallelFor(out_n, grain, [&](int64_t b, int64_t e) {
-      std::vector<int64_t> idx(walk.size());
+      DimList idx(walk.size());
       for (int64_t q = b; q < e; ++q) {
         int64_t base = 0;
         for (int64_t k = static_cast<int64_t>(kept.size()) - 1, rem = q; k >= 0; --k) {
@@ -230,7 +240,7 @@ void RunReduce(const TensorView& xv, TensorView& yv, const std::vector<bool>& ma
     for (int64_t q = 0; q < out_n; ++q) y[q] = Op::Finish(Op::Init(), 0);
     return;
   }
-  std::vector<Group> g = MergeGroups(xv.dims, mask);
+  const Groups g = MergeGroups(xv.dims, mask);
   int64_t num_reduced = 0, pos = -1;
   for (size_t i = 0; i < g.size(); ++i)
     if (g[i].reduced) ++num_reduced, pos = static_cast<int64_t>(i);
@@ -251,23 +261,38 @@ void RunReduce(const TensorView& xv, TensorView& yv, const std::vector<bool>& ma
   ReduceGeneral<Op>(x, y, g, out_n, count);
 }
 
+// The reduced-axes mask is worked out (and the output size checked) on the first call and again
+// only when X's dims or non-constant axes change: the steps of a plan make no heap allocation.
 template <ReduceKind K>
-absl::Status ReduceKernel(KernelContext& ctx) {
-  const TensorView& x = *ctx.input(0);
-  TensorView& y = *ctx.output(0);
-  std::vector<int64_t> axes;
-  const TensorView* axes_in = ctx.input(1);
-  if (axes_in != nullptr)
-    for (int64_t i = 0; i < axes_in->numel(); ++i) axes.push_back(IntAt(*axes_in, i));
-  auto mask = reduce::ReduceMask(ctx.node(), axes_in ? &axes : nullptr, x.rank());
-  if (!mask.ok()) return ctx.Error(mask.status().message());
-  const bool keepdims = ctx.node().attr_int("keepdims", 1) != 0;
-  if (NumElements(reduce::ReducedDims(x.dims, *mask, keepdims)) != y.numel())
-    return ctx.Error("output size does not match the reduced input shape");
-  return DispatchNumeric(ctx, x.dtype, [&](auto io) {
-    RunReduce<ReduceOp<decltype(io), K>>(x, y, *mask);
-  });
-}
+class ReduceKernel final : public OpKernel {
+ public:
+  absl::Status Compute(KernelContext& ctx) override {
+    const TensorView& x = *ctx.input(0);
+    TensorView& y = *ctx.output(0);
+    const TensorView* axes_in = ctx.input(1);
+    if (!ready_ || x.dims != dims_ || (axes_in != nullptr && !ctx.input_constant(1))) {
+      ready_ = false;
+      std::vector<int64_t> axes;
+      if (axes_in != nullptr)
+        for (int64_t i = 0; i < axes_in->numel(); ++i) axes.push_back(IntAt(*axes_in, i));
+      auto mask = reduce::ReduceMask(ctx.node(), axes_in ? &axes : nullptr, x.rank());
+      if (!mask.ok()) return ctx.Error(mask.status().message());
+      const bool keepdims = ctx.node().attr_int("keepdims", 1) != 0;
+      if (NumElements(reduce::ReducedDims(x.dims, *mask, keepdims)) != y.numel())
+        return ctx.Error("output size does not match the reduced input shape");
+      mask_ = *std::move(mask);
+      dims_ = x.dims;
+      ready_ = true;
+    }
+    return DispatchNumeric(ctx, x.dtype, [&](auto io) { RunReduce<ReduceOp<decltype(io), K>>(x, y, mask_); });
+  }
+
+ private:
+  bool ready_ = false;
+  std::vector<int64_t> dims_;
+  std::vector<bool> mask_;
+};
+
 
 // ArgMax along one axis; NaN counts as the largest value (numpy's rule), ties go to the first
 // index, or the last with select_last_index.
@@ -376,10 +401,11 @@ MT_REGISTER_KERNELS(cpu_reduce) {
   auto add = [&r](const char* op, KernelFn fn) {
     r.Register({op, "", DeviceType::kCPU, kNumericTypes, 0, FnKernel(fn)});
   };
-  add("ReduceSum", ReduceKernel<ReduceKind::kSum>);
-  add("ReduceMean", ReduceKernel<ReduceKind::kMean>);
-  add("ReduceMax", ReduceKernel<ReduceKind::kMax>);
-  add("ReduceSumSquare", ReduceKernel<ReduceKind::kSumSquare>);
+  auto cls = [&r](const char* op, KernelFactory f) { r.Register({op, "", DeviceType::kCPU, kNumericTypes, 0, f}); };
+  cls("ReduceSum", ClassKernel<ReduceKernel<ReduceKind::kSum>>());
+  cls("ReduceMean", ClassKernel<ReduceKernel<ReduceKind::kMean>>());
+  cls("ReduceMax", ClassKernel<ReduceKernel<ReduceKind::kMax>>());
+  cls("ReduceSumSquare", ClassKernel<ReduceKernel<ReduceKind::kSumSquare>>());
   add("ArgMax", ArgMaxKernel);
   add("CumSum", CumSumKernel);
 }

@@ -50,10 +50,11 @@ inline AxisView ViewAroundAxis(const std::vector<int64_t>& dims, int64_t axis) {
   return v;
 }
 
-// A float, bf16, fp16 or f64 tensor's elements as float (parameters: scale, bias, stats, weights).
-inline std::vector<float> ToFloatVector(const TensorView& t) {
+// A float, bf16, fp16 or f64 tensor's elements as float (parameters: scale, bias, stats, weights),
+// into `out` (resized; no allocation when its capacity suffices).
+inline void ToFloats(const TensorView& t, std::vector<float>& out) {
   const int64_t n = t.numel();
-  std::vector<float> out(n);
+  out.resize(static_cast<size_t>(n));
   switch (t.dtype) {
     case DType::kF32: std::copy_n(t.as<float>(), n, out.data()); break;
     case DType::kF16:
@@ -65,8 +66,12 @@ inline std::vector<float> ToFloatVector(const TensorView& t) {
     case DType::kF64:
       for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(t.as<double>()[i]);
       break;
-    default: MT_CHECK(false) << "ToFloatVector: not a float dtype: " << DTypeName(t.dtype);
+    default: MT_CHECK(false) << "ToFloats: not a float dtype: " << DTypeName(t.dtype);
   }
+}
+inline std::vector<float> ToFloatVector(const TensorView& t) {
+  std::vector<float> out;
+  ToFloats(t, out);
   return out;
 }
 

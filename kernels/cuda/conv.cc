@@ -315,17 +315,13 @@ absl::Status MaxPoolGrad(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
-template <typename K>
-KernelFactory Factory() {
-  return [](const Node&) -> absl::StatusOr<std::unique_ptr<OpKernel>> { return std::make_unique<K>(); };
-}
 
 }  // namespace
 
 MT_REGISTER_KERNELS(cuda_conv) {
-  r.Register({"Conv", "", DeviceType::kCUDA, kFloatTypes, 0, Factory<ConvKernel>()});
-  r.Register({"FusedConv", "ai.mixtrain", DeviceType::kCUDA, kFloatTypes, 0, Factory<ConvKernel>()});
-  r.Register({"ConvGrad", "ai.mixtrain", DeviceType::kCUDA, kFloatTypes, 1, Factory<ConvGradKernel>()});
+  r.Register({"Conv", "", DeviceType::kCUDA, kFloatTypes, 0, ClassKernel<ConvKernel>()});
+  r.Register({"FusedConv", "ai.mixtrain", DeviceType::kCUDA, kFloatTypes, 0, ClassKernel<ConvKernel>()});
+  r.Register({"ConvGrad", "ai.mixtrain", DeviceType::kCUDA, kFloatTypes, 1, ClassKernel<ConvGradKernel>()});
   r.Register({"MaxPool", "", DeviceType::kCUDA, kFloatTypes, 0, FnKernel(MaxPool)});
   r.Register({"MaxPoolGrad", "ai.mixtrain", DeviceType::kCUDA, kFloatTypes, 1, FnKernel(MaxPoolGrad)});
 }

@@ -195,16 +195,12 @@ class GemmKernel final : public GemmKernelBase {
   }
 };
 
-template <typename K>
-KernelFactory Factory() {
-  return [](const Node&) -> absl::StatusOr<std::unique_ptr<OpKernel>> { return std::make_unique<K>(); };
-}
 
 }  // namespace
 
 MT_REGISTER_KERNELS(cuda_gemm) {
-  r.Register({"MatMul", "", DeviceType::kCUDA, kFloatTypes, 0, Factory<MatMulKernel>()});
-  r.Register({"Gemm", "", DeviceType::kCUDA, kFloatTypes, 0, Factory<GemmKernel>()});
+  r.Register({"MatMul", "", DeviceType::kCUDA, kFloatTypes, 0, ClassKernel<MatMulKernel>()});
+  r.Register({"Gemm", "", DeviceType::kCUDA, kFloatTypes, 0, ClassKernel<GemmKernel>()});
 }
 
 }  // namespace mixtrain::cuda
