@@ -99,6 +99,12 @@ TEST_F(StepAllocations, GptProductsAllocateOnlyInsideOneDnn) {
   auto [calls, allocs] = by_op.at("Gemm");
   ASSERT_GT(calls, 0);
   EXPECT_LE(allocs, calls * (k + 3)) << "oneDNN makes " << k << " per reorder run";
+  // Our own kernels of the step keep their scratch between calls: bias-gradient reductions,
+  // LayerNorm forward and backward, the q/k/v Split and its gradient's Concat allocate nothing.
+  for (const char* op : {"ReduceSum", "LayerNormalization", "LayerNormalizationGrad", "Split", "Concat"}) {
+    ASSERT_TRUE(by_op.count(op)) << op << " is in gpt_mini's step";
+    EXPECT_EQ(by_op.at(op).second, 0) << op << ": " << by_op.at(op).first << " calls";
+  }
 }
 
 TEST_F(StepAllocations, CnnStepAllocatesOnlyInsideOneDnn) {
