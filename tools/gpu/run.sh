@@ -20,9 +20,11 @@ for t in cuda_host_test cuda_kernels_test device_session_test cuda_train_test; d
   timeout 300 "$B/$t" --gtest_brief=1 2>&1 | tee "$OUT/$t.txt" | tail -30 || rc=1
 done
 for m in mlp fashion_cnn gpt_mini; do "$B/mixtrain" check "models/$m.onnx" --device=cuda 2>&1 | tail -2; done | tee "$OUT/check.txt"
+# Train step on both devices: the MLP fixture and fashion_cnn (every op of both has a CUDA kernel).
 for d in cpu cuda; do
   for dt in fp32 bf16; do
     timeout 120 "$B/mixtrain" bench tests/data/optim/mlp.onnx --train --batch-size=16 --dtype=$dt --device=$d --iters=50 2>&1 | tee -a "$OUT/bench.txt"
+    timeout 120 "$B/mixtrain" bench models/fashion_cnn.onnx --train --batch-size=64 --dtype=$dt --device=$d --iters=30 2>&1 | tee -a "$OUT/bench.txt"
   done
 done
 exit $rc
