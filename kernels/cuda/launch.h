@@ -109,4 +109,18 @@ void LaunchMaxPool(DType dtype, const void* x, void* y, int64_t planes, const Po
 void LaunchMaxPoolGrad(DType dtype, const void* dy, const void* x, void* dx, int64_t planes, const PoolWindow& w,
                        bool relu, void* stream);
 
+// --- movement.cu (byte-generic: any dtype of 1, 2, 4 or 8 bytes) ---------------------------------
+// y = x read through a one-input broadcast layout (Expand; a dense copy when nothing broadcasts).
+void LaunchBroadcastCopy(size_t esize, const BroadcastLayout& l, const void* x, void* y, void* stream);
+// o = cond ? a : b through a three-input layout (cond: bool).
+void LaunchWhere(size_t esize, const BroadcastLayout& l, const uint8_t* cond, const void* a, const void* b, void* o,
+                 void* stream);
+// Transpose: y[j] = x at the offset the permuted strides give; rank <= 8.
+struct TransposeArgs {
+  int rank = 0;
+  int64_t out_dims[8] = {};
+  int64_t in_strides[8] = {};  // x's stride (elements) of each output dim
+};
+void LaunchTranspose(size_t esize, const TransposeArgs& a, int64_t n, const void* x, void* y, void* stream);
+
 }  // namespace mixtrain::cuda

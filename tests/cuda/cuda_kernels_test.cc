@@ -33,7 +33,8 @@ const std::vector<std::pair<std::string, std::string>> kCovered = {
     {"SGD", "ai.mixtrain"}, {"AllFinite", "ai.mixtrain"}, {"UpdateLossScale", "ai.mixtrain"},
     {"ReluGrad", "ai.mixtrain"}, {"Not", ""}, {"SoftmaxCrossEntropyLoss", ""},
     {"SoftmaxCrossEntropyLossGrad", "ai.mixtrain"}, {"Conv", ""}, {"FusedConv", "ai.mixtrain"},
-    {"ConvGrad", "ai.mixtrain"}, {"MaxPool", ""}, {"MaxPoolGrad", "ai.mixtrain"}};
+    {"ConvGrad", "ai.mixtrain"}, {"MaxPool", ""}, {"MaxPoolGrad", "ai.mixtrain"}, {"Concat", ""},
+    {"Split", ""}, {"Transpose", ""}, {"Expand", ""}, {"Where", ""}};
 
 TEST(CudaRegistryTest, EveryCudaKernelIsCoveredAndHasACpuTwin) {
 #if MIXTRAIN_HAVE_CUDA
@@ -421,6 +422,29 @@ TEST_F(CudaKernelTest, MaxPoolAndGrad) {
       relu.push_back(Attribute::Int("relu", 1));
       Check("MaxPoolGrad", {dy, x}, relu, 1, "ai.mixtrain");
     }
+}
+
+// Data movement by element size: floats, int64 and bool through Concat/Split (strided 2-D copies
+// at every axis), Transpose (attention's [B, T, H, D] -> [B, H, T, D], the default reversal),
+// Expand and Where with broadcasting.
+TEST_F(CudaKernelTest, MovementOps) {
+  for (DType t : {DType::kF32, DType::kBF16, DType::kI64}) {
+    Tensor a = Make(t, {2, 3, 4}, Uniform(24, -9, 9, 120));
+    Tensor b = Make(t, {2, 5, 4}, Uniform(40, -9, 9, 121));
+    Tensor c = Make(t, {2, 1, 4}, Uniform(8, -9, 9, 122));
+    Check("Concat", {a, b, c}, {Attribute::Int("axis", 1)});
+    Check("Concat", {a, a}, {Attribute::Int("axis", 0)});
+    Check("Concat", {a, a, a}, {Attribute::Int("axis", -1)});
+    Tensor whole = Make(t, {4, 6, 3}, Uniform(72, -9, 9, 123));
+    Check("Split", {whole}, {Attribute::Int("axis", 1), Attribute::Ints("split", {1, 2, 3})}, 3, "", 11);
+    Check("Split", {whole}, {Attribute::Int("axis", 0), Attribute::Ints("split", {3, 1})}, 2, "", 11);
+    Tensor x4 = Make(t, {2, 5, 3, 4}, Uniform(120, -9, 9, 124));
+    Check("Transpose", {x4}, {Attribute::Ints("perm", {0, 2, 1, 3})});
+    Check("Transpose", {x4});
+    Check("Expand", {c, Make(DType::kI64, {4}, {3, 2, 5, 4})});
+    Tensor cond = Make(DType::kBool, {5, 1}, {1, 0, 0, 1, 1});
+    Check("Where", {cond, Make(t, {5, 4}, Uniform(20, -9, 9, 125)), Make(t, {4}, Uniform(4, -9, 9, 126))});
+  }
 }
 
 }  // namespace

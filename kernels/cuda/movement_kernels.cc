@@ -1,0 +1,148 @@
+// CUDA kernel classes of Concat, Split, Transpose, Expand and Where, for any dtype of 1, 2, 4
+// or 8 bytes (kernels/cuda/movement.cu). Concat and Split are one strided 2-D copy per part
+// (cudaMemcpy2DAsync: `outer` rows of the part's chunk, at the part's place in the whole's row);
+// Split's sizes come from the planned output dims, as on the CPU.
+#include <span>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "graph/ops/movement_params.h"
+#include "kernels/common/broadcast.h"
+#include "kernels/cuda/launch.h"
+#include "kernels/registry.h"
+#include "runtime/cuda/cuda_check.h"
+
+namespace mixtrain::cuda {
+namespace {
+
+absl::Status CheckElementSize(const KernelContext& ctx, DType t) {
+  const size_t e = DTypeSize(t);
+  if (e == 1 || e == 2 || e == 4 || e == 8) return absl::OkStatus();
+  return ctx.Error(absl::StrCat("cannot move ", DTypeName(t), " tensors on the GPU"));
+}
+
+int64_t Product(const std::vector<int64_t>& d, size_t from, size_t to) {
+  int64_t p = 1;
+  for (size_t i = from; i < to; ++i) p *= d[i];
+  return p;
+}
+
+using Parts = absl::InlinedVector<const TensorView*, 8>;
+
+template <bool kConcat>
+absl::Status JoinOrSplit(KernelContext& ctx, const TensorView& whole, const Parts& parts) {
+  MT_RETURN_IF_ERROR(CheckElementSize(ctx, whole.dtype));
+  const size_t esize = DTypeSize(whole.dtype);
+  auto axis = movement::NormalizeAxis(ctx.node().attr_int("axis", 0), whole.rank());
+  if (!axis.ok()) return ctx.Error(axis.status().message());
+  const int64_t outer = Product(whole.dims, 0, *axis);
+  const int64_t row = Product(whole.dims, *axis, whole.dims.size()) * static_cast<int64_t>(esize);
+  int64_t start = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    if (parts[i]->rank() != whole.rank() || parts[i]->dtype != whole.dtype)
+      return ctx.Error(absl::StrCat("part ", i, " has another rank or dtype"));
+    start += Product(parts[i]->dims, *axis, parts[i]->dims.size()) * static_cast<int64_t>(esize);
+  }
+  if (start != row) return ctx.Error("part sizes do not add up to the whole");
+  auto* w = static_cast<uint8_t*>(whole.data);
+  start = 0;
+  for (const TensorView* p : parts) {
+    const int64_t chunk = Product(p->dims, *axis, p->dims.size()) * static_cast<int64_t>(esize);
+    if (chunk > 0 && outer > 0) {
+      auto* mine = static_cast<uint8_t*>(p->data);
+      if (kConcat)
+        MT_CUDA_CHECK(cudaMemcpy2DAsync(w + start, row, mine, chunk, chunk, outer, cudaMemcpyDeviceToDevice,
+                                        static_cast<cudaStream_t>(ctx.stream())));
+      else
+        MT_CUDA_CHECK(cudaMemcpy2DAsync(mine, chunk, w + start, row, chunk, outer, cudaMemcpyDeviceToDevice,
+                                        static_cast<cudaStream_t>(ctx.stream())));
+    }
+    start += chunk;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Concat(KernelContext& ctx) {
+  Parts parts;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i)
+    if (ctx.input(i) != nullptr) parts.push_back(ctx.input(i));
+  return JoinOrSplit<true>(ctx, *ctx.output(0), parts);
+}
+
+absl::Status Split(KernelContext& ctx) {
+  Parts parts;
+  for (size_t i = 0; i < ctx.num_outputs(); ++i) {
+    if (ctx.output(i) == nullptr) return ctx.Error("every Split output must be used");
+    parts.push_back(ctx.output(i));
+  }
+  return JoinOrSplit<false>(ctx, *ctx.input(0), parts);
+}
+
+absl::Status Transpose(KernelContext& ctx) {
+  const TensorView& x = *ctx.input(0);
+  TensorView& y = *ctx.output(0);
+  MT_RETURN_IF_ERROR(CheckElementSize(ctx, x.dtype));
+  const int64_t r = x.rank();
+  if (r > 8) return ctx.Error("the CUDA Transpose takes rank <= 8");
+  std::vector<int64_t> perm = ctx.node().attr_ints("perm");
+  if (perm.empty())
+    for (int64_t i = r - 1; i >= 0; --i) perm.push_back(i);
+  if (static_cast<int64_t>(perm.size()) != r || y.rank() != r) return ctx.Error("perm does not match the rank");
+  TransposeArgs a;
+  a.rank = static_cast<int>(r);
+  int64_t stride = 1;
+  std::vector<int64_t> in_strides(r);
+  for (int64_t d = r - 1; d >= 0; --d) in_strides[d] = stride, stride *= x.dims[d];
+  std::vector<bool> seen(r, false);
+  for (int64_t d = 0; d < r; ++d) {
+    const int64_t p = perm[d] < 0 ? perm[d] + r : perm[d];
+    if (p < 0 || p >= r || seen[p]) return ctx.Error("perm is not a permutation");
+    seen[p] = true;
+    a.out_dims[d] = x.dims[p];
+    a.in_strides[d] = in_strides[p];
+    if (y.dims[d] != x.dims[p]) return ctx.Error("the output's dims are not the permuted input's");
+  }
+  LaunchTranspose(DTypeSize(x.dtype), a, y.numel(), x.data, y.data, ctx.stream());
+  return absl::OkStatus();
+}
+
+absl::Status Expand(KernelContext& ctx) {
+  const TensorView& x = *ctx.input(0);
+  TensorView& y = *ctx.output(0);
+  MT_RETURN_IF_ERROR(CheckElementSize(ctx, x.dtype));
+  if (y.dtype != x.dtype) return ctx.Error("the output's dtype differs from the input's");
+  const std::span<const int64_t> in[] = {x.dims};
+  auto l = MakeBroadcastLayout(std::span<const std::span<const int64_t>>(in), y.dims);
+  if (!l.ok()) return ctx.Error(l.status().message());
+  LaunchBroadcastCopy(DTypeSize(x.dtype), *l, x.data, y.data, ctx.stream());
+  return absl::OkStatus();
+}
+
+absl::Status Where(KernelContext& ctx) {
+  const TensorView* c = ctx.input(0);
+  const TensorView* a = ctx.input(1);
+  const TensorView* b = ctx.input(2);
+  TensorView* o = ctx.output(0);
+  if (c == nullptr || a == nullptr || b == nullptr || o == nullptr) return ctx.Error("needs condition, X, Y");
+  if (c->dtype != DType::kBool) return ctx.Error("the condition must be bool");
+  if (a->dtype != b->dtype || o->dtype != a->dtype) return ctx.Error("X, Y and the output must share one dtype");
+  MT_RETURN_IF_ERROR(CheckElementSize(ctx, a->dtype));
+  const std::span<const int64_t> in[] = {c->dims, a->dims, b->dims};
+  auto l = MakeBroadcastLayout(std::span<const std::span<const int64_t>>(in), o->dims);
+  if (!l.ok()) return ctx.Error(l.status().message());
+  LaunchWhere(DTypeSize(a->dtype), *l, c->as<uint8_t>(), a->data, b->data, o->data, ctx.stream());
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+MT_REGISTER_KERNELS(cuda_movement) {
+  r.Register({"Concat", "", DeviceType::kCUDA, {}, 0, FnKernel(Concat)});
+  r.Register({"Split", "", DeviceType::kCUDA, {}, 0, FnKernel(Split)});
+  r.Register({"Transpose", "", DeviceType::kCUDA, {}, 0, FnKernel(Transpose)});
+  r.Register({"Expand", "", DeviceType::kCUDA, {}, 0, FnKernel(Expand)});
+  r.Register({"Where", "", DeviceType::kCUDA, {}, 1, FnKernel(Where)});
+}
+
+}  // namespace mixtrain::cuda
