@@ -4,9 +4,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "graph/ops/movement_params.h"
+#include "kernels/common/join.h"
 #include "kernels/cpu/movement_util.h"
 #include "kernels/cpu/parallel.h"
 
@@ -30,66 +30,31 @@ int64_t Product(const std::vector<int64_t>& dims, size_t from, size_t to) {
 // Row bytes below which one thread copies everything (cheaper than waking the other).
 constexpr int64_t kGrainBytes = 64 * 1024;
 
-// Concat and Split share one loop: the joined tensor is `outer` rows, each the concatenation of
-// every part's chunk (the part's dims from `axis` on).
-// Inline for up to 8 parts: no heap allocation per call.
-using Parts = absl::InlinedVector<const TensorView*, 8>;
-
+// Concat and Split: every part's chunk of each row of the whole (kernels/common/join.h).
 template <bool kConcat>
-absl::Status JoinOrSplit(KernelContext& ctx, const TensorView& whole, const Parts& parts) {
-  const size_t esize = DTypeSize(whole.dtype);
-  if (esize == 0) return ctx.Error(absl::StrCat("cannot move ", DTypeName(whole.dtype), " tensors"));
-  auto axis = movement::NormalizeAxis(ctx.node().attr_int("axis", 0), whole.rank());
-  if (!axis.ok()) return NodeError(ctx, axis.status());
-  const int64_t outer = Product(whole.dims, 0, *axis);
-  absl::InlinedVector<int64_t, 8> chunk(parts.size()), start(parts.size());
-  int64_t row = 0;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (parts[i]->rank() != whole.rank() || parts[i]->dtype != whole.dtype)
-      return ctx.Error(absl::StrCat("part ", i, " has another rank or dtype"));
-    chunk[i] = Product(parts[i]->dims, *axis, parts[i]->dims.size()) * esize;
-    start[i] = row;
-    row += chunk[i];
-  }
-  if (row != Product(whole.dims, *axis, whole.dims.size()) * static_cast<int64_t>(esize))
-    return ctx.Error("part sizes do not add up to the whole");
+absl::Status JoinOrSplit(KernelContext& ctx) {
+  MT_ASSIGN_OR_RETURN(join::Parts parts, join::PartsOf(ctx, kConcat));
+  const TensorView& whole = kConcat ? *ctx.output(0) : *ctx.input(0);
+  MT_ASSIGN_OR_RETURN(join::Layout l, join::MakeLayout(ctx, whole, parts));
   auto* w = static_cast<uint8_t*>(whole.data);
   auto run = [&](int64_t b, int64_t e) {
     for (int64_t o = b; o < e; ++o)
       for (size_t i = 0; i < parts.size(); ++i) {
-        auto* p = static_cast<uint8_t*>(parts[i]->data) + o * chunk[i];
-        uint8_t* q = w + o * row + start[i];
-        if (kConcat) std::memcpy(q, p, chunk[i]); else std::memcpy(p, q, chunk[i]);
+        auto* p = static_cast<uint8_t*>(parts[i]->data) + o * l.chunk[i];
+        uint8_t* q = w + o * l.row + l.start[i];
+        if (kConcat) std::memcpy(q, p, l.chunk[i]); else std::memcpy(p, q, l.chunk[i]);
       }
   };
-  if (outer == 1) {  // one chunk per part: let each copy use both cores
+  if (l.outer == 1) {  // one chunk per part: let each copy use both cores
     for (size_t i = 0; i < parts.size(); ++i) {
       auto* p = static_cast<uint8_t*>(parts[i]->data);
-      if (kConcat) cpu_movement::CopyBytes(w + start[i], p, chunk[i]);
-      else cpu_movement::CopyBytes(p, w + start[i], chunk[i]);
+      if (kConcat) cpu_movement::CopyBytes(w + l.start[i], p, l.chunk[i]);
+      else cpu_movement::CopyBytes(p, w + l.start[i], l.chunk[i]);
     }
   } else {
-    ParallelFor(outer, std::max<int64_t>(1, kGrainBytes / std::max<int64_t>(row, 1)), run);
+    ParallelFor(l.outer, std::max<int64_t>(1, kGrainBytes / std::max<int64_t>(l.row, 1)), run);
   }
   return absl::OkStatus();
-}
-
-absl::Status Concat(KernelContext& ctx) {
-  Parts parts;
-  for (size_t i = 0; i < ctx.num_inputs(); ++i)
-    if (ctx.input(i) != nullptr) parts.push_back(ctx.input(i));
-  return JoinOrSplit<true>(ctx, *ctx.output(0), parts);
-}
-
-// Split's sizes (attribute, input or num_outputs) were resolved by the shape rule into the
-// planned output dims, so the kernel reads them from there.
-absl::Status Split(KernelContext& ctx) {
-  Parts parts;
-  for (size_t i = 0; i < ctx.num_outputs(); ++i) {
-    if (ctx.output(i) == nullptr) return ctx.Error("every Split output must be used");
-    parts.push_back(ctx.output(i));
-  }
-  return JoinOrSplit<false>(ctx, *ctx.input(0), parts);
 }
 
 // Reads an optional int input, or the attribute of the same name (Slice before opset 10).
@@ -190,8 +155,8 @@ absl::Status Pad(KernelContext& ctx) {
 }  // namespace
 
 MT_REGISTER_KERNELS(movement_index) {
-  r.Register({"Concat", "", DeviceType::kCPU, {}, 0, FnKernel(Concat)});
-  r.Register({"Split", "", DeviceType::kCPU, {}, 0, FnKernel(Split)});
+  r.Register({"Concat", "", DeviceType::kCPU, {}, 0, FnKernel(JoinOrSplit<true>)});
+  r.Register({"Split", "", DeviceType::kCPU, {}, 0, FnKernel(JoinOrSplit<false>)});
   r.Register({"Slice", "", DeviceType::kCPU, {}, 0, FnKernel(Slice)});
   r.Register({"Gather", "", DeviceType::kCPU, {}, 0, FnKernel(Gather)});
   r.Register({"Pad", "", DeviceType::kCPU, {}, 0, FnKernel(Pad)});

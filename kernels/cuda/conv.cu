@@ -14,8 +14,6 @@
 namespace mixtrain::cuda {
 namespace {
 
-unsigned Blocks(int64_t n) { return GridFor((n + kThreads - 1) / kThreads); }
-
 __device__ __forceinline__ float Activate(float v, ConvAct act, float p0, float p1) {
   switch (act) {
     case ConvAct::kNone: return v;
@@ -129,15 +127,6 @@ __global__ void MaxPoolGradKernel(const typename Io::T* dy, const typename Io::T
   }
 }
 
-template <typename Fn>
-void ForFloatIo(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::kF32: fn(red::F32Io{}); break;
-    case DType::kF16: fn(red::F16Io{}); break;
-    case DType::kBF16: fn(red::BF16Io{}); break;
-    default: MT_CHECK(false) << "CUDA conv/pool: unsupported dtype " << DTypeName(t);
-  }
-}
 
 }  // namespace
 
@@ -148,7 +137,7 @@ void LaunchConvEpilogue(DType dtype, void* y, const void* b, DType b_dtype, cons
   ForFloatIo(dtype, [&](auto io) {
     using Io = decltype(io);
     using T = typename Io::T;
-    EpilogueKernel<Io><<<Blocks(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+    EpilogueKernel<Io><<<BlocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         static_cast<T*>(y), b, b_dtype, static_cast<const T*>(z), n, C, S, act, p0, p1);
   });
   MT_CUDA_CHECK_LAUNCH();
@@ -171,7 +160,7 @@ void LaunchMaxPool(DType dtype, const void* x, void* y, int64_t planes, const Po
   ForFloatIo(dtype, [&](auto io) {
     using Io = decltype(io);
     using T = typename Io::T;
-    MaxPoolKernel<Io><<<Blocks(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+    MaxPoolKernel<Io><<<BlocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         static_cast<const T*>(x), static_cast<T*>(y), planes, w);
   });
   MT_CUDA_CHECK_LAUNCH();
@@ -184,7 +173,7 @@ void LaunchMaxPoolGrad(DType dtype, const void* dy, const void* x, void* dx, int
   ForFloatIo(dtype, [&](auto io) {
     using Io = decltype(io);
     using T = typename Io::T;
-    MaxPoolGradKernel<Io><<<Blocks(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+    MaxPoolGradKernel<Io><<<BlocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<T*>(dx), planes, w, relu);
   });
   MT_CUDA_CHECK_LAUNCH();

@@ -1,11 +1,14 @@
-// Device helpers the CUDA kernel files share: the block shape, grid sizing, a NaN-keeping max,
-// a block-wide reduction, and loading one element of any float dtype as float.
+// Device helpers the CUDA kernel files share: the block shape, grid sizing, the float dtype
+// dispatch, a NaN-keeping max, a block-wide reduction, and loading one element of any float dtype
+// as float.
 #pragma once
 
 #include <cstdint>
 
+#include "graph/check.h"
 #include "graph/dtype.h"
 #include "graph/half.h"
+#include "kernels/common/reduce.h"
 
 namespace mixtrain::cuda {
 
@@ -14,6 +17,19 @@ constexpr unsigned kMaxGrid = 65535;
 
 inline unsigned GridFor(int64_t items) {
   return static_cast<unsigned>(items < kMaxGrid ? (items > 0 ? items : 1) : kMaxGrid);
+}
+// Blocks for one thread per element (grid-stride loops take the rest).
+inline unsigned BlocksFor(int64_t elements) { return GridFor((elements + kThreads - 1) / kThreads); }
+
+// Calls fn(Io{}) with the load/store policy (kernels/common/reduce.h) of a float dtype.
+template <typename Fn>
+void ForFloatIo(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::kF32: fn(red::F32Io{}); break;
+    case DType::kF16: fn(red::F16Io{}); break;
+    case DType::kBF16: fn(red::BF16Io{}); break;
+    default: MT_CHECK(false) << "CUDA kernel: unsupported dtype " << DTypeName(t);
+  }
 }
 
 // Max that lets NaN win, as the CPU's softmax rows do.

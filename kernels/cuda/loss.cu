@@ -124,15 +124,6 @@ __global__ void LossGradKernel(CrossEntropyArgs a, const void* dl, DType dl_dtyp
   }
 }
 
-template <typename Fn>
-void ForFloatIo(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::kF32: fn(red::F32Io{}); break;
-    case DType::kF16: fn(red::F16Io{}); break;
-    case DType::kBF16: fn(red::BF16Io{}); break;
-    default: MT_CHECK(false) << "CUDA cross-entropy: unsupported dtype " << DTypeName(t);
-  }
-}
 
 template <typename Fn>
 void ForLabels(DType t, Fn&& fn) {

@@ -9,8 +9,6 @@
 namespace mixtrain::cuda {
 namespace {
 
-unsigned Blocks(int64_t n) { return GridFor((n + kThreads - 1) / kThreads); }
-
 template <typename E>
 __global__ void BroadcastCopyKernel(BroadcastLayout l, const E* x, E* y) {
   for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < l.numel; i += int64_t{gridDim.x} * kThreads)
@@ -53,7 +51,7 @@ void LaunchBroadcastCopy(size_t esize, const BroadcastLayout& l, const void* x, 
   if (l.numel == 0) return;
   ForElement(esize, [&](auto e) {
     using E = decltype(e);
-    BroadcastCopyKernel<E><<<Blocks(l.numel), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+    BroadcastCopyKernel<E><<<BlocksFor(l.numel), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         l, static_cast<const E*>(x), static_cast<E*>(y));
   });
   MT_CUDA_CHECK_LAUNCH();
@@ -64,7 +62,7 @@ void LaunchWhere(size_t esize, const BroadcastLayout& l, const uint8_t* cond, co
   if (l.numel == 0) return;
   ForElement(esize, [&](auto e) {
     using E = decltype(e);
-    WhereKernel<E><<<Blocks(l.numel), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+    WhereKernel<E><<<BlocksFor(l.numel), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         l, cond, static_cast<const E*>(a), static_cast<const E*>(b), static_cast<E*>(o));
   });
   MT_CUDA_CHECK_LAUNCH();
@@ -74,7 +72,7 @@ void LaunchTranspose(size_t esize, const TransposeArgs& a, int64_t n, const void
   if (n == 0) return;
   ForElement(esize, [&](auto e) {
     using E = decltype(e);
-    TransposeKernel<E><<<Blocks(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+    TransposeKernel<E><<<BlocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         a, n, static_cast<const E*>(x), static_cast<E*>(y));
   });
   MT_CUDA_CHECK_LAUNCH();

@@ -1,14 +1,14 @@
 // CUDA kernel classes of Concat, Split, Transpose, Expand and Where, for any dtype of 1, 2, 4
 // or 8 bytes (kernels/cuda/movement.cu). Concat and Split are one strided 2-D copy per part
-// (cudaMemcpy2DAsync: `outer` rows of the part's chunk, at the part's place in the whole's row);
-// Split's sizes come from the planned output dims, as on the CPU.
+// (cudaMemcpy2DAsync: `outer` rows of the part's chunk, at the part's place in the whole's row,
+// kernels/common/join.h).
 #include <span>
 #include <vector>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "graph/ops/movement_params.h"
 #include "kernels/common/broadcast.h"
+#include "kernels/common/join.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/registry.h"
 #include "runtime/cuda/cuda_check.h"
@@ -22,61 +22,25 @@ absl::Status CheckElementSize(const KernelContext& ctx, DType t) {
   return ctx.Error(absl::StrCat("cannot move ", DTypeName(t), " tensors on the GPU"));
 }
 
-int64_t Product(const std::vector<int64_t>& d, size_t from, size_t to) {
-  int64_t p = 1;
-  for (size_t i = from; i < to; ++i) p *= d[i];
-  return p;
-}
-
-using Parts = absl::InlinedVector<const TensorView*, 8>;
-
+// Concat and Split: one strided 2-D copy per part (kernels/common/join.h's layout).
 template <bool kConcat>
-absl::Status JoinOrSplit(KernelContext& ctx, const TensorView& whole, const Parts& parts) {
+absl::Status JoinOrSplit(KernelContext& ctx) {
+  MT_ASSIGN_OR_RETURN(join::Parts parts, join::PartsOf(ctx, kConcat));
+  const TensorView& whole = kConcat ? *ctx.output(0) : *ctx.input(0);
   MT_RETURN_IF_ERROR(CheckElementSize(ctx, whole.dtype));
-  const size_t esize = DTypeSize(whole.dtype);
-  auto axis = movement::NormalizeAxis(ctx.node().attr_int("axis", 0), whole.rank());
-  if (!axis.ok()) return ctx.Error(axis.status().message());
-  const int64_t outer = Product(whole.dims, 0, *axis);
-  const int64_t row = Product(whole.dims, *axis, whole.dims.size()) * static_cast<int64_t>(esize);
-  int64_t start = 0;
-  for (size_t i = 0; i < parts.size(); ++i) {
-    if (parts[i]->rank() != whole.rank() || parts[i]->dtype != whole.dtype)
-      return ctx.Error(absl::StrCat("part ", i, " has another rank or dtype"));
-    start += Product(parts[i]->dims, *axis, parts[i]->dims.size()) * static_cast<int64_t>(esize);
-  }
-  if (start != row) return ctx.Error("part sizes do not add up to the whole");
+  MT_ASSIGN_OR_RETURN(join::Layout l, join::MakeLayout(ctx, whole, parts));
   auto* w = static_cast<uint8_t*>(whole.data);
-  start = 0;
-  for (const TensorView* p : parts) {
-    const int64_t chunk = Product(p->dims, *axis, p->dims.size()) * static_cast<int64_t>(esize);
-    if (chunk > 0 && outer > 0) {
-      auto* mine = static_cast<uint8_t*>(p->data);
-      if (kConcat)
-        MT_CUDA_CHECK(cudaMemcpy2DAsync(w + start, row, mine, chunk, chunk, outer, cudaMemcpyDeviceToDevice,
-                                        static_cast<cudaStream_t>(ctx.stream())));
-      else
-        MT_CUDA_CHECK(cudaMemcpy2DAsync(mine, chunk, w + start, row, chunk, outer, cudaMemcpyDeviceToDevice,
-                                        static_cast<cudaStream_t>(ctx.stream())));
-    }
-    start += chunk;
+  const auto s = static_cast<cudaStream_t>(ctx.stream());
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const int64_t chunk = l.chunk[i];
+    if (chunk == 0 || l.outer == 0) continue;
+    auto* mine = static_cast<uint8_t*>(parts[i]->data);
+    if (kConcat)
+      MT_CUDA_CHECK(cudaMemcpy2DAsync(w + l.start[i], l.row, mine, chunk, chunk, l.outer, cudaMemcpyDeviceToDevice, s));
+    else
+      MT_CUDA_CHECK(cudaMemcpy2DAsync(mine, chunk, w + l.start[i], l.row, chunk, l.outer, cudaMemcpyDeviceToDevice, s));
   }
   return absl::OkStatus();
-}
-
-absl::Status Concat(KernelContext& ctx) {
-  Parts parts;
-  for (size_t i = 0; i < ctx.num_inputs(); ++i)
-    if (ctx.input(i) != nullptr) parts.push_back(ctx.input(i));
-  return JoinOrSplit<true>(ctx, *ctx.output(0), parts);
-}
-
-absl::Status Split(KernelContext& ctx) {
-  Parts parts;
-  for (size_t i = 0; i < ctx.num_outputs(); ++i) {
-    if (ctx.output(i) == nullptr) return ctx.Error("every Split output must be used");
-    parts.push_back(ctx.output(i));
-  }
-  return JoinOrSplit<false>(ctx, *ctx.input(0), parts);
 }
 
 absl::Status Transpose(KernelContext& ctx) {
@@ -138,8 +102,8 @@ absl::Status Where(KernelContext& ctx) {
 }  // namespace
 
 MT_REGISTER_KERNELS(cuda_movement) {
-  r.Register({"Concat", "", DeviceType::kCUDA, {}, 0, FnKernel(Concat)});
-  r.Register({"Split", "", DeviceType::kCUDA, {}, 0, FnKernel(Split)});
+  r.Register({"Concat", "", DeviceType::kCUDA, {}, 0, FnKernel(JoinOrSplit<true>)});
+  r.Register({"Split", "", DeviceType::kCUDA, {}, 0, FnKernel(JoinOrSplit<false>)});
   r.Register({"Transpose", "", DeviceType::kCUDA, {}, 0, FnKernel(Transpose)});
   r.Register({"Expand", "", DeviceType::kCUDA, {}, 0, FnKernel(Expand)});
   r.Register({"Where", "", DeviceType::kCUDA, {}, 1, FnKernel(Where)});

@@ -116,15 +116,6 @@ __global__ void SumColumnsKernel(const typename Io::T* x, typename Io::T* y, int
   }
 }
 
-template <typename Fn>
-void ForFloatIo(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::kF32: fn(red::F32Io{}); break;
-    case DType::kF16: fn(red::F16Io{}); break;
-    case DType::kBF16: fn(red::BF16Io{}); break;
-    default: MT_CHECK(false) << "CUDA reduction: unsupported dtype " << DTypeName(t);
-  }
-}
 
 }  // namespace
 
