@@ -97,9 +97,10 @@ int Check(const cli::Args& args) {
     if (r->cuda_missing_ops.empty()) {
       std::printf("cuda: every op of the training step (bf16 AMP, Adam) and of evaluation has a CUDA kernel\n");
     } else {
-      std::printf("cuda: no CUDA kernel for %zu ops of the training step (bf16 AMP, Adam) or evaluation; "
+      std::printf("cuda: no CUDA kernel for %zu op%s of the training step (bf16 AMP, Adam) or evaluation; "
                   "--device=cuda refuses it, auto trains on the CPU:\n  %s\n",
-                  r->cuda_missing_ops.size(), absl::StrJoin(r->cuda_missing_ops, " ").c_str());
+                  r->cuda_missing_ops.size(), r->cuda_missing_ops.size() == 1 ? "" : "s",
+                  absl::StrJoin(r->cuda_missing_ops, " ").c_str());
       return 1;
     }
   }

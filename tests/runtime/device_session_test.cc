@@ -192,6 +192,43 @@ TEST(DeviceSession, TrainerMatchesTheCpuDeviceBitForBit) {
   EXPECT_EQ(a->loss, b->loss);
 }
 
+// A torch nn.TransformerEncoder export (tests/data/zoo/tfm_encoder.onnx, written by torch's
+// exporter, not ours): bf16 AMP steps with Adam and evaluation off host equal the CPU device's.
+TEST(DeviceSession, TorchTransformerExportMatchesTheCpuDevice) {
+  pb::TrainConfig c;
+  c.mutable_precision()->set_preset(pb::PrecisionPolicy::AMP);
+  c.mutable_precision()->set_low_dtype(pb::PrecisionPolicy::BF16);
+  c.mutable_optimizer()->set_kind(pb::OptimizerConfig::ADAM);
+  const std::string path = std::string(MT_SOURCE_DIR) + "/tests/data/zoo/tfm_encoder.onnx";
+  std::unique_ptr<Trainer> t[2];
+  for (int i = 0; i < 2; ++i) {
+    auto g = ImportOnnxFile(path);
+    ASSERT_TRUE(g.ok()) << g.status();
+    auto made = Trainer::CreateFromGraph(std::move(*g), c, nullptr,
+                                         i == 0 ? std::shared_ptr<Device>(MakeCpuDevice())
+                                                : std::make_shared<SeparateMemoryDevice>());
+    ASSERT_TRUE(made.ok()) << made.status();
+    t[i] = std::move(*made);
+  }
+  std::mt19937 rng(5);
+  std::normal_distribution<float> n(0, 1);
+  for (int s = 0; s < 3; ++s) {
+    Tensor x(DType::kF32, {4, 6, 32});
+    Tensor y(DType::kI64, {4});
+    for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = n(rng);
+    for (int64_t i = 0; i < 4; ++i) y.data_as<int64_t>()[i] = static_cast<int64_t>(rng() % 5);
+    auto a = t[0]->Step({{"x", x}, {"labels", y}});
+    auto b = t[1]->Step({{"x", x}, {"labels", y}});
+    ASSERT_TRUE(a.ok() && b.ok()) << a.status() << " " << b.status();
+    EXPECT_TRUE(std::isfinite(a->loss));
+    EXPECT_EQ(a->loss, b->loss) << "step " << s;
+  }
+  auto sa = t[0]->State();
+  auto sb = t[1]->State();
+  ASSERT_TRUE(sa.ok() && sb.ok());
+  for (const auto& [name, v] : *sa) EXPECT_TRUE(v.Identical(sb->at(name))) << "state '" << name << "' differs";
+}
+
 // A conv net planned for a device that has none of its kernels (the CUDA backend is not loaded in
 // this process): one error lists every op with its dtypes and first node, and nothing is planned.
 TEST(DeviceKernels, PlannerNamesEveryOpTheDeviceLacks) {
