@@ -7,6 +7,7 @@
 // and --device=cuda without a usable GPU is a one-line error.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <map>
 #include <random>
