@@ -102,7 +102,11 @@ absl::StatusOr<std::unique_ptr<MatMulEntry>> Build(const KernelContext& ctx, con
     const std::string impl = pd.impl_info_str();
     const bool strided = !Dense(s.a_dims, s.a_strides) || !Dense(s.c_dims, s.c_strides) ||
                          (!s.pack_b && !Dense(s.b_dims, s.b_strides));
-    if (strided && (impl.rfind("ref", 0) == 0 || (s.c_dims.size() > 2 && impl.rfind("brg", 0) != 0))) {
+    // oneDNN 2.6's AVX-512 brgemm also faults (SIGSEGV in its JIT code) when a binary post-op
+    // (the bias with alpha != 1, or Z) meets a permuted output: attention's P.V with perm_y.
+    const bool binary_post_op = (s.bias && !native_bias) || s.residual;
+    if (strided && (impl.rfind("ref", 0) == 0 || (s.c_dims.size() > 2 && impl.rfind("brg", 0) != 0) ||
+                    (binary_post_op && !Dense(s.c_dims, s.c_strides)))) {
       MT_CHECK(s.sum_beta == 0.0f) << "Gemm's C is never permuted";
       if (!Dense(s.a_dims, s.a_strides)) {
         a_md = dnnl_util::PlainDesc(s.a_dims, *dt);
@@ -274,6 +278,12 @@ absl::StatusOr<MatMulSpec> PlanMatMul(const KernelContext& ctx, const TensorView
     cd = {rows, n};
     s.c_strides = {n, 1};
   }
+  // A size-1 dim's stride is never stepped, but oneDNN 2.6 fails to execute some layouts where it
+  // is out of line (a perm_y that moves unit dims: strides [1, 5, 1, 1] of [1, 2, 1, 5]); give
+  // each the value a dense layout would.
+  for (auto [dims, strides] : {std::pair{&ad, &as}, std::pair{&bd, &bs}, std::pair{&cd, &s.c_strides}})
+    for (size_t i = dims->size(); i-- > 0;)
+      if ((*dims)[i] == 1) (*strides)[i] = i + 1 < dims->size() ? (*strides)[i + 1] * (*dims)[i + 1] : 1;
   return s;
 }
 
