@@ -1,12 +1,13 @@
-// MatMul and Gemm on CUDA through cuBLASLt: fp16/bf16 in and out with fp32 accumulation, or
-// fp32 (CUBLAS_COMPUTE_32F: true fp32, no TF32 until --allow-tf32 exists). Row-major tensors are
-// column-major transposes, so Y = A.B is computed as Y^T = B^T.A^T with the operands swapped.
-// The cuBLASLt descriptors and the heuristic's algorithm are built once per shape and kept by the
-// kernel instance; the workspace is the device's (runtime/cuda/cuda_device.h).
+// MatMul, FusedMatMul and Gemm on CUDA through cuBLASLt: fp16/bf16 in and out with fp32
+// accumulation, or fp32 (CUBLAS_COMPUTE_32F: true fp32, no TF32 until --allow-tf32 exists).
+// Row-major tensors are column-major transposes, so Y = A.B is mostly computed as Y^T = B^T.A^T
+// with the operands swapped. The cuBLASLt descriptors and the heuristic's algorithm are built once
+// per GEMM and kept by the kernel instance; the workspace is the device's (runtime/cuda/cuda_device.h).
 #include <memory>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/common/strided_matmul.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/registry.h"
 #include "runtime/cuda/cuda_check.h"
@@ -15,74 +16,84 @@
 namespace mixtrain::cuda {
 namespace {
 
-// One GEMM in row-major terms: batch x [m, k] . [k, n] -> [m, n], with strides between batches
-// (0 = the operand is shared by every batch).
+using LtOperand = smm::Operand;
+using LtGemm = smm::Gemm;
+using smm::AsOperand;
+
+// Row-major Gemm [m, k] . [k, n] -> dense [m, n] (A, B stored transposed when ta, tb), as the
+// column-major D^T = B^T . A^T.
 struct GemmShape {
-  int64_t m = 0, n = 0, k = 0, batch = 1;
+  int64_t m = 0, n = 0, k = 0;
   bool ta = false, tb = false;
-  int64_t stride_a = 0, stride_b = 0, stride_y = 0;
-  bool operator==(const GemmShape&) const = default;
 };
+
+LtGemm ToLt(const GemmShape& s) {
+  LtGemm g;
+  // X = op(B)^T, n x k: element (i, j) = B'[j, i] at j * (tb ? 1 : n) + i * (tb ? k : 1).
+  MT_CHECK(AsOperand(s.n, s.k, s.tb ? s.k : 1, s.tb ? 1 : s.n, 0, &g.x));
+  // W = op(A)^T, k x m: element (i, j) = A'[j, i].
+  MT_CHECK(AsOperand(s.k, s.m, s.ta ? s.m : 1, s.ta ? 1 : s.k, 0, &g.w));
+  g.d = {false, s.n, s.m, s.n, 0};
+  return g;
+}
 
 cudaDataType_t CudaType(DType t) {
   return t == DType::kF16 ? CUDA_R_16F : t == DType::kBF16 ? CUDA_R_16BF : CUDA_R_32F;
 }
 
-// cuBLASLt state for one shape and dtype; destroyed with the kernel.
+// cuBLASLt state for one GEMM and dtype; destroyed with the kernel.
 class LtPlan {
  public:
-  LtPlan(cublasLtHandle_t lt, const GemmShape& s, DType t, size_t workspace_bytes) : shape_(s) {
+  LtPlan(cublasLtHandle_t lt, const LtGemm& g, DType t, size_t workspace_bytes) : gemm_(g), dtype_(t) {
     const cudaDataType_t dt = CudaType(t);
     MT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-    // Column-major view: D[n, m] = op(B)[n, k] . op(A)[k, m].
-    cublasOperation_t opb = s.tb ? CUBLAS_OP_T : CUBLAS_OP_N, opa = s.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
-    MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &opb, sizeof(opb)));
-    MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &opa, sizeof(opa)));
-    // B stored row-major [k, n] (or [n, k] when transposed) is column-major [n, k] (or [k, n]).
-    b_ = Layout(dt, s.tb ? s.k : s.n, s.tb ? s.n : s.k, s.stride_b, s.batch);
-    a_ = Layout(dt, s.ta ? s.m : s.k, s.ta ? s.k : s.m, s.stride_a, s.batch);
-    y_ = Layout(dt, s.n, s.m, s.stride_y, s.batch);
+    cublasOperation_t opx = g.x.trans ? CUBLAS_OP_T : CUBLAS_OP_N, opw = g.w.trans ? CUBLAS_OP_T : CUBLAS_OP_N;
+    MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSA, &opx, sizeof(opx)));
+    MT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &opw, sizeof(opw)));
+    x_ = Layout(dt, g.x, g.batch);
+    w_ = Layout(dt, g.w, g.batch);
+    d_ = Layout(dt, g.d, g.batch);
     cublasLtMatmulPreference_t pref;
     MT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     MT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                                          &workspace_bytes, sizeof(workspace_bytes)));
     int found = 0;
-    MT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, desc_, b_, a_, y_, y_, pref, 1, &algo_, &found));
+    MT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt, desc_, x_, w_, d_, d_, pref, 1, &algo_, &found));
     MT_CUBLAS_CHECK(cublasLtMatmulPreferenceDestroy(pref));
     MT_CHECK(found > 0) << "cuBLASLt has no algorithm for this GEMM";
   }
   ~LtPlan() {
-    cublasLtMatrixLayoutDestroy(a_);
-    cublasLtMatrixLayoutDestroy(b_);
-    cublasLtMatrixLayoutDestroy(y_);
+    cublasLtMatrixLayoutDestroy(x_);
+    cublasLtMatrixLayoutDestroy(w_);
+    cublasLtMatrixLayoutDestroy(d_);
     cublasLtMatmulDescDestroy(desc_);
   }
-  const GemmShape& shape() const { return shape_; }
+  bool Matches(const LtGemm& g, DType t) const { return gemm_ == g && dtype_ == t; }
 
-  // y = alpha * a.b + beta * y
-  void Run(cublasLtHandle_t lt, const CudaStreamResources& res, const void* a, const void* b, void* y,
+  // d = alpha * op(x).op(w) + beta * d
+  void Run(cublasLtHandle_t lt, const CudaStreamResources& res, const void* x, const void* w, void* d,
            float alpha, float beta, cudaStream_t s) const {
-    MT_CUBLAS_CHECK(cublasLtMatmul(lt, desc_, &alpha, b, b_, a, a_, &beta, y, y_, y, y_, &algo_.algo,
+    MT_CUBLAS_CHECK(cublasLtMatmul(lt, desc_, &alpha, x, x_, w, w_, &beta, d, d_, d, d_, &algo_.algo,
                                    res.workspace, res.workspace_bytes, s));
   }
 
  private:
-  static cublasLtMatrixLayout_t Layout(cudaDataType_t dt, int64_t rows, int64_t cols, int64_t stride,
-                                       int64_t batch) {
+  static cublasLtMatrixLayout_t Layout(cudaDataType_t dt, const LtOperand& o, int64_t batch) {
     cublasLtMatrixLayout_t l;
-    MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, dt, rows, cols, rows));
+    MT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, dt, o.rows, o.cols, o.ld));
     if (batch > 1) {
       int32_t count = static_cast<int32_t>(batch);
       MT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-      MT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
-                                                       sizeof(stride)));
+      MT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &o.stride,
+                                                       sizeof(o.stride)));
     }
     return l;
   }
 
-  GemmShape shape_;
+  LtGemm gemm_;
+  DType dtype_;
   cublasLtMatmulDesc_t desc_ = nullptr;
-  cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, y_ = nullptr;
+  cublasLtMatrixLayout_t x_ = nullptr, w_ = nullptr, d_ = nullptr;
   cublasLtMatmulHeuristicResult_t algo_{};
 };
 
@@ -98,57 +109,21 @@ absl::Status CheckOperands(const KernelContext& ctx, const TensorView* a, const 
 
 class GemmKernelBase : public OpKernel {
  protected:
-  void Run(KernelContext& ctx, const GemmShape& s, DType t, const void* a, const void* b, void* y, float alpha,
-           float beta) {
+  // Plans `g` (kept until another GEMM or dtype comes) and runs it on the node's stream.
+  void RunLt(KernelContext& ctx, const LtGemm& g, DType t, const void* x, const void* w, void* d, float alpha,
+             float beta) {
     const CudaStreamResources& res = CudaResourcesFor(ctx.stream());
     auto lt = static_cast<cublasLtHandle_t>(res.cublaslt);
-    if (plan_ == nullptr || !(plan_->shape() == s)) plan_ = std::make_unique<LtPlan>(lt, s, t, res.workspace_bytes);
-    plan_->Run(lt, res, a, b, y, alpha, beta, static_cast<cudaStream_t>(ctx.stream()));
+    if (plan_ == nullptr || !plan_->Matches(g, t)) plan_ = std::make_unique<LtPlan>(lt, g, t, res.workspace_bytes);
+    plan_->Run(lt, res, x, w, d, alpha, beta, static_cast<cudaStream_t>(ctx.stream()));
+  }
+  void Run(KernelContext& ctx, const GemmShape& s, DType t, const void* a, const void* b, void* y, float alpha,
+           float beta) {
+    RunLt(ctx, ToLt(s), t, b, a, y, alpha, beta);
   }
 
  private:
-  std::unique_ptr<LtPlan> plan_;  // the last shape's; a new shape replaces it
-};
-
-// numpy matmul: 1-D operands get a unit dim; batch dims broadcast. Supported batch patterns:
-// B without batch (A's batches fold into m: one GEMM), equal batches, A without batch.
-class MatMulKernel final : public GemmKernelBase {
- public:
-  absl::Status Compute(KernelContext& ctx) override {
-    const TensorView *a = ctx.input(0), *b = ctx.input(1);
-    TensorView* y = ctx.output(0);
-    MT_RETURN_IF_ERROR(CheckOperands(ctx, a, b, y));
-    std::vector<int64_t> ad = a->dims, bd = b->dims;
-    if (ad.empty() || bd.empty()) return ctx.Error("MatMul operands must have rank >= 1");
-    if (ad.size() == 1) ad.insert(ad.begin(), 1);
-    if (bd.size() == 1) bd.push_back(1);
-    GemmShape s;
-    s.m = ad[ad.size() - 2];
-    s.k = ad.back();
-    s.n = bd.back();
-    if (bd[bd.size() - 2] != s.k)
-      return ctx.Error(absl::StrCat("inner dims differ: ", s.k, " and ", bd[bd.size() - 2]));
-    int64_t batch_a = NumElements(std::vector<int64_t>(ad.begin(), ad.end() - 2));
-    int64_t batch_b = NumElements(std::vector<int64_t>(bd.begin(), bd.end() - 2));
-    if (batch_b == 1) {
-      s.m *= batch_a;  // rows of every A batch are contiguous: one GEMM
-    } else if (batch_a == batch_b || batch_a == 1) {
-      s.batch = batch_b;
-      s.stride_a = batch_a == 1 ? 0 : s.m * s.k;
-      s.stride_b = s.k * s.n;
-      s.stride_y = s.m * s.n;
-    } else {
-      return ctx.Error("the CUDA MatMul broadcasts batch dims only when one side has none or they are equal");
-    }
-    if (y->numel() != s.batch * s.m * s.n) return ctx.Error("output size does not match A.B");
-    if (y->numel() == 0) return absl::OkStatus();
-    if (s.k == 0) {
-      MT_CUDA_CHECK(cudaMemsetAsync(y->data, 0, y->nbytes(), static_cast<cudaStream_t>(ctx.stream())));
-      return absl::OkStatus();
-    }
-    Run(ctx, s, a->dtype, a->data, b->data, y->data, 1.0f, 0.0f);
-    return absl::OkStatus();
-  }
+  std::unique_ptr<LtPlan> plan_;  // the last GEMM's
 };
 
 // Gemm: Y = alpha op(A) op(B) + beta C, C broadcast to [M, N].
@@ -195,12 +170,142 @@ class GemmKernel final : public GemmKernelBase {
   }
 };
 
+// Device memory a kernel keeps for itself (dense copies of operands cuBLASLt cannot read in
+// place); grows on a new shape, freed with the kernel.
+class OwnedBuffer {
+ public:
+  OwnedBuffer() = default;
+  OwnedBuffer(const OwnedBuffer&) = delete;
+  OwnedBuffer& operator=(const OwnedBuffer&) = delete;
+  ~OwnedBuffer() {
+    if (p_ != nullptr) cudaFree(p_);
+  }
+  void* Get(size_t bytes) {
+    if (bytes > bytes_) {
+      if (p_ != nullptr) MT_CUDA_CHECK(cudaFree(p_));
+      p_ = nullptr;
+      MT_CUDA_CHECK(cudaMalloc(&p_, bytes));
+      bytes_ = bytes;
+    }
+    return p_;
+  }
+
+ private:
+  void* p_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+TransposeArgs ToTranspose(const smm::Permutation& p) {
+  TransposeArgs t;
+  t.rank = static_cast<int>(p.out_dims.size());
+  for (int i = 0; i < t.rank; ++i) {
+    t.out_dims[i] = p.out_dims[i];
+    t.in_strides[i] = p.in_strides[i];
+  }
+  return t;
+}
+
+// ai.mixtrain FusedMatMul (graph/ops/fused_matmul_ops.cc), and MatMul as FusedMatMul without
+// attributes or epilogue inputs:
+//   Y = Transpose(act(alpha * A'.B' + bias) + Z, perm_y), A' = Transpose(A, perm_a), B' likewise.
+// kernels/common/strided_matmul.h plans it (tested on the CPU): permuted operands and results are
+// read and written in place where cuBLASLt can address them (attention's [0, 2, 1, 3] head split
+// is), batch dims whose strides chain fold into one strided batch and the rest are separate
+// launches, and what cuBLASLt cannot address is copied dense first (or scattered into Y after).
+// Alpha goes to cuBLASLt; bias, activation and Z are one epilogue pass (gemm_epilogue.cu).
+class FusedMatMulKernel final : public GemmKernelBase {
+ public:
+  absl::Status Compute(KernelContext& ctx) override {
+    const TensorView *a = ctx.input(0), *b = ctx.input(1), *bias = ctx.input(2), *z = ctx.input(3);
+    TensorView* y = ctx.output(0);
+    MT_RETURN_IF_ERROR(CheckOperands(ctx, a, b, y));
+    if ((bias != nullptr && bias->dtype != a->dtype) || (z != nullptr && z->dtype != a->dtype))
+      return ctx.Error("A, B, bias, Z and Y dtypes differ");
+    if (plan_ == nullptr || a->dims != a_dims_ || b->dims != b_dims_ || y->numel() != y_numel_) {
+      MT_RETURN_IF_ERROR(Plan(ctx, *a, *b, bias, z, *y));
+    } else if (z != nullptr && z->dims != y->dims) {
+      return ctx.Error("Z must have the shape of Y");
+    }
+    const smm::MatMulPlan& p = *plan_;
+    const auto stream = static_cast<cudaStream_t>(ctx.stream());
+    if (p.empty) return absl::OkStatus();
+    if (p.zero) {
+      if (alpha_ != 1.0f || bias != nullptr || z != nullptr || act_ != MatMulAct::kNone)
+        return ctx.Error("K == 0 with an epilogue is not supported");
+      MT_CUDA_CHECK(cudaMemsetAsync(y->data, 0, y->nbytes(), stream));
+      return absl::OkStatus();
+    }
+    const DType t = a->dtype;
+    const size_t es = DTypeSize(t);
+    const void* ap = a->data;
+    const void* bp = b->data;
+    if (p.copy_a) {
+      void* dense = a_copy_.Get(a->nbytes());
+      LaunchTranspose(es, ToTranspose(p.a_copy), a->numel(), a->data, dense, stream);
+      ap = dense;
+    }
+    if (p.copy_b) {
+      void* dense = b_copy_.Get(b->nbytes());
+      LaunchTranspose(es, ToTranspose(p.b_copy), b->numel(), b->data, dense, stream);
+      bp = dense;
+    }
+    void* dp = p.scatter ? y_copy_.Get(y->nbytes()) : y->data;
+    const char* xp = static_cast<const char*>(p.x_is_b ? bp : ap);
+    const char* wp = static_cast<const char*>(p.x_is_b ? ap : bp);
+    for (const smm::MatMulPlan::Launch& l : p.launches)
+      RunLt(ctx, p.gemm, t, xp + l.x * es, wp + l.w * es, static_cast<char*>(dp) + l.d * es, alpha_, 0.0f);
+    if (bias != nullptr || z != nullptr || act_ != MatMulAct::kNone)
+      LaunchMatMulEpilogue(t, dp, bias != nullptr ? bias->data : nullptr, z != nullptr ? z->data : nullptr,
+                           y->numel(), p.n, p.bias_stride, act_, stream);
+    if (p.scatter) LaunchTranspose(es, ToTranspose(p.y_scatter), y->numel(), dp, y->data, stream);
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Plan(const KernelContext& ctx, const TensorView& a, const TensorView& b, const TensorView* bias,
+                    const TensorView* z, const TensorView& y) {
+    const Node& node = ctx.node();
+    const std::vector<int64_t> perm_y = node.attr_ints("perm_y");
+    alpha_ = node.attr_float("alpha", 1.0f);
+    const std::string act = node.attr_string("activation", "");
+    if (act.empty()) act_ = MatMulAct::kNone;
+    else if (act == "Relu") act_ = MatMulAct::kRelu;
+    else if (act == "Gelu") act_ = MatMulAct::kGelu;
+    else if (act == "GeluTanh") act_ = MatMulAct::kGeluTanh;
+    else if (act == "Sigmoid") act_ = MatMulAct::kSigmoid;
+    else if (act == "Tanh") act_ = MatMulAct::kTanh;
+    else return ctx.Error(absl::StrCat("unknown activation '", act, "'"));
+    auto plan = smm::PlanStridedMatMul(a.dims, b.dims, node.attr_ints("perm_a"), node.attr_ints("perm_b"), perm_y,
+                                       y.numel());
+    if (!plan.ok()) return ctx.Error(plan.status().message());
+    if (bias != nullptr && (bias->numel() != plan->n || (bias->rank() > 0 && bias->dims.back() != plan->n)))
+      return ctx.Error(absl::StrCat("bias must hold N = ", plan->n, " values along its last dim"));
+    if (z != nullptr) {
+      if (!perm_y.empty()) return ctx.Error("Z is not supported with perm_y");
+      if (z->dims != y.dims) return ctx.Error("Z must have the shape of Y");
+    }
+    plan_ = std::make_unique<smm::MatMulPlan>(*std::move(plan));
+    a_dims_ = a.dims;
+    b_dims_ = b.dims;
+    y_numel_ = y.numel();
+    return absl::OkStatus();
+  }
+
+  std::unique_ptr<smm::MatMulPlan> plan_;  // for a_dims_, b_dims_, y_numel_
+  std::vector<int64_t> a_dims_, b_dims_;
+  int64_t y_numel_ = -1;
+  float alpha_ = 1.0f;
+  MatMulAct act_ = MatMulAct::kNone;
+  OwnedBuffer a_copy_, b_copy_, y_copy_;
+};
 
 }  // namespace
 
 MT_REGISTER_KERNELS(cuda_gemm) {
-  r.Register({"MatMul", "", DeviceType::kCUDA, kFloatTypes, 0, ClassKernel<MatMulKernel>()});
+  // MatMul is FusedMatMul without attributes or epilogue inputs.
+  r.Register({"MatMul", "", DeviceType::kCUDA, kFloatTypes, 0, ClassKernel<FusedMatMulKernel>()});
   r.Register({"Gemm", "", DeviceType::kCUDA, kFloatTypes, 0, ClassKernel<GemmKernel>()});
+  r.Register({"FusedMatMul", "ai.mixtrain", DeviceType::kCUDA, kFloatTypes, 0, ClassKernel<FusedMatMulKernel>()});
 }
 
 }  // namespace mixtrain::cuda

@@ -109,6 +109,13 @@ void LaunchMaxPool(DType dtype, const void* x, void* y, int64_t planes, const Po
 void LaunchMaxPoolGrad(DType dtype, const void* dy, const void* x, void* dx, int64_t planes, const PoolWindow& w,
                        bool relu, void* stream);
 
+// --- gemm_epilogue.cu (FusedMatMul after its cuBLASLt product) -----------------------------------
+enum class MatMulAct : uint8_t { kNone, kRelu, kGelu, kGeluTanh, kSigmoid, kTanh };
+// In place over n elements of y: y[i] = act(y[i] + bias[(i / S) % N]) + z[i]; bias (N values) and
+// z (like y) are of y's dtype and may be null. S is the stride of the bias dim in y.
+void LaunchMatMulEpilogue(DType dtype, void* y, const void* bias, const void* z, int64_t n, int64_t N, int64_t S,
+                          MatMulAct act, void* stream);
+
 // --- movement.cu (byte-generic: any dtype of 1, 2, 4 or 8 bytes) ---------------------------------
 // y = x read through a one-input broadcast layout (Expand; a dense copy when nothing broadcasts).
 void LaunchBroadcastCopy(size_t esize, const BroadcastLayout& l, const void* x, void* y, void* stream);

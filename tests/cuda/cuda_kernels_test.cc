@@ -34,7 +34,7 @@ const std::vector<std::pair<std::string, std::string>> kCovered = {
     {"ReluGrad", "ai.mixtrain"}, {"Not", ""}, {"SoftmaxCrossEntropyLoss", ""},
     {"SoftmaxCrossEntropyLossGrad", "ai.mixtrain"}, {"Conv", ""}, {"FusedConv", "ai.mixtrain"},
     {"ConvGrad", "ai.mixtrain"}, {"MaxPool", ""}, {"MaxPoolGrad", "ai.mixtrain"}, {"Concat", ""},
-    {"Split", ""}, {"Transpose", ""}, {"Expand", ""}, {"Where", ""}};
+    {"Split", ""}, {"Transpose", ""}, {"Expand", ""}, {"Where", ""}, {"FusedMatMul", "ai.mixtrain"}};
 
 TEST(CudaRegistryTest, EveryCudaKernelIsCoveredAndHasACpuTwin) {
 #if MIXTRAIN_HAVE_CUDA
@@ -238,11 +238,54 @@ TEST_F(CudaKernelTest, ReduceSumAndMean) {
 TEST_F(CudaKernelTest, MatMulShapes) {
   const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
       {{17, 33}, {33, 19}}, {{2, 3, 17, 33}, {33, 19}}, {{4, 17, 33}, {4, 33, 19}},
-      {{17, 33}, {4, 33, 19}}, {{33}, {33, 19}}, {{17, 33}, {33}}};
+      {{17, 33}, {4, 33, 19}}, {{33}, {33, 19}}, {{17, 33}, {33}}, {{2, 1, 17, 33}, {3, 33, 19}},
+      {{3, 1, 5, 33}, {2, 33, 19}}};
   for (DType t : kDtypes)
     for (const auto& [da, db] : shapes)
       Check("MatMul", {Make(t, da, Uniform(ew_test::Count(da), -1, 1, 12)),
                        Make(t, db, Uniform(ew_test::Count(db), -1, 1, 13))});
+}
+
+// FusedMatMul's branches: operands read in place through perms (a last-two swap, attention's
+// head split), a perm neither matrix stride of which is 1 (dense copy first), perm_y written in
+// place and scattered, a shared weight folded into rows, bias / activation / residual epilogues.
+TEST_F(CudaKernelTest, FusedMatMulPermsAndEpilogues) {
+  using Ints = std::vector<int64_t>;
+  struct Case {
+    Ints a, b;
+    Ints perm_a, perm_b, perm_y;
+    bool bias, z;
+    std::string act;
+  };
+  const std::vector<Case> cases = {
+      {{6, 20}, {20, 12}, {}, {}, {}, true, true, "Gelu"},
+      {{2, 5, 6, 20}, {20, 12}, {}, {}, {}, true, false, "GeluTanh"},      // folded into one GEMM
+      {{20, 6}, {12, 20}, {1, 0}, {1, 0}, {}, true, false, "Relu"},        // both transposed
+      {{2, 6, 3, 8}, {2, 7, 3, 8}, {0, 2, 1, 3}, {0, 2, 3, 1}, {}, false, false, "Sigmoid"},  // Q.K^T
+      {{2, 3, 6, 7}, {2, 7, 3, 8}, {}, {0, 2, 1, 3}, {0, 2, 1, 3}, false, false, ""},  // P.V, heads merged
+      {{5, 4, 6}, {4, 7}, {2, 0, 1}, {}, {2, 0, 1}, true, false, "Tanh"},  // dense copy of A; Y = A'.B' in place
+      {{3, 6, 5}, {5, 7}, {}, {}, {1, 2, 0}, true, false, ""},               // Y scattered from a dense copy
+  };
+  for (DType t : kDtypes)
+    for (const Case& c : cases) {
+      std::vector<Tensor> in = {Make(t, c.a, Uniform(ew_test::Count(c.a), -1, 1, 31)),
+                                Make(t, c.b, Uniform(ew_test::Count(c.b), -1, 1, 32))};
+      std::vector<Attribute> attrs = {Attribute::Float("alpha", 0.75f)};
+      if (!c.perm_a.empty()) attrs.push_back(Attribute::Ints("perm_a", c.perm_a));
+      if (!c.perm_b.empty()) attrs.push_back(Attribute::Ints("perm_b", c.perm_b));
+      if (!c.perm_y.empty()) attrs.push_back(Attribute::Ints("perm_y", c.perm_y));
+      if (!c.act.empty()) attrs.push_back(Attribute::String("activation", c.act));
+      // N is the last dim of B' (B permuted).
+      const int64_t n = c.perm_b.empty() ? c.b.back() : c.b[c.perm_b.back()];
+      in.push_back(c.bias ? Make(t, {n}, Uniform(n, -1, 1, 33)) : Tensor());
+      if (c.z) {
+        auto cpu = testing_util::RunCpuKernel(*MakeNode("FusedMatMul", in, 1, attrs, "ai.mixtrain").node, in, 17);
+        ASSERT_TRUE(cpu.ok()) << cpu.status();
+        const Ints& yd = (*cpu)[0].dims();
+        in.push_back(Make(t, yd, Uniform(ew_test::Count(yd), -1, 1, 34)));
+      }
+      Check("FusedMatMul", in, attrs, 1, "ai.mixtrain");
+    }
 }
 
 TEST_F(CudaKernelTest, GemmTransposesAndBias) {
