@@ -67,4 +67,13 @@ __device__ __forceinline__ float LoadParam(const void* p, DType t, int64_t i) {
   }
 }
 
+// Stores v into element i of a float tensor of dtype t.
+__device__ __forceinline__ void StoreParam(void* p, DType t, int64_t i, float v) {
+  switch (t) {
+    case DType::kF16: static_cast<uint16_t*>(p)[i] = FloatToHalf(v); break;
+    case DType::kBF16: static_cast<uint16_t*>(p)[i] = FloatToBFloat16(v); break;
+    default: static_cast<float*>(p)[i] = v;
+  }
+}
+
 }  // namespace mixtrain::cuda

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/common/strided_matmul.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/owned_buffer.h"
 #include "kernels/registry.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_device.h"
@@ -168,31 +169,6 @@ class GemmKernel final : public GemmKernelBase {
     Run(ctx, s, a->dtype, a->data, b->data, y->data, alpha, beta);
     return absl::OkStatus();
   }
-};
-
-// Device memory a kernel keeps for itself (dense copies of operands cuBLASLt cannot read in
-// place); grows on a new shape, freed with the kernel.
-class OwnedBuffer {
- public:
-  OwnedBuffer() = default;
-  OwnedBuffer(const OwnedBuffer&) = delete;
-  OwnedBuffer& operator=(const OwnedBuffer&) = delete;
-  ~OwnedBuffer() {
-    if (p_ != nullptr) cudaFree(p_);
-  }
-  void* Get(size_t bytes) {
-    if (bytes > bytes_) {
-      if (p_ != nullptr) MT_CUDA_CHECK(cudaFree(p_));
-      p_ = nullptr;
-      MT_CUDA_CHECK(cudaMalloc(&p_, bytes));
-      bytes_ = bytes;
-    }
-    return p_;
-  }
-
- private:
-  void* p_ = nullptr;
-  size_t bytes_ = 0;
 };
 
 TransposeArgs ToTranspose(const smm::Permutation& p) {

@@ -62,6 +62,15 @@ absl::Status Binary(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// ai.mixtrain.GeluGrad(dY, X) -> dX, exact (erf) or tanh form per `approximate`.
+absl::Status GeluGrad(KernelContext& ctx) {
+  std::string approx = ctx.node().attr_string("approximate", "none");
+  if (approx == "tanh") return Binary<BinaryOp::kGeluTanhGrad>(ctx);
+  if (approx != "none")
+    return ctx.Error(absl::StrCat("approximate must be 'none' or 'tanh', got '", approx, "'"));
+  return Binary<BinaryOp::kGeluGrad>(ctx);
+}
+
 absl::Status Cast(KernelContext& ctx) {
   const TensorView* x = ctx.input(0);
   TensorView* y = ctx.output(0);
@@ -203,6 +212,8 @@ MT_REGISTER_KERNELS(cuda_kernels) {
   reg("ReduceSum", Reduce<false>);
   reg("ReduceMean", Reduce<true>);
   r.Register({"ReluGrad", "ai.mixtrain", kCuda, kFloatTypes, 0, FnKernel(Binary<BinaryOp::kReluGrad>)});
+  r.Register({"GeluGrad", "ai.mixtrain", kCuda, kFloatTypes, 0, FnKernel(GeluGrad)});
+  r.Register({"Gelu", "ai.mixtrain", kCuda, kFloatTypes, 0, FnKernel(Gelu)});  // fuse_gelu's, opset < 20
 }
 
 }  // namespace mixtrain::cuda

@@ -16,7 +16,7 @@ enum class UnaryOp : uint8_t {
   kSqrt, kReciprocal, kExp, kLog, kErf, kTanh, kSigmoid, kSoftplus, kGelu, kGeluTanh,
   kLeakyRelu, kRelu, kNeg, kAbs,
 };
-enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kReluGrad };
+enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kReluGrad, kGeluGrad, kGeluTanhGrad };
 
 // y = op(x) elementwise; dtype is f32, f16 or bf16; `alpha` is LeakyRelu's.
 void LaunchUnary(UnaryOp op, DType dtype, float alpha, const void* x, void* y, int64_t n,
@@ -115,6 +115,41 @@ enum class MatMulAct : uint8_t { kNone, kRelu, kGelu, kGeluTanh, kSigmoid, kTanh
 // z (like y) are of y's dtype and may be null. S is the stride of the bias dim in y.
 void LaunchMatMulEpilogue(DType dtype, void* y, const void* bias, const void* z, int64_t n, int64_t N, int64_t S,
                           MatMulAct act, void* stream);
+
+// --- transformer.cu (kernels/cpu/softmax.cc, grad_norm.cc, movement_index.cc, grad_gather.cc) ----
+// Rows of X's last axis with a bool mask broadcast to X (right-aligned): the mask's offset of row
+// r is sum_d index_d(r) * mask_step[d] over X's leading dims; mask_inner (0 or 1) is its stride
+// along the row. rank 0: no mask.
+struct MaskedRowsArgs {
+  int rank = 0;
+  int64_t row_dims[8] = {}, mask_step[8] = {};
+  int64_t mask_inner = 0;
+  int64_t rows = 0, n = 0;
+  float scale = 1, fill = 0;
+};
+// Y = Softmax(Where(mask, scale * X, fill)) over rows of n (ai.mixtrain.MaskedSoftmax).
+void LaunchMaskedSoftmax(DType dtype, const MaskedRowsArgs& a, const void* x, const uint8_t* mask, void* y,
+                         void* stream);
+// dX = scale * Y * (dY - sum(dY * Y)) per row, 0 where the mask (may be null) is false.
+void LaunchSoftmaxGrad(DType dtype, const MaskedRowsArgs& a, const void* dy, const void* y, const uint8_t* mask,
+                       void* dx, void* stream);
+// LayerNormalizationGrad over `rows` rows of n: dx (may be null) per row, and ds / db (may be null,
+// of param_dtype) summed over rows in a fixed order. stats: 2 * rows floats of scratch.
+void LaunchLayerNormGrad(DType dtype, const void* dy, const void* x, DType param_dtype, const void* scale,
+                         float eps, int64_t rows, int64_t n, void* dx, void* ds, void* db, float* stats,
+                         void* stream);
+// Gather along an axis of data viewed as [outer, n, inner] (elements of esize bytes) with K
+// indices (int32 or int64; negative ones count from the end). An index out of range gives zeros
+// (NaN for float data when nan_fill) instead of a host read-back.
+void LaunchGather(size_t esize, const void* data, int64_t outer, int64_t n, int64_t inner, const void* indices,
+                  bool indices_i64, int64_t K, void* out, bool nan_fill, DType dtype, void* stream);
+// GatherGrad: dx [outer, n, inner] (dx_dtype) = the sum of dy [outer, K, inner] rows gathered from
+// each row, in index order (deterministic, no atomics): the indices are sorted with CUB first.
+// Scratch: GatherGradScratchBytes(K) bytes. Indices out of range are dropped.
+size_t GatherGradScratchBytes(int64_t K);
+void LaunchGatherGrad(DType dy_dtype, const void* dy, const void* indices, bool indices_i64, int64_t K,
+                      int64_t outer, int64_t n, int64_t inner, DType dx_dtype, void* dx, void* scratch,
+                      void* stream);
 
 // --- movement.cu (byte-generic: any dtype of 1, 2, 4 or 8 bytes) ---------------------------------
 // y = x read through a one-input broadcast layout (Expand; a dense copy when nothing broadcasts).

@@ -34,7 +34,10 @@ const std::vector<std::pair<std::string, std::string>> kCovered = {
     {"ReluGrad", "ai.mixtrain"}, {"Not", ""}, {"SoftmaxCrossEntropyLoss", ""},
     {"SoftmaxCrossEntropyLossGrad", "ai.mixtrain"}, {"Conv", ""}, {"FusedConv", "ai.mixtrain"},
     {"ConvGrad", "ai.mixtrain"}, {"MaxPool", ""}, {"MaxPoolGrad", "ai.mixtrain"}, {"Concat", ""},
-    {"Split", ""}, {"Transpose", ""}, {"Expand", ""}, {"Where", ""}, {"FusedMatMul", "ai.mixtrain"}};
+    {"Split", ""}, {"Transpose", ""}, {"Expand", ""}, {"Where", ""}, {"FusedMatMul", "ai.mixtrain"},
+    {"GeluGrad", "ai.mixtrain"}, {"Gelu", "ai.mixtrain"}, {"MaskedSoftmax", "ai.mixtrain"},
+    {"SoftmaxGrad", "ai.mixtrain"}, {"LayerNormalizationGrad", "ai.mixtrain"}, {"Gather", ""},
+    {"GatherGrad", "ai.mixtrain"}};
 
 TEST(CudaRegistryTest, EveryCudaKernelIsCoveredAndHasACpuTwin) {
 #if MIXTRAIN_HAVE_CUDA
@@ -286,6 +289,60 @@ TEST_F(CudaKernelTest, FusedMatMulPermsAndEpilogues) {
       }
       Check("FusedMatMul", in, attrs, 1, "ai.mixtrain");
     }
+}
+
+// The transformer ops: masks broadcast along rows and along the row (mask_inner 1 and 0), rows
+// longer than a block, LayerNorm's column sums with a float scale under low-precision X, gathers
+// with negative and repeated indices (the embedding's backward adds repeats in index order).
+TEST_F(CudaKernelTest, TransformerOps) {
+  const std::vector<Attribute> masked = {Attribute::Float("scale", 0.125f), Attribute::Float("fill", -1e4f)};
+  for (DType t : kDtypes) {
+    Tensor x = Make(t, {2, 3, 5, 40}, Uniform(1200, -30, 30, 40));
+    Tensor along = Make(DType::kBool, {2, 1, 5, 40}, Uniform(400, 0, 1.6, 41));  // rounds to 0/1
+    Tensor rows = Make(DType::kBool, {2, 1, 5, 1}, {1, 0, 1, 1, 0, 1, 1, 1, 0, 1});
+    Check("MaskedSoftmax", {x, along}, masked, 1, "ai.mixtrain");
+    Check("MaskedSoftmax", {x, rows}, masked, 1, "ai.mixtrain");
+    Tensor longx = Make(t, {3, 700}, Uniform(2100, -5, 5, 42));
+    Check("MaskedSoftmax", {longx, Make(DType::kBool, {700}, Uniform(700, 0, 1.6, 43))}, masked, 1, "ai.mixtrain");
+    Tensor dy = Make(t, {2, 3, 5, 40}, Uniform(1200, -1, 1, 44));
+    Tensor y = Make(t, {2, 3, 5, 40}, Uniform(1200, 0, 0.05, 45));
+    Check("SoftmaxGrad", {dy, y}, {}, 1, "ai.mixtrain");
+    Check("SoftmaxGrad", {dy, y, along}, {Attribute::Float("scale", 0.125f)}, 1, "ai.mixtrain");
+    Check("SoftmaxGrad", {dy, y, rows}, {}, 1, "ai.mixtrain");
+    Check("SoftmaxGrad", {Make(t, {3, 700}, Uniform(2100, -1, 1, 46)), Make(t, {3, 700}, Uniform(2100, 0, 0.003, 47))},
+          {}, 1, "ai.mixtrain");
+
+    for (DType pt : {t, DType::kF32}) {
+      Tensor lx = Make(t, {6, 300}, Uniform(1800, -3, 5, 48));
+      Tensor ldy = Make(t, {6, 300}, Uniform(1800, -1, 1, 49));
+      Tensor scale = Make(pt, {300}, Uniform(300, 0.5, 1.5, 50));
+      Check("LayerNormalizationGrad", {ldy, lx, scale}, {Attribute::Float("epsilon", 1e-5f)}, 3, "ai.mixtrain");
+      Tensor sx = Make(t, {4, 250, 24}, Uniform(24000, -2, 2, 51));
+      Tensor sdy = Make(t, {4, 250, 24}, Uniform(24000, -1, 1, 52));
+      Check("LayerNormalizationGrad", {sdy, sx, Make(pt, {24}, Uniform(24, 0.5, 1.5, 53))}, {}, 3, "ai.mixtrain");
+      Check("LayerNormalizationGrad", {sdy, sx, Make(pt, {250, 24}, Uniform(6000, 0.5, 1.5, 54))},
+            {Attribute::Int("axis", 1)}, 3, "ai.mixtrain");
+    }
+
+    Tensor gx = Make(t, {4, 3, 5}, Uniform(60, -9, 9, 55));
+    Tensor gdy = Make(t, {4, 3, 5}, Uniform(60, -9, 9, 56));
+    for (const char* approx : {"none", "tanh"}) {
+      Check("GeluGrad", {gdy, gx}, {Attribute::String("approximate", approx)}, 1, "ai.mixtrain");
+      Check("Gelu", {gx}, {Attribute::String("approximate", approx)}, 1, "ai.mixtrain");
+    }
+
+    Tensor table = Make(t, {10, 7}, Uniform(70, -9, 9, 57));
+    Tensor ids = Make(DType::kI64, {3, 4}, {0, 9, -1, 3, 3, 3, 2, -10, 5, 9, 0, 1});
+    Check("Gather", {table, ids});
+    Tensor cube = Make(t, {3, 10, 5}, Uniform(150, -9, 9, 58));
+    Check("Gather", {cube, Make(DType::kI32, {4}, {7, -3, 0, 7})}, {Attribute::Int("axis", 1)});
+    Tensor dtab = Make(t, {3, 4, 7}, Uniform(84, -1, 1, 59));
+    for (DType xt : {t, DType::kF32})
+      Check("GatherGrad", {dtab, ids, Make(xt, {10, 7}, Uniform(70, -1, 1, 60))}, {}, 1, "ai.mixtrain");
+    Check("GatherGrad", {Make(t, {3, 4, 5}, Uniform(60, -1, 1, 61)), Make(DType::kI32, {4}, {7, -3, 0, 7}), cube},
+          {Attribute::Int("axis", 1)}, 1, "ai.mixtrain");
+  }
+  Check("Gather", {Make(DType::kI64, {10, 2}, Uniform(20, -100, 100, 62)), Make(DType::kI64, {3}, {4, -1, 4})});
 }
 
 TEST_F(CudaKernelTest, GemmTransposesAndBias) {
