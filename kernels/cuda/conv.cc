@@ -270,7 +270,7 @@ absl::StatusOr<PoolWindow> Window(const KernelContext& ctx, const std::vector<in
   const std::vector<int64_t> sp(xd.begin() + 2, xd.end());
   MT_ASSIGN_OR_RETURN(WindowGeometry g, ForwardWindowGeometry(ctx.node(), sp, ctx.node().attr_ints("kernel_shape")));
   PoolWindow w;
-  for (int i = 0; i < 3; ++i) w.in[i] = w.out[i] = w.k[i] = w.s[i] = w.d[i] = 1, w.pb[i] = 0;
+  for (int i = 0; i < 3; ++i) w.in[i] = w.out[i] = w.k[i] = w.s[i] = w.d[i] = 1, w.pb[i] = w.pe[i] = 0;
   const size_t off = 3 - sp.size();
   for (size_t i = 0; i < sp.size(); ++i) {
     w.in[off + i] = sp[i];
@@ -279,6 +279,7 @@ absl::StatusOr<PoolWindow> Window(const KernelContext& ctx, const std::vector<in
     w.s[off + i] = g.strides[i];
     w.d[off + i] = g.dilations[i];
     w.pb[off + i] = g.pads_begin[i];
+    w.pe[off + i] = g.pads_end[i];
   }
   return w;
 }
@@ -315,6 +316,36 @@ absl::Status MaxPoolGrad(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
+absl::Status AveragePool(KernelContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  TensorView* y = ctx.output(0);
+  if (x == nullptr || y == nullptr || !IsFloatDtype(x->dtype) || y->dtype != x->dtype)
+    return ctx.Error("needs a float X and Y of its dtype");
+  const Node& n = ctx.node();
+  if (n.attr_int("channels_last", 0) != 0 || n.attr_int("channel_block", 0) != 0)
+    return ctx.Error("the CUDA AveragePool takes ONNX's NC<spatial> layout only");
+  MT_ASSIGN_OR_RETURN(PoolWindow w, Window(ctx, x->dims));
+  const int64_t planes = x->dims[0] * x->dims[1];
+  if (y->numel() != planes * w.out[0] * w.out[1] * w.out[2]) return ctx.Error("Y's shape is not the pool's");
+  LaunchAveragePool(x->dtype, x->data, y->data, planes, w, n.attr_int("count_include_pad", 0) != 0, ctx.stream());
+  return absl::OkStatus();
+}
+
+absl::Status AveragePoolGrad(KernelContext& ctx) {
+  const TensorView* dy = ctx.input(0);
+  const TensorView* x = ctx.input(1);
+  TensorView* dx = ctx.output(0);
+  if (dy == nullptr || x == nullptr || dx == nullptr) return ctx.Error("needs inputs dY, X and output dX");
+  if (!IsFloatDtype(x->dtype) || dy->dtype != x->dtype || dx->dtype != x->dtype || dx->numel() != x->numel())
+    return ctx.Error("dY, X and dX must share one float dtype, dX X's shape");
+  MT_ASSIGN_OR_RETURN(PoolWindow w, Window(ctx, x->dims));
+  const int64_t planes = x->dims[0] * x->dims[1];
+  if (dy->numel() != planes * w.out[0] * w.out[1] * w.out[2])
+    return ctx.Error("dY's shape does not match the pooling output");
+  LaunchAveragePoolGrad(x->dtype, dy->data, dx->data, planes, w, ctx.node().attr_int("count_include_pad", 0) != 0,
+                        ctx.stream());
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -324,6 +355,8 @@ MT_REGISTER_KERNELS(cuda_conv) {
   r.Register({"ConvGrad", "ai.mixtrain", DeviceType::kCUDA, kFloatTypes, 1, ClassKernel<ConvGradKernel>()});
   r.Register({"MaxPool", "", DeviceType::kCUDA, kFloatTypes, 0, FnKernel(MaxPool)});
   r.Register({"MaxPoolGrad", "ai.mixtrain", DeviceType::kCUDA, kFloatTypes, 1, FnKernel(MaxPoolGrad)});
+  r.Register({"AveragePool", "", DeviceType::kCUDA, kFloatTypes, 0, FnKernel(AveragePool)});
+  r.Register({"AveragePoolGrad", "ai.mixtrain", DeviceType::kCUDA, kFloatTypes, 1, FnKernel(AveragePoolGrad)});
 }
 
 }  // namespace mixtrain::cuda

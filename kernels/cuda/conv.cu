@@ -128,7 +128,98 @@ __global__ void MaxPoolGradKernel(const typename Io::T* dy, const typename Io::T
 }
 
 
+// The divisor of output o along one dim: its taps inside [lo, hi).
+__device__ __forceinline__ int64_t TapsIn(const PoolWindow& w, int dim, int64_t o, bool include_pad) {
+  const int64_t lo = include_pad ? -w.pb[dim] : 0, hi = include_pad ? w.in[dim] + w.pe[dim] : w.in[dim];
+  int64_t n = 0;
+  for (int64_t k = 0; k < w.k[dim]; ++k) {
+    const int64_t i = o * w.s[dim] + k * w.d[dim] - w.pb[dim];
+    n += i >= lo && i < hi;
+  }
+  return n;
+}
+
+template <typename Io>
+__global__ void AveragePoolKernel(const typename Io::T* x, typename Io::T* y, int64_t planes, PoolWindow w,
+                                  bool include_pad) {
+  const int64_t out = w.out[0] * w.out[1] * w.out[2], in = w.in[0] * w.in[1] * w.in[2];
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < planes * out;
+       i += int64_t{gridDim.x} * kThreads) {
+    const int64_t p = i / out, o = i % out;
+    const int64_t o2 = o % w.out[2], o1 = (o / w.out[2]) % w.out[1], o0 = o / (w.out[2] * w.out[1]);
+    const typename Io::T* xp = x + p * in;
+    float s = 0;
+    for (int64_t k0 = 0; k0 < w.k[0]; ++k0) {
+      const int64_t i0 = o0 * w.s[0] + k0 * w.d[0] - w.pb[0];
+      if (i0 < 0 || i0 >= w.in[0]) continue;
+      for (int64_t k1 = 0; k1 < w.k[1]; ++k1) {
+        const int64_t i1 = o1 * w.s[1] + k1 * w.d[1] - w.pb[1];
+        if (i1 < 0 || i1 >= w.in[1]) continue;
+        for (int64_t k2 = 0; k2 < w.k[2]; ++k2) {
+          const int64_t i2 = o2 * w.s[2] + k2 * w.d[2] - w.pb[2];
+          if (i2 >= 0 && i2 < w.in[2]) s += Io::Load(xp[(i0 * w.in[1] + i1) * w.in[2] + i2]);
+        }
+      }
+    }
+    const int64_t n = TapsIn(w, 0, o0, include_pad) * TapsIn(w, 1, o1, include_pad) * TapsIn(w, 2, o2, include_pad);
+    y[i] = Io::Store(n > 0 ? s / static_cast<float>(n) : 0.0f);
+  }
+}
+
+template <typename Io>
+__global__ void AveragePoolGradKernel(const typename Io::T* dy, typename Io::T* dx, int64_t planes, PoolWindow w,
+                                      bool include_pad) {
+  const int64_t out = w.out[0] * w.out[1] * w.out[2], in = w.in[0] * w.in[1] * w.in[2];
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < planes * in;
+       i += int64_t{gridDim.x} * kThreads) {
+    const int64_t p = i / in, at = i % in;
+    const int64_t i2 = at % w.in[2], i1 = (at / w.in[2]) % w.in[1], i0 = at / (w.in[2] * w.in[1]);
+    const typename Io::T* dyp = dy + p * out;
+    float g = 0;
+    int64_t o0, o1, o2;
+    for (int64_t k0 = 0; k0 < w.k[0]; ++k0) {
+      if (!Covers(i0, k0, w, 0, &o0)) continue;
+      for (int64_t k1 = 0; k1 < w.k[1]; ++k1) {
+        if (!Covers(i1, k1, w, 1, &o1)) continue;
+        for (int64_t k2 = 0; k2 < w.k[2]; ++k2) {
+          if (!Covers(i2, k2, w, 2, &o2)) continue;
+          const int64_t n =
+              TapsIn(w, 0, o0, include_pad) * TapsIn(w, 1, o1, include_pad) * TapsIn(w, 2, o2, include_pad);
+          if (n > 0) g += Io::Load(dyp[(o0 * w.out[1] + o1) * w.out[2] + o2]) / static_cast<float>(n);
+        }
+      }
+    }
+    dx[i] = Io::Store(g);
+  }
+}
+
 }  // namespace
+
+void LaunchAveragePool(DType dtype, const void* x, void* y, int64_t planes, const PoolWindow& w, bool include_pad,
+                       void* stream) {
+  const int64_t n = planes * w.out[0] * w.out[1] * w.out[2];
+  if (n == 0) return;
+  ForFloatIo(dtype, [&](auto io) {
+    using Io = decltype(io);
+    using T = typename Io::T;
+    AveragePoolKernel<Io><<<BlocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const T*>(x), static_cast<T*>(y), planes, w, include_pad);
+  });
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void LaunchAveragePoolGrad(DType dtype, const void* dy, void* dx, int64_t planes, const PoolWindow& w,
+                           bool include_pad, void* stream) {
+  const int64_t n = planes * w.in[0] * w.in[1] * w.in[2];
+  if (n == 0) return;
+  ForFloatIo(dtype, [&](auto io) {
+    using Io = decltype(io);
+    using T = typename Io::T;
+    AveragePoolGradKernel<Io><<<BlocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const T*>(dy), static_cast<T*>(dx), planes, w, include_pad);
+  });
+  MT_CUDA_CHECK_LAUNCH();
+}
 
 void LaunchConvEpilogue(DType dtype, void* y, const void* b, DType b_dtype, const void* z, int64_t N, int64_t C,
                         int64_t S, ConvAct act, float p0, float p1, void* stream) {

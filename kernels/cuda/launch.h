@@ -100,6 +100,7 @@ void LaunchBiasGrad(DType dtype, const void* dy, void* db, int64_t N, int64_t M,
 // A pooling window over three spatial dims (fewer are padded with 1s in front), as the CPU's.
 struct PoolWindow {
   int64_t in[3], out[3], k[3], s[3], d[3], pb[3];
+  int64_t pe[3];  // pads_end as ONNX means them (AveragePool's count_include_pad divisor)
 };
 // MaxPool over `planes` (N*C) planes: each output is its window's first maximum in scan order
 // over the taps inside the input (NaN wins only when a window starts with it), as the CPU.
@@ -150,6 +151,43 @@ size_t GatherGradScratchBytes(int64_t K);
 void LaunchGatherGrad(DType dy_dtype, const void* dy, const void* indices, bool indices_i64, int64_t K,
                       int64_t outer, int64_t n, int64_t inner, DType dx_dtype, void* dx, void* scratch,
                       void* stream);
+
+// --- batch_norm.cu (kernels/cpu/norm.cc, grad_norm.cc) and conv.cu's average pooling ------------
+// BatchNormalization over x [N, C, S] (ONNX's, spatial): per-channel statistics in double (two
+// passes) when training, else the running ones; y = x * a[c] + b[c]. The optional outputs (null
+// when absent) are the running mean and var after the momentum update and the batch's own.
+struct BatchNormArgs {
+  int64_t N = 0, C = 0, S = 0;
+  bool training = false;
+  float eps = 1e-5f, momentum = 0.9f;
+  const void* param[4] = {};  // scale, B, input_mean, input_var
+  DType param_dtype[4] = {};
+  void* stat_out[4] = {};     // running_mean, running_var, saved mean, saved var
+  DType stat_dtype[4] = {};
+};
+// ab: 2 * C floats of scratch.
+void LaunchBatchNorm(DType dtype, const BatchNormArgs& a, const void* x, void* y, float* ab, void* stream);
+// BatchNormalizationGrad(dY, X, scale, mean, var) -> dX, dScale, dBias (null when absent): as the
+// CPU, statistics recomputed from X in training mode, else the given ones.
+struct BatchNormGradArgs {
+  int64_t N = 0, C = 0, S = 0;
+  bool training = true;
+  float eps = 1e-5f;
+  const void* param[3] = {};  // scale, mean, var
+  DType param_dtype[3] = {};
+  void* dscale = nullptr;
+  void* dbias = nullptr;
+  DType dscale_dtype = DType::kF32, dbias_dtype = DType::kF32;
+};
+void LaunchBatchNormGrad(DType dtype, const BatchNormGradArgs& a, const void* dy, const void* x, void* dx,
+                         void* stream);
+// AveragePool: each output the mean of its window's taps inside the input, divided by the taps
+// inside the input or (include_pad) inside the padded input [-pb, in + pe).
+void LaunchAveragePool(DType dtype, const void* x, void* y, int64_t planes, const PoolWindow& w, bool include_pad,
+                       void* stream);
+// AveragePoolGrad: each input element gathers dy / divisor from the windows that cover it.
+void LaunchAveragePoolGrad(DType dtype, const void* dy, void* dx, int64_t planes, const PoolWindow& w,
+                           bool include_pad, void* stream);
 
 // --- movement.cu (byte-generic: any dtype of 1, 2, 4 or 8 bytes) ---------------------------------
 // y = x read through a one-input broadcast layout (Expand; a dense copy when nothing broadcasts).

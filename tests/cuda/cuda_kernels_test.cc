@@ -37,7 +37,8 @@ const std::vector<std::pair<std::string, std::string>> kCovered = {
     {"Split", ""}, {"Transpose", ""}, {"Expand", ""}, {"Where", ""}, {"FusedMatMul", "ai.mixtrain"},
     {"GeluGrad", "ai.mixtrain"}, {"Gelu", "ai.mixtrain"}, {"MaskedSoftmax", "ai.mixtrain"},
     {"SoftmaxGrad", "ai.mixtrain"}, {"LayerNormalizationGrad", "ai.mixtrain"}, {"Gather", ""},
-    {"GatherGrad", "ai.mixtrain"}};
+    {"GatherGrad", "ai.mixtrain"}, {"AveragePool", ""}, {"AveragePoolGrad", "ai.mixtrain"},
+    {"BatchNormalization", ""}, {"BatchNormalizationGrad", "ai.mixtrain"}, {"GlobalAveragePool", ""}};
 
 TEST(CudaRegistryTest, EveryCudaKernelIsCoveredAndHasACpuTwin) {
 #if MIXTRAIN_HAVE_CUDA
@@ -527,6 +528,57 @@ TEST_F(CudaKernelTest, MaxPoolAndGrad) {
 // Data movement by element size: floats, int64 and bool through Concat/Split (strided 2-D copies
 // at every axis), Transpose (attention's [B, T, H, D] -> [B, H, T, D], the default reversal),
 // Expand and Where with broadcasting.
+// AveragePool's divisors (pads counted or not, ceil_mode windows past the end pads) and their
+// gradient; GlobalAveragePool.
+TEST_F(CudaKernelTest, AveragePoolAndGrad) {
+  using A = Attribute;
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<Attribute>>> cases = {
+      {{2, 3, 8, 10}, {A::Ints("kernel_shape", {2, 2}), A::Ints("strides", {2, 2})}},
+      {{2, 2, 9, 9}, {A::Ints("kernel_shape", {3, 3}), A::Ints("strides", {2, 2}), A::Ints("pads", {1, 1, 1, 1})}},
+      {{2, 2, 9, 9},
+       {A::Ints("kernel_shape", {3, 3}), A::Ints("strides", {2, 2}), A::Ints("pads", {1, 1, 1, 1}),
+        A::Int("count_include_pad", 1)}},
+      {{1, 2, 7, 8},
+       {A::Ints("kernel_shape", {2, 3}), A::Ints("strides", {2, 2}), A::Int("ceil_mode", 1), A::Ints("pads", {0, 1, 0, 1}),
+        A::Int("count_include_pad", 1)}},
+      {{3, 4, 13}, {A::Ints("kernel_shape", {3}), A::Ints("strides", {2})}}};
+  int seed = 130;
+  for (DType t : kDtypes) {
+    for (const auto& [xd, attrs] : cases) {
+      Tensor x = Make(t, xd, Uniform(ew_test::Count(xd), -1, 1, ++seed));
+      Check("AveragePool", {x}, attrs);
+      auto probe = MakeNode("AveragePool", {x}, 1, attrs, "");
+      auto y = testing_util::RunCpuKernel(*probe.node, {x}, 17);
+      ASSERT_TRUE(y.ok()) << y.status();
+      const std::vector<int64_t> yd = (*y)[0].dims();
+      Check("AveragePoolGrad", {Make(t, yd, Uniform(ew_test::Count(yd), -1, 1, ++seed)), x}, attrs, 1, "ai.mixtrain");
+    }
+    Check("GlobalAveragePool", {Make(t, {3, 5, 7, 9}, Uniform(945, -1, 1, ++seed))});
+    Check("GlobalAveragePool", {Make(t, {2, 4, 1000}, Uniform(8000, -1, 1, ++seed))});
+  }
+}
+
+// BatchNormalization in training (opset 15's three outputs, opset 9's five) and inference, with
+// parameters in the data's dtype or f32; its gradient in both modes.
+TEST_F(CudaKernelTest, BatchNormAndGrad) {
+  for (DType t : kDtypes)
+    for (DType pt : {t, DType::kF32}) {
+      const int64_t C = 6;
+      Tensor x = Make(t, {4, C, 5, 7}, Uniform(4 * C * 35, -2, 3, 140));
+      Tensor scale = Make(pt, {C}, Uniform(C, 0.5, 1.5, 141)), bias = Make(pt, {C}, Uniform(C, -1, 1, 142));
+      Tensor mean = Make(pt, {C}, Uniform(C, -0.5, 0.5, 143)), var = Make(pt, {C}, Uniform(C, 0.5, 2, 144));
+      const std::vector<Tensor> in = {x, scale, bias, mean, var};
+      Check("BatchNormalization", in, {Attribute::Int("training_mode", 1), Attribute::Float("momentum", 0.8f)}, 3, "",
+            15);
+      Check("BatchNormalization", in, {}, 1, "", 15);  // inference
+      Check("BatchNormalization", in, {Attribute::Float("epsilon", 1e-3f)}, 5, "", 9);
+      Tensor dy = Make(t, {4, C, 5, 7}, Uniform(4 * C * 35, -1, 1, 145));
+      for (int training = 0; training < 2; ++training)
+        Check("BatchNormalizationGrad", {dy, x, scale, mean, var}, {Attribute::Int("training_mode", training)}, 3,
+              "ai.mixtrain");
+    }
+}
+
 TEST_F(CudaKernelTest, MovementOps) {
   for (DType t : {DType::kF32, DType::kBF16, DType::kI64}) {
     Tensor a = Make(t, {2, 3, 4}, Uniform(24, -9, 9, 120));
