@@ -1,6 +1,7 @@
 #include "graph/shape_inference.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <deque>
 #include <functional>
 #include <map>
@@ -153,15 +154,21 @@ SymInt Unknown() { return SymInt{}; }
 // only the identities (N+0, N-0, N*1, N/1); N-N is 0 and N/N is 1.
 SymInt Arith(const std::string& op, const SymInt& a, const SymInt& b) {
   if (a.known() && b.known()) {
-    int64_t x = *a.value, y = *b.value;
-    if (op == "Add") return SymInt{x + y, ""};
-    if (op == "Sub") return SymInt{x - y, ""};
-    if (op == "Mul") return SymInt{x * y, ""};
-    if (op == "Div") return y == 0 ? Unknown() : SymInt{x / y, ""};
+    // Values a model computes at run time in int64 wrap there; what overflows here is left
+    // unknown rather than guessed (and signed overflow is undefined in C++).
+    int64_t x = *a.value, y = *b.value, r;
+    if (op == "Add") return __builtin_add_overflow(x, y, &r) ? Unknown() : SymInt{r, ""};
+    if (op == "Sub") return __builtin_sub_overflow(x, y, &r) ? Unknown() : SymInt{r, ""};
+    if (op == "Mul") return __builtin_mul_overflow(x, y, &r) ? Unknown() : SymInt{r, ""};
+    if (op == "Div") return y == 0 || (y == -1 && x == INT64_MIN) ? Unknown() : SymInt{x / y, ""};
     if (op == "Max") return SymInt{std::max(x, y), ""};
     if (op == "Min") return SymInt{std::min(x, y), ""};
     if (op == "Equal") return SymInt{x == y ? 1 : 0, ""};
-    if (op == "Mod" && y != 0) return SymInt{((x % y) + y) % y, ""};  // fmod=0: divisor's sign
+    if (op == "Mod" && y != 0) {  // fmod=0: the result takes the divisor's sign
+      r = y == -1 ? 0 : x % y;
+      if (r != 0 && (r < 0) != (y < 0)) r += y;
+      return SymInt{r, ""};
+    }
     return Unknown();
   }
   const bool same_symbol = !a.known() && !b.known() && !a.symbol.empty() && a.symbol == b.symbol;

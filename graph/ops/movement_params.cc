@@ -38,11 +38,13 @@ SliceAxis ComputeSliceAxis(int64_t dim, int64_t start, int64_t end, int64_t step
   if (step > 0) {
     start = std::clamp<int64_t>(start, 0, dim);
     end = std::clamp<int64_t>(end, 0, dim);
-    r.count = end > start ? (end - start + step - 1) / step : 0;
+    // (end - start - 1) / step + 1: the ceil without end - start + step overflowing at huge steps.
+    r.count = end > start ? (end - start - 1) / step + 1 : 0;
   } else {
     start = std::clamp<int64_t>(start, 0, dim - 1);
     end = std::clamp<int64_t>(end, -1, dim - 1);
-    r.count = start > end ? (start - end + (-step) - 1) / (-step) : 0;
+    const uint64_t mag = 0 - static_cast<uint64_t>(step);  // |step|, also for INT64_MIN
+    r.count = start > end ? static_cast<int64_t>(static_cast<uint64_t>(start - end - 1) / mag + 1) : 0;
   }
   r.start = r.count > 0 ? start : 0;
   return r;
