@@ -62,6 +62,11 @@ class KernelContext {
   // kernels) when such an initializer is replaced.
   bool input_constant(size_t i) const { return i < constant_inputs_.size() && constant_inputs_[i]; }
   void set_constant_inputs(std::vector<bool> c) { constant_inputs_ = std::move(c); }
+  // Input i's contents on the host when they are fixed at plan time (a folded constant: shape
+  // arithmetic, pads, slice bounds), else null; on the CPU the same view as input(i). A kernel on
+  // a device with its own memory reads such parameters here instead of copying them back.
+  const TensorView* host_input(size_t i) const { return i < host_inputs_.size() ? host_inputs_[i] : nullptr; }
+  void set_host_inputs(std::vector<const TensorView*> h) { host_inputs_ = std::move(h); }
   // The ranks collective ops (ai.mixtrain.AllReduce) reduce over; null when the session has none.
   Communicator* communicator() const { return communicator_; }
   void set_communicator(Communicator* c) { communicator_ = c; }
@@ -76,6 +81,7 @@ class KernelContext {
   int64_t opset_;
   uint64_t run_index_ = 0;
   std::vector<bool> constant_inputs_;
+  std::vector<const TensorView*> host_inputs_;
   Communicator* communicator_ = nullptr;
 };
 

@@ -32,6 +32,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const
     }
   }
   e->views_.resize(p.slots.size());
+  e->host_views_.resize(p.slots.size());
   for (size_t i = 0; i < p.slots.size(); ++i) {
     const Slot& s = p.slots[i];
     TensorView& v = e->views_[i];
@@ -41,6 +42,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const
       case SlotKind::kArena: v.data = static_cast<uint8_t*>(e->arena_.data()) + s.offset; break;
       case SlotKind::kConstant:
         v.data = in_place ? const_cast<void*>(p.constants[s.index].data()) : e->constant_buffers_[s.index].data();
+        e->host_views_[i] = {s.dtype, s.dims, const_cast<void*>(p.constants[s.index].data())};
         break;
       case SlotKind::kFeed:
         e->feed_slots_.push_back(static_cast<int>(i));
@@ -58,14 +60,17 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const
   for (const Step& st : p.steps) {
     MT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> k, st.kernel->factory(*st.node));
     e->kernels_.push_back(std::move(k));
-    std::vector<const TensorView*> ins;
+    std::vector<const TensorView*> ins, host_ins;
     std::vector<TensorView*> outs;
     for (int s : st.inputs) ins.push_back(s >= 0 ? &e->views_[s] : nullptr);
+    for (int s : st.inputs)
+      host_ins.push_back(s < 0 ? nullptr : in_place ? &e->views_[s] : e->host_views_[s].data ? &e->host_views_[s] : nullptr);
     for (int s : st.outputs) outs.push_back(s >= 0 ? &e->views_[s] : nullptr);
     e->step_costs_.push_back(EstimateCost(*st.node, ins, {outs.begin(), outs.end()}));
     e->contexts_.emplace_back(*st.node, device->type(), std::move(ins), std::move(outs), device->stream(),
                              st.opset);
     e->contexts_.back().set_constant_inputs(st.constant_inputs);
+    e->contexts_.back().set_host_inputs(std::move(host_ins));
     e->contexts_.back().set_communicator(communicator);
   }
   e->step_seconds_.assign(p.steps.size(), 0.0);

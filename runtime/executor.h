@@ -59,6 +59,7 @@ class Executor {
   Device* device_ = nullptr;
   DeviceBuffer arena_;
   std::vector<TensorView> views_;  // one per slot; never resized after Create (contexts point in)
+  std::vector<TensorView> host_views_;  // per slot: plan constants' host copies (else no data)
   std::vector<std::unique_ptr<OpKernel>> kernels_;
   std::vector<KernelContext> contexts_;
   std::vector<int> feed_slots_;  // slots whose address is the fed tensor's, patched per run

@@ -14,6 +14,7 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/statusor.h"
+#include "kernels/common/pad_source.h"
 #include "kernels/registry.h"
 
 namespace mixtrain::cpu_movement {
@@ -68,15 +69,7 @@ std::vector<uint8_t> ScalarBytes(DType dtype, double value);
 // Pad: the source index along one dim for output index o (pads `begin` before, n input
 // elements), or -1 for the constant fill. Pad and its gradient (PadGrad) share it.
 inline int64_t PadSource(const std::string& mode, int64_t o, int64_t begin, int64_t n) {
-  int64_t i = o - begin;
-  if (i >= 0 && i < n) return i;
-  if (mode == "constant" || n == 0) return -1;
-  if (mode == "edge") return std::clamp<int64_t>(i, 0, n - 1);
-  if (mode == "wrap") return ((i % n) + n) % n;
-  if (n == 1) return 0;  // reflect
-  const int64_t period = 2 * (n - 1);
-  i = ((i % period) + period) % period;
-  return i < n ? i : period - i;
+  return pad::Source(pad::ModeOf(mode), o, begin, n);
 }
 
 }  // namespace mixtrain::cpu_movement

@@ -57,6 +57,31 @@ struct AtFloat {
   __device__ float operator()(float v) const { return Op{}(v); }
 };
 
+// max(0, min(1, alpha x + beta)), times x for HardSwish (alpha 1/6, beta 1/2).
+struct HardSigmoid {
+  float alpha, beta;
+  bool times_x = false;
+  __device__ float operator()(float x) const {
+    const float h = fminf(fmaxf(alpha * x + beta, 0.0f), 1.0f);
+    return times_x ? x * h : h;
+  }
+};
+
+template <typename S, typename Op>
+__global__ void CompareKernel(const S* __restrict__ a, const S* __restrict__ b, uint8_t* __restrict__ o,
+                              BroadcastLayout l, Op op) {
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < l.numel; i += int64_t{gridDim.x} * kThreads)
+    o[i] = op(ew::Io<S>::Load(a[l.InputOffset(0, i)]), ew::Io<S>::Load(b[l.InputOffset(1, i)])) ? 1 : 0;
+}
+
+template <typename S>
+__global__ void IsNaNKernel(const S* __restrict__ x, uint8_t* __restrict__ y, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += int64_t{gridDim.x} * kThreads) {
+    const float v = ew::Io<S>::Load(x[i]);
+    y[i] = v != v ? 1 : 0;
+  }
+}
+
 // Calls fn(S{}) with the storage type of a float dtype.
 template <typename Fn>
 void ForFloat(DType t, Fn&& fn) {
@@ -87,7 +112,7 @@ void Binary(DType t, const BroadcastLayout& l, const void* a, const void* b, voi
 
 }  // namespace
 
-void LaunchUnary(UnaryOp op, DType dtype, float alpha, const void* x, void* y, int64_t n,
+void LaunchUnary(UnaryOp op, DType dtype, float alpha, float beta, const void* x, void* y, int64_t n,
                  void* stream) {
   if (n == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
@@ -106,6 +131,8 @@ void LaunchUnary(UnaryOp op, DType dtype, float alpha, const void* x, void* y, i
     case UnaryOp::kRelu: Unary(dtype, AtFloat<ew::Relu>{}, x, y, n, s); break;
     case UnaryOp::kNeg: Unary(dtype, AtFloat<ew::Neg>{}, x, y, n, s); break;
     case UnaryOp::kAbs: Unary(dtype, AtFloat<ew::Abs>{}, x, y, n, s); break;
+    case UnaryOp::kHardSigmoid: Unary(dtype, HardSigmoid{alpha, beta}, x, y, n, s); break;
+    case UnaryOp::kHardSwish: Unary(dtype, HardSigmoid{1.0f / 6, 0.5f, true}, x, y, n, s); break;
   }
   MT_CUDA_CHECK_LAUNCH();
 }
@@ -127,6 +154,53 @@ void LaunchBinary(BinaryOp op, DType dtype, const BroadcastLayout& l, const void
     case BinaryOp::kGeluGrad: Binary<ew::GeluGrad>(dtype, l, a, b, o, s); break;
     case BinaryOp::kGeluTanhGrad: Binary<ew::GeluTanhGrad>(dtype, l, a, b, o, s); break;
   }
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+namespace {
+template <typename Op>
+void Compare(DType t, const BroadcastLayout& l, const void* a, const void* b, uint8_t* o, cudaStream_t s) {
+  auto launch = [&](auto tag) {
+    using S = decltype(tag);
+    CompareKernel<S><<<Blocks(l.numel), kThreads, 0, s>>>(static_cast<const S*>(a), static_cast<const S*>(b), o, l,
+                                                          Op{});
+  };
+  switch (t) {
+    case DType::kF32: launch(float{}); break;
+    case DType::kF16: launch(ew::f16{}); break;
+    case DType::kBF16: launch(ew::bf16{}); break;
+    case DType::kI32: launch(int32_t{}); break;
+    case DType::kI64: launch(int64_t{}); break;
+    case DType::kBool: launch(bool{}); break;
+    default: MT_CHECK(false) << "CUDA compare: unsupported dtype " << DTypeName(t);
+  }
+}
+}  // namespace
+
+void LaunchCompare(CompareOp op, DType dtype, const BroadcastLayout& l, const void* a, const void* b, uint8_t* o,
+                   void* stream) {
+  MT_CHECK(l.num_inputs == 2) << "LaunchCompare needs a two-input layout";
+  if (l.numel == 0) return;
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (op) {
+    case CompareOp::kEqual: Compare<ew::Equal>(dtype, l, a, b, o, s); break;
+    case CompareOp::kLess: Compare<ew::Less>(dtype, l, a, b, o, s); break;
+    case CompareOp::kLessOrEqual: Compare<ew::LessOrEqual>(dtype, l, a, b, o, s); break;
+    case CompareOp::kGreater: Compare<ew::Greater>(dtype, l, a, b, o, s); break;
+    case CompareOp::kGreaterOrEqual: Compare<ew::GreaterOrEqual>(dtype, l, a, b, o, s); break;
+    case CompareOp::kAnd: Compare<ew::And>(dtype, l, a, b, o, s); break;
+    case CompareOp::kOr: Compare<ew::Or>(dtype, l, a, b, o, s); break;
+    case CompareOp::kXor: Compare<ew::Xor>(dtype, l, a, b, o, s); break;
+  }
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void LaunchIsNaN(DType dtype, const void* x, uint8_t* y, int64_t n, void* stream) {
+  if (n == 0) return;
+  ForFloat(dtype, [&](auto tag) {
+    using S = decltype(tag);
+    IsNaNKernel<S><<<Blocks(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(static_cast<const S*>(x), y, n);
+  });
   MT_CUDA_CHECK_LAUNCH();
 }
 

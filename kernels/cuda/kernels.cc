@@ -32,8 +32,13 @@ absl::Status Unary(KernelContext& ctx) {
   MT_RETURN_IF_ERROR(CheckFloat(ctx, x, "input 0"));
   if (y == nullptr || y->numel() != x->numel() || y->dtype != x->dtype)
     return ctx.Error("output differs from the input in size or dtype");
-  float alpha = kOp == UnaryOp::kLeakyRelu ? ctx.node().attr_float("alpha", 0.01f) : 0.0f;
-  LaunchUnary(kOp, x->dtype, alpha, x->data, y->data, x->numel(), ctx.stream());
+  float alpha = 0, beta = 0;
+  if (kOp == UnaryOp::kLeakyRelu) alpha = ctx.node().attr_float("alpha", 0.01f);
+  if (kOp == UnaryOp::kHardSigmoid) {
+    alpha = ctx.node().attr_float("alpha", 0.2f);
+    beta = ctx.node().attr_float("beta", 0.5f);
+  }
+  LaunchUnary(kOp, x->dtype, alpha, beta, x->data, y->data, x->numel(), ctx.stream());
   return absl::OkStatus();
 }
 
@@ -69,6 +74,37 @@ absl::Status GeluGrad(KernelContext& ctx) {
   if (approx != "none")
     return ctx.Error(absl::StrCat("approximate must be 'none' or 'tanh', got '", approx, "'"));
   return Binary<BinaryOp::kGeluGrad>(ctx);
+}
+
+// Comparisons and logic ops: bool out, operands of one dtype (numeric, or bool for the logic ops).
+template <CompareOp kOp>
+absl::Status Compare(KernelContext& ctx) {
+  const TensorView *a = ctx.input(0), *b = ctx.input(1);
+  TensorView* o = ctx.output(0);
+  if (a == nullptr || b == nullptr || o == nullptr || ctx.num_inputs() != 2)
+    return ctx.Error("needs two inputs and an output");
+  const bool logic = kOp == CompareOp::kAnd || kOp == CompareOp::kOr || kOp == CompareOp::kXor;
+  const DType t = a->dtype;
+  const bool ok = logic ? t == DType::kBool
+                        : (IsLowOrF32(t) || t == DType::kI32 || t == DType::kI64 ||
+                           (kOp == CompareOp::kEqual && t == DType::kBool));
+  if (!ok || b->dtype != t || o->dtype != DType::kBool)
+    return ctx.Error(absl::StrCat("the CUDA kernel compares f32, f16, bf16, i32 or i64 (logic: bool) operands of "
+                                  "one dtype into bool; got ", DTypeName(a->dtype), " and ", DTypeName(b->dtype)));
+  auto l = MakeBroadcastLayout({a->dims, b->dims}, o->dims);
+  if (!l.ok()) return ctx.Error(l.status().message());
+  LaunchCompare(kOp, t, *l, a->data, b->data, static_cast<uint8_t*>(o->data), ctx.stream());
+  return absl::OkStatus();
+}
+
+absl::Status IsNaN(KernelContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  TensorView* y = ctx.output(0);
+  MT_RETURN_IF_ERROR(CheckFloat(ctx, x, "input 0"));
+  if (y == nullptr || y->dtype != DType::kBool || y->numel() != x->numel())
+    return ctx.Error("the output must be bool of the input's shape");
+  LaunchIsNaN(x->dtype, x->data, static_cast<uint8_t*>(y->data), x->numel(), ctx.stream());
+  return absl::OkStatus();
 }
 
 absl::Status Cast(KernelContext& ctx) {
@@ -198,6 +234,9 @@ MT_REGISTER_KERNELS(cuda_kernels) {
   reg("Relu", Unary<UnaryOp::kRelu>);
   reg("Neg", Unary<UnaryOp::kNeg>);
   reg("Abs", Unary<UnaryOp::kAbs>);
+  reg("HardSigmoid", Unary<UnaryOp::kHardSigmoid>);
+  reg("HardSwish", Unary<UnaryOp::kHardSwish>);
+  reg("IsNaN", IsNaN);
   reg("Add", Binary<BinaryOp::kAdd>);
   reg("Sub", Binary<BinaryOp::kSub>);
   reg("Mul", Binary<BinaryOp::kMul>);
@@ -211,6 +250,15 @@ MT_REGISTER_KERNELS(cuda_kernels) {
   reg("LayerNormalization", LayerNorm);
   reg("ReduceSum", Reduce<false>);
   reg("ReduceMean", Reduce<true>);
+  auto cmp = [&](const char* op, KernelFn fn) { r.Register({op, "", kCuda, {}, 0, FnKernel(fn)}); };
+  cmp("Equal", Compare<CompareOp::kEqual>);
+  cmp("Less", Compare<CompareOp::kLess>);
+  cmp("LessOrEqual", Compare<CompareOp::kLessOrEqual>);
+  cmp("Greater", Compare<CompareOp::kGreater>);
+  cmp("GreaterOrEqual", Compare<CompareOp::kGreaterOrEqual>);
+  cmp("And", Compare<CompareOp::kAnd>);
+  cmp("Or", Compare<CompareOp::kOr>);
+  cmp("Xor", Compare<CompareOp::kXor>);
   r.Register({"ReluGrad", "ai.mixtrain", kCuda, kFloatTypes, 0, FnKernel(Binary<BinaryOp::kReluGrad>)});
   r.Register({"GeluGrad", "ai.mixtrain", kCuda, kFloatTypes, 0, FnKernel(GeluGrad)});
   r.Register({"Gelu", "ai.mixtrain", kCuda, kFloatTypes, 0, FnKernel(Gelu)});  // fuse_gelu's, opset < 20

@@ -14,13 +14,21 @@ namespace mixtrain::cuda {
 // --- elementwise.cu (functors of kernels/common/elementwise.h) ----------------------------------
 enum class UnaryOp : uint8_t {
   kSqrt, kReciprocal, kExp, kLog, kErf, kTanh, kSigmoid, kSoftplus, kGelu, kGeluTanh,
-  kLeakyRelu, kRelu, kNeg, kAbs,
+  kLeakyRelu, kRelu, kNeg, kAbs, kHardSigmoid, kHardSwish,
 };
 enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kReluGrad, kGeluGrad, kGeluTanhGrad };
 
-// y = op(x) elementwise; dtype is f32, f16 or bf16; `alpha` is LeakyRelu's.
-void LaunchUnary(UnaryOp op, DType dtype, float alpha, const void* x, void* y, int64_t n,
+// y = op(x) elementwise; dtype is f32, f16 or bf16; `alpha` is LeakyRelu's and HardSigmoid's,
+// `beta` HardSigmoid's.
+void LaunchUnary(UnaryOp op, DType dtype, float alpha, float beta, const void* x, void* y, int64_t n,
                  void* stream);
+// Comparisons (f32, f16, bf16, i32, i64 operands) and logic (bool operands) to bool, over a
+// two-input broadcast layout.
+enum class CompareOp : uint8_t { kEqual, kLess, kLessOrEqual, kGreater, kGreaterOrEqual, kAnd, kOr, kXor };
+void LaunchCompare(CompareOp op, DType dtype, const BroadcastLayout& layout, const void* a, const void* b,
+                   uint8_t* o, void* stream);
+// y = isnan(x) over n elements of a float dtype.
+void LaunchIsNaN(DType dtype, const void* x, uint8_t* y, int64_t n, void* stream);
 // o = op(a, b) over a two-input broadcast layout (kernels/common/broadcast.h).
 void LaunchBinary(BinaryOp op, DType dtype, const BroadcastLayout& layout, const void* a,
                   const void* b, void* o, void* stream);
@@ -202,5 +210,28 @@ struct TransposeArgs {
   int64_t in_strides[8] = {};  // x's stride (elements) of each output dim
 };
 void LaunchTranspose(size_t esize, const TransposeArgs& a, int64_t n, const void* x, void* y, void* stream);
+
+// --- pad_slice.cu (kernels/cpu/movement_index.cc Slice and Pad, grad_shape_kernels.cc) -----------
+// The inverse of Transpose's gather: y[offset of j] = x[j], j dense over a.out_dims (distinct
+// offsets: a slice's positions).
+void LaunchStridedScatter(size_t esize, const TransposeArgs& a, int64_t n, const void* x, void* y, void* stream);
+// Pad: each output element reads the input element pad::Source gives per dim (mode: pad::Mode,
+// kernels/common/pad_source.h), or `fill` (esize bytes) where a constant pad has none.
+struct PadArgs {
+  int rank = 0;
+  int mode = 0;
+  int64_t out_dims[8] = {}, in_dims[8] = {}, begin[8] = {};
+  uint64_t fill = 0;
+};
+void LaunchPad(size_t esize, const PadArgs& a, const void* x, void* y, void* stream);
+// PadGrad: dx[i] = the sum of dy at every output position whose source is i. Per dim d, the
+// positions reading input index k are lists[offsets[base[d] + k] .. offsets[base[d] + k + 1]).
+struct PadGradArgs {
+  int rank = 0;
+  int64_t dy_dims[8] = {}, dx_dims[8] = {}, base[8] = {};
+  const int64_t* offsets = nullptr;  // device
+  const int64_t* lists = nullptr;    // device
+};
+void LaunchPadGrad(DType dtype, const PadGradArgs& a, const void* dy, void* dx, void* stream);
 
 }  // namespace mixtrain::cuda

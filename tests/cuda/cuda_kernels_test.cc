@@ -38,7 +38,10 @@ const std::vector<std::pair<std::string, std::string>> kCovered = {
     {"GeluGrad", "ai.mixtrain"}, {"Gelu", "ai.mixtrain"}, {"MaskedSoftmax", "ai.mixtrain"},
     {"SoftmaxGrad", "ai.mixtrain"}, {"LayerNormalizationGrad", "ai.mixtrain"}, {"Gather", ""},
     {"GatherGrad", "ai.mixtrain"}, {"AveragePool", ""}, {"AveragePoolGrad", "ai.mixtrain"},
-    {"BatchNormalization", ""}, {"BatchNormalizationGrad", "ai.mixtrain"}, {"GlobalAveragePool", ""}};
+    {"BatchNormalization", ""}, {"BatchNormalizationGrad", "ai.mixtrain"}, {"GlobalAveragePool", ""},
+    {"Slice", ""}, {"Pad", ""}, {"SliceGrad", "ai.mixtrain"}, {"PadGrad", "ai.mixtrain"}, {"HardSigmoid", ""},
+    {"HardSwish", ""}, {"IsNaN", ""}, {"Equal", ""}, {"Less", ""}, {"LessOrEqual", ""}, {"Greater", ""},
+    {"GreaterOrEqual", ""}, {"And", ""}, {"Or", ""}, {"Xor", ""}};
 
 TEST(CudaRegistryTest, EveryCudaKernelIsCoveredAndHasACpuTwin) {
 #if MIXTRAIN_HAVE_CUDA
@@ -115,6 +118,15 @@ class CudaKernelTest : public ::testing::Test {
     auto kernel = (*def)->factory(node);
     EXPECT_TRUE(kernel.ok());
     KernelContext ctx(node, DeviceType::kCUDA, ip, op, device_->stream(), opset);
+    // Every input also on the host, as the executor gives a plan's constants (Slice's starts,
+    // Pad's pads): the kernels read their integer parameters there.
+    std::vector<TensorView> hv(in.size());
+    std::vector<const TensorView*> hp;
+    for (size_t i = 0; i < in.size(); ++i) {
+      if (in[i].defined()) hv[i] = {in[i].dtype(), in[i].dims(), const_cast<void*>(in[i].data())};
+      hp.push_back(in[i].defined() ? &hv[i] : nullptr);
+    }
+    ctx.set_host_inputs(hp);
     absl::Status st = (*kernel)->Compute(ctx);
     EXPECT_TRUE(st.ok()) << st;
     std::vector<Tensor> gpu;
@@ -577,6 +589,70 @@ TEST_F(CudaKernelTest, BatchNormAndGrad) {
         Check("BatchNormalizationGrad", {dy, x, scale, mean, var}, {Attribute::Int("training_mode", training)}, 3,
               "ai.mixtrain");
     }
+}
+
+// Slice (negative steps, axes, clamped ends) and Pad in every mode (negative pads crop), with
+// their gradients; integer data for the forward ops.
+TEST_F(CudaKernelTest, SliceAndPad) {
+  using I = std::vector<double>;
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kI64}) {
+    Tensor x = Make(t, {4, 6, 5}, Uniform(120, -9, 9, 150));
+    const std::vector<std::vector<Tensor>> slices = {
+        {Make(DType::kI64, {2}, I{1, 0}), Make(DType::kI64, {2}, I{3, 100}), Make(DType::kI64, {2}, I{0, 2})},
+        {Make(DType::kI64, {2}, I{-1, 4}), Make(DType::kI64, {2}, I{-100, 0}), Make(DType::kI64, {2}, I{1, 2}),
+         Make(DType::kI64, {2}, I{-2, -1})},
+        {Make(DType::kI32, {1}, I{1}), Make(DType::kI32, {1}, I{6}), Make(DType::kI32, {1}, I{1}),
+         Make(DType::kI32, {1}, I{2})}};
+    for (const auto& p : slices) {
+      std::vector<Tensor> in = {x};
+      in.insert(in.end(), p.begin(), p.end());
+      Check("Slice", in);
+      if (t == DType::kI64) continue;
+      auto y = testing_util::RunCpuKernel(*MakeNode("Slice", in, 1).node, in, 17);
+      ASSERT_TRUE(y.ok()) << y.status();
+      const std::vector<int64_t> yd = (*y)[0].dims();
+      std::vector<Tensor> g = {Make(t, yd, Uniform(ew_test::Count(yd), -1, 1, 151)), Make(DType::kI64, {3}, I{4, 6, 5})};
+      g.insert(g.end(), p.begin(), p.end());
+      Check("SliceGrad", g, {}, 1, "ai.mixtrain");
+    }
+    for (const char* mode : {"constant", "edge", "reflect", "wrap"}) {
+      for (const I& pads : {I{1, 0, 2, 0, 2, 1}, I{0, -1, 3, 1, 0, -2}}) {
+        std::vector<Tensor> in = {x, Make(DType::kI64, {6}, pads)};
+        if (std::string(mode) == "constant") in.push_back(Make(t, {}, I{2.5}));
+        Check("Pad", in, {Attribute::String("mode", mode)});
+        if (t == DType::kI64) continue;
+        auto y = testing_util::RunCpuKernel(*MakeNode("Pad", in, 1, {Attribute::String("mode", mode)}).node, in, 17);
+        ASSERT_TRUE(y.ok()) << y.status();
+        const std::vector<int64_t> yd = (*y)[0].dims();
+        Check("PadGrad", {Make(t, yd, Uniform(ew_test::Count(yd), -1, 1, 152)), Make(DType::kI64, {6}, pads)},
+              {Attribute::String("mode", mode)}, 1, "ai.mixtrain");
+      }
+    }
+  }
+}
+
+// Comparisons and logic into bool, IsNaN, HardSigmoid and HardSwish.
+TEST_F(CudaKernelTest, ComparisonsAndHardActivations) {
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64}) {
+    std::vector<double> av = Uniform(60, -3, 3, 160), bv = Uniform(12, -3, 3, 161);
+    for (size_t i = 0; i < 12; ++i) av[i * 5] = bv[i];  // some equal pairs
+    for (double& v : av) v = std::round(v * 2) / 2;
+    for (double& v : bv) v = std::round(v * 2) / 2;
+    Tensor a = Make(t, {5, 12}, av), b = Make(t, {12}, bv);
+    for (const char* op : {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual"}) Check(op, {a, b});
+  }
+  Tensor p = Make(DType::kBool, {4, 3}, Uniform(12, 0, 1.6, 162)), q = Make(DType::kBool, {3}, {1, 0, 1});
+  for (const char* op : {"And", "Or", "Xor", "Equal"}) Check(op, {p, q});
+  for (DType t : kDtypes) {
+    std::vector<double> v = Uniform(100, -8, 8, 163);
+    v[3] = NAN;
+    v[50] = INFINITY;
+    Tensor x = Make(t, {10, 10}, v);
+    Check("IsNaN", {x});
+    Check("HardSwish", {x});
+    Check("HardSigmoid", {x});
+    Check("HardSigmoid", {x}, {Attribute::Float("alpha", 0.3f), Attribute::Float("beta", 0.4f)});
+  }
 }
 
 TEST_F(CudaKernelTest, MovementOps) {

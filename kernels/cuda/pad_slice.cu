@@ -1,0 +1,122 @@
+// Pad, its gradient, and the scatter of SliceGrad on CUDA, by element size (any dtype of 1-8
+// bytes; PadGrad in float dtypes). Each output element gathers, so no two threads write one
+// element and sums run in a fixed order.
+#include "kernels/common/pad_source.h"
+#include "kernels/cuda/device_util.cuh"
+#include "kernels/cuda/launch.h"
+#include "runtime/cuda/cuda_check.h"
+
+namespace mixtrain::cuda {
+namespace {
+
+template <typename E>
+__global__ void StridedScatterKernel(TransposeArgs t, int64_t n, const E* x, E* y) {
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += int64_t{gridDim.x} * kThreads) {
+    int64_t off = 0, rem = i;
+    for (int d = t.rank - 1; d >= 0; --d) {
+      off += (rem % t.out_dims[d]) * t.in_strides[d];
+      rem /= t.out_dims[d];
+    }
+    y[off] = x[i];
+  }
+}
+
+
+template <typename E>
+__global__ void PadKernel(PadArgs a, int64_t n, const E* x, E* y) {
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += int64_t{gridDim.x} * kThreads) {
+    int64_t off = 0, stride = 1, rem = i;
+    bool inside = true;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      const int64_t src = pad::Source(a.mode, rem % a.out_dims[d], a.begin[d], a.in_dims[d]);
+      rem /= a.out_dims[d];
+      inside &= src >= 0;
+      off += src * stride;
+      stride *= a.in_dims[d];
+    }
+    E fill;
+    memcpy(&fill, &a.fill, sizeof(E));
+    y[i] = inside ? x[off] : fill;
+  }
+}
+
+template <typename Io>
+__global__ void PadGradKernel(PadGradArgs a, int64_t n, const typename Io::T* dy, typename Io::T* dx) {
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += int64_t{gridDim.x} * kThreads) {
+    // This element's source lists, one per dim, and an odometer over their product.
+    int64_t lo[8], hi[8], at[8];
+    int64_t rem = i;
+    bool any = true;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      const int64_t k = rem % a.dx_dims[d];
+      rem /= a.dx_dims[d];
+      lo[d] = a.offsets[a.base[d] + k];
+      hi[d] = a.offsets[a.base[d] + k + 1];
+      at[d] = lo[d];
+      any &= hi[d] > lo[d];
+    }
+    float s = 0;
+    while (any) {
+      int64_t off = 0;
+      for (int d = 0; d < a.rank; ++d) off = off * a.dy_dims[d] + a.lists[at[d]];
+      s += Io::Load(dy[off]);
+      int d = a.rank - 1;
+      for (; d >= 0; --d) {
+        if (++at[d] < hi[d]) break;
+        at[d] = lo[d];
+      }
+      any = d >= 0;
+    }
+    dx[i] = Io::Store(s);
+  }
+}
+
+template <typename Fn>
+void ForElement(size_t esize, Fn&& fn) {
+  switch (esize) {
+    case 1: fn(uint8_t{}); break;
+    case 2: fn(uint16_t{}); break;
+    case 4: fn(uint32_t{}); break;
+    case 8: fn(uint64_t{}); break;
+    default: MT_CHECK(false) << "CUDA movement: element size " << esize;
+  }
+}
+
+}  // namespace
+
+void LaunchStridedScatter(size_t esize, const TransposeArgs& a, int64_t n, const void* x, void* y, void* stream) {
+  if (n == 0) return;
+  ForElement(esize, [&](auto e) {
+    using E = decltype(e);
+    StridedScatterKernel<E><<<BlocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        a, n, static_cast<const E*>(x), static_cast<E*>(y));
+  });
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void LaunchPad(size_t esize, const PadArgs& a, const void* x, void* y, void* stream) {
+  int64_t n = 1;
+  for (int d = 0; d < a.rank; ++d) n *= a.out_dims[d];
+  if (n == 0) return;
+  ForElement(esize, [&](auto e) {
+    using E = decltype(e);
+    PadKernel<E><<<BlocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(a, n, static_cast<const E*>(x),
+                                                                                    static_cast<E*>(y));
+  });
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void LaunchPadGrad(DType dtype, const PadGradArgs& a, const void* dy, void* dx, void* stream) {
+  int64_t n = 1;
+  for (int d = 0; d < a.rank; ++d) n *= a.dx_dims[d];
+  if (n == 0) return;
+  ForFloatIo(dtype, [&](auto io) {
+    using Io = decltype(io);
+    using T = typename Io::T;
+    PadGradKernel<Io><<<BlocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        a, n, static_cast<const T*>(dy), static_cast<T*>(dx));
+  });
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace mixtrain::cuda
