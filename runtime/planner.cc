@@ -520,6 +520,26 @@ std::vector<std::string> OpsWithoutKernels(const Graph& graph, DeviceType device
   return missing;
 }
 
+absl::Status DryPlan(const Graph& graph, DeviceType device,
+                     const std::vector<std::pair<std::string, std::string>>& state_updates, int64_t symbolic_dim) {
+  PlanRequest req;
+  req.device = device;
+  req.state_updates = state_updates;
+  for (const Value* v : graph.inputs()) {
+    FeedType f;
+    if (!v->is_initializer()) {
+      if (!v->shape.rank_known) return absl::InvalidArgumentError(absl::StrCat("input '", v->name, "' has no rank"));
+      f.fed = true;
+      f.dtype = v->dtype;
+      for (const Dim& d : v->shape.dims) f.dims.push_back(d.known() ? d.value : symbolic_dim);
+    }
+    req.feeds.push_back(std::move(f));
+  }
+  for (const Value* v : graph.outputs()) req.fetches.push_back(v->name);
+  std::vector<int> wants;
+  return BuildPlan(graph, req, &wants).status();
+}
+
 absl::StatusOr<std::vector<Tensor>> RunNodeOnHost(const Node& node, int64_t opset,
                                                   const std::vector<const Tensor*>& inputs) {
   std::vector<TypeInfo> ins(inputs.size());

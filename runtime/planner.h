@@ -58,6 +58,15 @@ absl::StatusOr<std::unique_ptr<ExecutionPlan>> BuildPlan(const Graph& graph,
 // exact (it knows the dtypes and what folds) and names every missing kernel in one error.
 std::vector<std::string> OpsWithoutKernels(const Graph& graph, DeviceType device);
 
+// What a session would plan on its first run, without a device: every non-initializer input
+// fed at the dims its shape gives (symbolic dims as `symbolic_dim`), the graph's outputs fetched,
+// `state_updates` as the session's. OK when the plan builds; the planner's Unimplemented error
+// (every op the device lacks a kernel for, with its dtypes) when kernels are missing; other
+// errors (a shape the guessed dims do not fit) are the planner's own.
+absl::Status DryPlan(const Graph& graph, DeviceType device,
+                     const std::vector<std::pair<std::string, std::string>>& state_updates,
+                     int64_t symbolic_dim = 2);
+
 // Runs one node's CPU kernel on host tensors (plan-time folding; also handy for tests).
 absl::StatusOr<std::vector<Tensor>> RunNodeOnHost(const Node& node, int64_t opset,
                                                   const std::vector<const Tensor*>& inputs);

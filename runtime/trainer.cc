@@ -185,6 +185,16 @@ absl::Status Trainer::BuildOn(std::unique_ptr<Graph> model, std::shared_ptr<Devi
           "--device=", DeviceName(device_->type()), ": no ", DeviceName(device_->type()), " kernel for ",
           missing->size(), missing->size() == 1 ? " op" : " ops", " of this model's training step or evaluation: ",
           absl::StrJoin(*missing, ", "), " (nothing ran; --device=cpu trains it)"));
+    // Every op has some kernel there; plan both graphs as the sessions will (batch 2 where the
+    // model leaves it open) so a kernel lacking a dtype the step uses is named now, not mid-run.
+    for (const Graph* graph : {g.get(), e.get()}) {
+      absl::Status st = DryPlan(*graph, device_->type(), StateUpdates(*graph));
+      if (absl::IsUnimplemented(st)) {
+        missing->push_back(std::string(st.message()));
+        return absl::UnimplementedError(absl::StrCat("--device=", DeviceName(device_->type()), ": ", st.message(),
+                                                     " (--device=cpu trains it)"));
+      }
+    }
   }
   SessionOptions so;
   so.run_on = device_;

@@ -95,12 +95,13 @@ int Check(const cli::Args& args) {
       return 1;
     }
     if (r->cuda_missing_ops.empty()) {
-      std::printf("cuda: every op of the training step (bf16 AMP, Adam) and of evaluation has a CUDA kernel\n");
+      std::printf("cuda: every op of the training step (Adam; fp32, bf16 AMP, fp16 AMP) and of evaluation has a CUDA "
+                  "kernel for its dtypes\n");
     } else {
-      std::printf("cuda: no CUDA kernel for %zu op%s of the training step (bf16 AMP, Adam) or evaluation; "
+      std::printf("cuda: no CUDA kernel for %zu op%s of the training step (Adam) or evaluation; "
                   "--device=cuda refuses it, auto trains on the CPU:\n  %s\n",
                   r->cuda_missing_ops.size(), r->cuda_missing_ops.size() == 1 ? "" : "s",
-                  absl::StrJoin(r->cuda_missing_ops, " ").c_str());
+                  absl::StrJoin(r->cuda_missing_ops, "\n  ").c_str());
       return 1;
     }
   }

@@ -50,7 +50,9 @@ struct ModelCheck {
   std::vector<std::string> dynamic_dims;        // "input 'x': [batch,3,32,32]"
   std::vector<std::string> op_types;            // distinct ops after canonicalization
   // device "cuda": whether its kernels could be looked up ("" when they could; else why not), and
-  // the ops of the training step and evaluation without one. They do not block CPU training.
+  // the ops of the training step and evaluation without one (by op; or, when every op has some
+  // kernel, "<precision> step|eval: <the planner's list of ops and dtypes>" for fp32, bf16 AMP and
+  // fp16 AMP). They do not block CPU training.
   std::string cuda_unknown;
   std::vector<std::string> cuda_missing_ops;
 };

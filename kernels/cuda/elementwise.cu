@@ -101,13 +101,33 @@ void Unary(DType t, const Op& op, const void* x, void* y, int64_t n, cudaStream_
   });
 }
 
-template <typename Op>
+// Calls fn(S{}) with the storage type of a float dtype, i32 or i64 (the arithmetic integer
+// tensors a training step carries: its update counter).
+template <typename Fn>
+void ForNumber(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::kI32: fn(int32_t{}); break;
+    case DType::kI64: fn(int64_t{}); break;
+    default: ForFloat(t, fn);
+  }
+}
+
+// ForNumber and bool: every dtype Cast converts between on the GPU.
+template <typename Fn>
+void ForCastable(DType t, Fn&& fn) {
+  if (t == DType::kBool) fn(bool{});
+  else ForNumber(t, fn);
+}
+
+template <typename Op, bool kIntegers = false>
 void Binary(DType t, const BroadcastLayout& l, const void* a, const void* b, void* o, cudaStream_t s) {
-  ForFloat(t, [&](auto tag) {
+  auto launch = [&](auto tag) {
     using S = decltype(tag);
     BinaryKernel<S><<<Blocks(l.numel), kThreads, 0, s>>>(
         static_cast<const S*>(a), static_cast<const S*>(b), static_cast<S*>(o), l, Op{});
-  });
+  };
+  if constexpr (kIntegers) ForNumber(t, launch);
+  else ForFloat(t, launch);
 }
 
 }  // namespace
@@ -143,12 +163,12 @@ void LaunchBinary(BinaryOp op, DType dtype, const BroadcastLayout& l, const void
   if (l.numel == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
   switch (op) {
-    case BinaryOp::kAdd: Binary<ew::Add>(dtype, l, a, b, o, s); break;
-    case BinaryOp::kSub: Binary<ew::Sub>(dtype, l, a, b, o, s); break;
-    case BinaryOp::kMul: Binary<ew::Mul>(dtype, l, a, b, o, s); break;
+    case BinaryOp::kAdd: Binary<ew::Add, true>(dtype, l, a, b, o, s); break;
+    case BinaryOp::kSub: Binary<ew::Sub, true>(dtype, l, a, b, o, s); break;
+    case BinaryOp::kMul: Binary<ew::Mul, true>(dtype, l, a, b, o, s); break;
     case BinaryOp::kDiv: Binary<ew::Div>(dtype, l, a, b, o, s); break;
-    case BinaryOp::kMax: Binary<ew::Max>(dtype, l, a, b, o, s); break;
-    case BinaryOp::kMin: Binary<ew::Min>(dtype, l, a, b, o, s); break;
+    case BinaryOp::kMax: Binary<ew::Max, true>(dtype, l, a, b, o, s); break;
+    case BinaryOp::kMin: Binary<ew::Min, true>(dtype, l, a, b, o, s); break;
     case BinaryOp::kReluGrad: Binary<ew::ReluGrad>(dtype, l, a, b, o, s); break;
     case BinaryOp::kPow: Binary<ew::Pow>(dtype, l, a, b, o, s); break;
     case BinaryOp::kGeluGrad: Binary<ew::GeluGrad>(dtype, l, a, b, o, s); break;
@@ -221,8 +241,8 @@ void LaunchCast(DType from, DType to, const void* x, void* y, int64_t n, void* s
   MT_CHECK(from != to) << "LaunchCast of a dtype to itself (a copy)";
   if (n == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
-  ForFloat(from, [&](auto from_tag) {
-    ForFloat(to, [&](auto to_tag) {
+  ForCastable(from, [&](auto from_tag) {
+    ForCastable(to, [&](auto to_tag) {
       using SI = decltype(from_tag);
       using SO = decltype(to_tag);
       if constexpr (!std::is_same_v<SI, SO>)

@@ -50,14 +50,24 @@ absl::Status Gelu(KernelContext& ctx) {
   return Unary<UnaryOp::kGelu>(ctx);
 }
 
+// Add, Sub, Mul, Max and Min also take i32 and i64 (the step counter).
+constexpr bool TakesIntegers(BinaryOp op) {
+  return op == BinaryOp::kAdd || op == BinaryOp::kSub || op == BinaryOp::kMul || op == BinaryOp::kMax ||
+         op == BinaryOp::kMin;
+}
+
 template <BinaryOp kOp>
 absl::Status Binary(KernelContext& ctx) {
   const TensorView* a = ctx.input(0);
   const TensorView* b = ctx.input(1);
   TensorView* o = ctx.output(0);
   if (ctx.num_inputs() != 2) return ctx.Error("the CUDA kernel takes exactly two inputs");
-  MT_RETURN_IF_ERROR(CheckFloat(ctx, a, "input 0"));
-  MT_RETURN_IF_ERROR(CheckFloat(ctx, b, "input 1"));
+  if (a == nullptr || b == nullptr) return ctx.Error("missing an input");
+  const bool integers = TakesIntegers(kOp) && (a->dtype == DType::kI32 || a->dtype == DType::kI64);
+  if (!integers) {
+    MT_RETURN_IF_ERROR(CheckFloat(ctx, a, "input 0"));
+    MT_RETURN_IF_ERROR(CheckFloat(ctx, b, "input 1"));
+  }
   if (a->dtype != b->dtype || o == nullptr || o->dtype != a->dtype)
     return ctx.Error(absl::StrCat("inputs and output must share one dtype (", DTypeName(a->dtype), ", ",
                                   DTypeName(b->dtype), ")"));
@@ -107,11 +117,15 @@ absl::Status IsNaN(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
+bool Castable(DType t) { return IsLowOrF32(t) || t == DType::kI32 || t == DType::kI64 || t == DType::kBool; }
+
 absl::Status Cast(KernelContext& ctx) {
   const TensorView* x = ctx.input(0);
   TensorView* y = ctx.output(0);
-  MT_RETURN_IF_ERROR(CheckFloat(ctx, x, "input 0"));
-  MT_RETURN_IF_ERROR(CheckFloat(ctx, y, "output 0"));
+  if (x == nullptr || y == nullptr) return ctx.Error("needs an input and an output");
+  if (!Castable(x->dtype) || !Castable(y->dtype))
+    return ctx.Error(absl::StrCat("the CUDA Cast converts between f32, f16, bf16, i32, i64 and bool, not ",
+                                  DTypeName(x->dtype), " to ", DTypeName(y->dtype)));
   if (x->numel() != y->numel()) return ctx.Error("output size differs from the input's");
   if (x->dtype == y->dtype) {
     if (x->data != y->data)
@@ -221,6 +235,8 @@ absl::Status Reduce(KernelContext& ctx) {
 
 MT_REGISTER_KERNELS(cuda_kernels) {
   auto reg = [&](const char* op, KernelFn fn) { r.Register({op, "", kCuda, kFloatTypes, 0, FnKernel(fn)}); };
+  const std::vector<DType> numbers = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64};
+  auto reg_numbers = [&](const char* op, KernelFn fn) { r.Register({op, "", kCuda, numbers, 0, FnKernel(fn)}); };
   reg("Sqrt", Unary<UnaryOp::kSqrt>);
   reg("Reciprocal", Unary<UnaryOp::kReciprocal>);
   reg("Exp", Unary<UnaryOp::kExp>);
@@ -237,14 +253,15 @@ MT_REGISTER_KERNELS(cuda_kernels) {
   reg("HardSigmoid", Unary<UnaryOp::kHardSigmoid>);
   reg("HardSwish", Unary<UnaryOp::kHardSwish>);
   reg("IsNaN", IsNaN);
-  reg("Add", Binary<BinaryOp::kAdd>);
-  reg("Sub", Binary<BinaryOp::kSub>);
-  reg("Mul", Binary<BinaryOp::kMul>);
+  reg_numbers("Add", Binary<BinaryOp::kAdd>);
+  reg_numbers("Sub", Binary<BinaryOp::kSub>);
+  reg_numbers("Mul", Binary<BinaryOp::kMul>);
   reg("Div", Binary<BinaryOp::kDiv>);
-  reg("Max", Binary<BinaryOp::kMax>);
-  reg("Min", Binary<BinaryOp::kMin>);
+  reg_numbers("Max", Binary<BinaryOp::kMax>);
+  reg_numbers("Min", Binary<BinaryOp::kMin>);
   reg("Pow", Binary<BinaryOp::kPow>);
-  reg("Cast", Cast);
+  r.Register({"Cast", "", kCuda, {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kBool}, 0,
+              FnKernel(Cast)});
   reg("Softmax", Softmax<false>);
   reg("LogSoftmax", Softmax<true>);
   reg("LayerNormalization", LayerNorm);

@@ -29,12 +29,13 @@ void LaunchCompare(CompareOp op, DType dtype, const BroadcastLayout& layout, con
                    uint8_t* o, void* stream);
 // y = isnan(x) over n elements of a float dtype.
 void LaunchIsNaN(DType dtype, const void* x, uint8_t* y, int64_t n, void* stream);
-// o = op(a, b) over a two-input broadcast layout (kernels/common/broadcast.h).
+// o = op(a, b) over a two-input broadcast layout (kernels/common/broadcast.h); float dtypes, and
+// i32/i64 for Add, Sub, Mul, Max and Min.
 void LaunchBinary(BinaryOp op, DType dtype, const BroadcastLayout& layout, const void* a,
                   const void* b, void* o, void* stream);
 // y = !x over n bools (ONNX Not).
 void LaunchNot(const uint8_t* x, uint8_t* y, int64_t n, void* stream);
-// Cast between f32, f16 and bf16 (from != to).
+// Cast between f32, f16, bf16, i32, i64 and bool (from != to), as ONNX Cast (ew::CastOp).
 void LaunchCast(DType from, DType to, const void* x, void* y, int64_t n, void* stream);
 
 // --- reduce.cu (math of kernels/common/reduce.h) -------------------------------------------------

@@ -196,6 +196,13 @@ TEST_F(CudaKernelTest, BinaryOpsFlatAndBroadcast) {
       Tensor b = Make(t, db, Uniform(ew_test::Count(db), 0.5, 3, 4));
       for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min", "Pow"}) Check(op, {a, b});
     }
+  // Integer arithmetic: the step counter (step + Cast(applied, i64)).
+  for (DType t : {DType::kI32, DType::kI64})
+    for (const auto& [da, db] : shapes) {
+      Tensor a = Make(t, da, Uniform(ew_test::Count(da), -1000, 1000, 6));
+      Tensor b = Make(t, db, Uniform(ew_test::Count(db), -1000, 1000, 7));
+      for (const char* op : {"Add", "Sub", "Mul", "Max", "Min"}) Check(op, {a, b});
+    }
 }
 
 // ReluGrad(dY, Y): Y with exact zeros and negatives (no Relu output is negative, but the kernel
@@ -214,6 +221,22 @@ TEST_F(CudaKernelTest, CastBetweenFloatTypes) {
     for (DType to : kDtypes) {
       Tensor x = Make(from, {1001}, Uniform(1001, -70000, 70000, 5));  // f16 overflows to inf
       Check("Cast", {x}, {Attribute::Int("to", static_cast<int64_t>(ToOnnxType(to)))});
+    }
+  // Between floats, integers and bool (ONNX: float -> int truncates, anything -> bool is != 0).
+  const DType all[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kBool};
+  std::vector<double> v = Uniform(300, -300, 300, 8);
+  v[0] = 0;
+  v[1] = 0.5;
+  v[2] = -0.5;
+  for (DType from : all)
+    for (DType to : all) {
+      if (from == to) continue;
+      std::vector<double> w = v;
+      if (from == DType::kBool)
+        for (double& e : w) e = e > 0;
+      else if (from == DType::kI32 || from == DType::kI64)
+        for (double& e : w) e = std::trunc(e);
+      Check("Cast", {Make(from, {300}, w)}, {Attribute::Int("to", static_cast<int64_t>(ToOnnxType(to)))});
     }
 }
 
