@@ -260,6 +260,13 @@ int64_t Trainer::steps_taken() const {
   return impl_->rt->calls();
 }
 
+absl::StatusOr<int64_t> Trainer::skipped_steps() const {
+  return api::Guarded("Trainer::skipped_steps", [&]() -> absl::StatusOr<int64_t> {
+    auto lock = impl_->Lock();
+    return impl_->rt->SkippedSteps();
+  });
+}
+
 int Trainer::rank() const {
   auto lock = impl_->Lock();
   return impl_->rt->rank();

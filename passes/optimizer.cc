@@ -48,6 +48,13 @@ class OptimizerPass final : public Pass {
     Node* as_int = g.AddNode("Cast", {good_step}, 1, "step/as_int");
     as_int->SetAttr(Attribute::Int("to", ToOnnxType(DType::kI64)));
     State(Op("Add", {step, as_int->output(0)}, "step/next"), step);
+    // skipped' = skipped + (this update was skipped for an overflow): read when the trainer is
+    // asked, so a step on a GPU need not copy found_inf back (a host sync per step).
+    Value* skipped = g.AddInitializer(kSkippedStepsName, Tensor::ScalarI64(0));
+    Value* overflowed = apply ? Op("And", {found_inf, apply}, "amp/skipped_now") : found_inf;
+    Node* skipped_int = g.AddNode("Cast", {overflowed}, 1, "amp/skipped_as_int");
+    skipped_int->SetAttr(Attribute::Int("to", ToOnnxType(DType::kI64)));
+    State(Op("Add", {skipped, skipped_int->output(0)}, "amp/skipped_next"), skipped);
     MT_RETURN_IF_ERROR(UpdateLossScale(g, found_inf, apply));
     MT_RETURN_IF_ERROR(g.TopoSort());
     return true;
@@ -66,7 +73,8 @@ class OptimizerPass final : public Pass {
       Value* param = g.FindValue(out->name.substr(std::string(kGradPrefix).size()));
       if (param == nullptr || !param->is_initializer())
         return absl::InvalidArgumentError(absl::StrCat("gradient '", out->name, "' names no initializer"));
-      if (param->name == kLossScaleName || param->name == kStepName || param->name == kGoodStepsName)
+      if (param->name == kLossScaleName || param->name == kStepName || param->name == kGoodStepsName ||
+          param->name == kSkippedStepsName)
         return absl::InvalidArgumentError(absl::StrCat(
             "'", param->name, "' is training state, not a parameter: freeze it in autodiff"));
       if (param->dtype != DType::kF32 || out->dtype != DType::kF32)

@@ -18,6 +18,9 @@ inline constexpr char kScaledLossName[] = "scaled_loss";
 inline constexpr char kLossScaleName[] = "loss_scale";         // f32 scalar state
 inline constexpr char kGoodStepsName[] = "loss_scale.good_steps";  // i64 scalar state
 inline constexpr char kStepName[] = "step";                    // i64 scalar state: applied updates
+// i64 scalar state: updates skipped for an inf/NaN gradient, counted on the device so a step need
+// not copy found_inf back to the host.
+inline constexpr char kSkippedStepsName[] = "amp.skipped_steps";
 inline constexpr char kLrName[] = "lr";                        // f32 scalar input, fed per step
 inline constexpr char kApplyName[] = "apply";                  // bool scalar input (accumulation)
 inline constexpr char kFoundInfName[] = "found_inf";           // bool scalar output

@@ -243,6 +243,17 @@ absl::StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Ten
                                                  const std::vector<std::string>& fetch_names,
                                                  bool write_state) {
   const std::vector<std::string>& fetches = fetch_names.empty() ? default_fetches_ : fetch_names;
+  return RunPlan(feeds, fetches, write_state, /*wait=*/true);
+}
+
+absl::Status Session::Launch(const std::map<std::string, Tensor>& feeds) {
+  static const std::vector<std::string> kNothing;
+  return RunPlan(feeds, kNothing, /*write_state=*/true, /*wait=*/false).status();
+}
+
+absl::StatusOr<std::vector<Tensor>> Session::RunPlan(const std::map<std::string, Tensor>& feeds,
+                                                     const std::vector<std::string>& fetches, bool write_state,
+                                                     bool wait) {
   MT_ASSIGN_OR_RETURN(CachedPlan* p, GetPlan(feeds, fetches, write_state));
   const auto& inputs = graph_->inputs();
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -264,7 +275,7 @@ absl::StatusOr<std::vector<Tensor>> Session::Run(const std::map<std::string, Ten
   }
   for (const StateCopy& c : plan.state_copies)
     device_->CopyOnDevice(InitializerAddress(c.to), exec.SlotData(c.from), plan.slots[c.from].nbytes());
-  device_->Synchronize();
+  if (wait) device_->Synchronize();
   return results;
 }
 

@@ -66,6 +66,10 @@ class Session {
   absl::StatusOr<std::vector<Tensor>> Run(const std::map<std::string, Tensor>& feeds,
                                           const std::vector<std::string>& fetch_names = {},
                                           bool write_state = true);
+  // Runs the graph for its state updates alone: nothing is fetched, and on a device with its own
+  // memory the call returns once the work is queued (the feeds are copied by then), without
+  // waiting for the device. A kernel's failure on the device surfaces at the next call that waits.
+  absl::Status Launch(const std::map<std::string, Tensor>& feeds);
 
   // A host copy of an initializer's current contents.
   absl::StatusOr<Tensor> GetInitializer(const std::string& name) const;
@@ -88,6 +92,9 @@ class Session {
   void ResetProfile();
 
  private:
+  // Run and Launch: the plan for these feeds and fetches, run; `wait` for the device at the end.
+  absl::StatusOr<std::vector<Tensor>> RunPlan(const std::map<std::string, Tensor>& feeds,
+                                              const std::vector<std::string>& fetches, bool write_state, bool wait);
   struct CachedPlan;
   // On the CPU an initializer's persistent buffer is a host tensor: the graph's own (read-only,
   // shared with the graph) until the session writes it, then a private copy. On a device with

@@ -272,12 +272,22 @@ absl::StatusOr<StepResult> Trainer::Step(const std::map<std::string, Tensor>& ba
     MT_ASSIGN_OR_RETURN(Tensor s, train_->GetInitializer(kLossScaleName));
     r.loss_scale = s.data_as<float>()[0];
   }
-  std::vector<std::string> fetch = {kFoundInfName};
+  // found_inf is copied back only with the loss (or when it costs nothing: host memory); the
+  // device counts skipped updates itself (SkippedSteps), so a GPU step without read_loss does not
+  // wait for the device.
+  const bool read_flag = read_loss || debugger_ != nullptr || device_->shares_host_memory();
+  std::vector<std::string> fetch;
+  if (read_flag) fetch.push_back(kFoundInfName);
   if (read_loss) fetch.push_back(kLossName);
   if (gather) fetch.push_back(kPrecisionStatsName);
-  MT_ASSIGN_OR_RETURN(std::vector<Tensor> out, train_->Run(feeds, fetch));
-  r.skipped = out[0].data_as<uint8_t>()[0] != 0;
-  r.loss = read_loss ? static_cast<float>(out[1].GetDouble(0)) : std::numeric_limits<float>::quiet_NaN();
+  std::vector<Tensor> out;
+  if (fetch.empty()) {
+    MT_RETURN_IF_ERROR(train_->Launch(feeds));
+  } else {
+    MT_ASSIGN_OR_RETURN(out, train_->Run(feeds, fetch));
+  }
+  r.skipped = read_flag && out[0].data_as<uint8_t>()[0] != 0;
+  r.loss = read_loss ? static_cast<float>(out[read_flag ? 1 : 0].GetDouble(0)) : std::numeric_limits<float>::quiet_NaN();
   if (read_loss && comm_ != nullptr && comm_->size() > 1) {
     MT_RETURN_IF_ERROR(comm_->AllReduceSum(&r.loss, 1, config_.deterministic()));
     r.loss /= static_cast<float>(comm_->size());
@@ -296,6 +306,11 @@ absl::StatusOr<StepResult> Trainer::Step(const std::map<std::string, Tensor>& ba
   ++calls_;
   eval_stale_ = true;
   return r;
+}
+
+absl::StatusOr<int64_t> Trainer::SkippedSteps() const {
+  MT_ASSIGN_OR_RETURN(Tensor t, train_->GetInitializer(kSkippedStepsName));
+  return t.GetInt(0);
 }
 
 absl::StatusOr<Tensor> Trainer::RerunForStatistics(const std::map<std::string, Tensor>& feeds, float loss_scale) {

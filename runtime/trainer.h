@@ -78,7 +78,11 @@ class Trainer {
   // accumulate = N, every N-th call applies the update. `read_loss` = false skips reading the
   // loss back (result.loss is then NaN). Data parallel: `batch` is this rank's shard, every rank
   // calls Step in step, and the loss read is the mean over the ranks.
+  // result.skipped is read with the loss; without it, on a device with its own memory, it is false
+  // and only SkippedSteps() counts the step.
   absl::StatusOr<StepResult> Step(const std::map<std::string, Tensor>& batch, bool read_loss = true);
+  // Updates skipped so far for an inf/NaN gradient (counted on the device; reading it copies 8 bytes).
+  absl::StatusOr<int64_t> SkippedSteps() const;
   // Loss (and accuracy for classification) on a batch, in inference form, no update.
   absl::StatusOr<EvalResult> Evaluate(const std::map<std::string, Tensor>& batch);
 

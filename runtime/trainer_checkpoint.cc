@@ -302,7 +302,8 @@ absl::StatusOr<std::pair<int64_t, int64_t>> Trainer::LoadCheckpointHere(const st
     if (!loaded.emplace(p.name(), std::move(t)).second) return refuse("state '", p.name(), "' appears twice");
   }
   for (const std::string& n : state_names_)
-    if (!loaded.contains(n)) return refuse("lacks state '", n, "'");
+    // The skip counter came later than the first checkpoints: one without it resumes counting at 0.
+    if (!loaded.contains(n) && n != kSkippedStepsName) return refuse("lacks state '", n, "'");
   for (const auto& [n, t] : loaded) {
     const Value* v = std::find(state_names_.begin(), state_names_.end(), n) != state_names_.end()
                          ? train_graph_->FindValue(n) : nullptr;
@@ -316,7 +317,7 @@ absl::StatusOr<std::pair<int64_t, int64_t>> Trainer::LoadCheckpointHere(const st
     double s = it->second.GetDouble(0);
     if (!std::isfinite(s) || s <= 0) return refuse("loss scale ", s, " (must be finite and > 0)");
   }
-  for (const char* counter : {kStepName, kGoodStepsName})
+  for (const char* counter : {kStepName, kGoodStepsName, kSkippedStepsName})
     if (auto it = loaded.find(counter); it != loaded.end() && it->second.GetInt(0) < 0)
       return refuse("state '", counter, "' is ", it->second.GetInt(0), " (must be >= 0)");
   if (auto it = loaded.find(kStepName); it != loaded.end() && it->second.GetInt(0) > ck.step())
@@ -324,6 +325,8 @@ absl::StatusOr<std::pair<int64_t, int64_t>> Trainer::LoadCheckpointHere(const st
 
   // --- apply: every check passed, so nothing below fails on the checkpoint's account ---
   for (const auto& [n, t] : loaded) MT_CHECK_OK(train_->SetInitializer(n, t));
+  if (!loaded.contains(kSkippedStepsName) && train_graph_->FindValue(kSkippedStepsName) != nullptr)
+    MT_CHECK_OK(train_->SetInitializer(kSkippedStepsName, Tensor::ScalarI64(0)));
   calls_ = ck.step();
   total_steps_ = ck.planned_steps();
   train_->set_run_count(ck.rng_offset());

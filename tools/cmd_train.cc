@@ -339,7 +339,9 @@ absl::Status RunTrain(const cli::Args& a) {
   // --profile: every step after the first (which builds the plans and primitives) is timed.
   const bool profile = a.flag("profile");
   const int64_t first_step = t.steps_taken();
+  // Skipped updates of this run: the device's counter (read on log steps, which read the loss anyway).
   int64_t skipped = 0, diagnosed = 0;
+  MIXTRAIN_ASSIGN_OR_RETURN(const int64_t skipped_before, t.skipped_steps());
   constexpr int64_t kShownDiagnoses = 5;
   double window_ms = 0, loss_ema = NAN;
   int64_t window_n = 0;
@@ -361,7 +363,6 @@ absl::Status RunTrain(const cli::Args& a) {
       double ms = std::chrono::duration<double, std::milli>(Clock::now() - s0).count();
       window_ms += ms;
       ++window_n;
-      skipped += r.skipped;
       if (r.nonfinite && ++diagnosed <= kShownDiagnoses) {
         if (tty) std::fprintf(info, "\n");
         std::fprintf(info, "mixtrain train: %s\n", cli::DescribeNonFinite(*r.nonfinite).c_str());
@@ -374,6 +375,8 @@ absl::Status RunTrain(const cli::Args& a) {
                      static_cast<long long>(step), cli::JsonNumber(loss).c_str(), cli::JsonNumber(r.loss_scale).c_str(),
                      r.skipped ? "true" : "false", cli::JsonNumber(r.learning_rate).c_str(), ms);
       if (log) {
+        MIXTRAIN_ASSIGN_OR_RETURN(const int64_t skipped_now, t.skipped_steps());
+        skipped = skipped_now - skipped_before;
         double ex_s = window_n * static_cast<double>(end - begin) / (window_ms / 1000.0);
         std::string line = absl::StrFormat(
             "step %lld/%lld  epoch %lld  loss %.4f  %.0f ex/s  %.2f ms/step  scale %g  skipped %lld",
@@ -410,6 +413,8 @@ absl::Status RunTrain(const cli::Args& a) {
     std::printf("final: test loss %.4f  test accuracy %.2f%% (%lld examples)\n", e.loss_sum / e.examples,
                 100.0 * e.correct / e.examples, static_cast<long long>(e.examples));
   }
+  MIXTRAIN_ASSIGN_OR_RETURN(const int64_t skipped_after, t.skipped_steps());
+  skipped = skipped_after - skipped_before;
   std::printf("trained %lld steps in %.1f s (%lld skipped)\n", static_cast<long long>(t.steps_taken()), secs,
               static_cast<long long>(skipped));
   if (profile) cli::PrintStepProfile(t.Profile(), t.steps_taken() - first_step - 1);

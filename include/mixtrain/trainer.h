@@ -78,7 +78,9 @@ struct PrecisionStatistics {
 struct StepResult {
   std::optional<float> loss;  // unscaled loss of the batch; empty when not read
   float loss_scale = 1;       // the scale this step used (1 without loss scaling; read with the loss)
-  bool skipped = false;       // an inf/NaN gradient made the step skip the update
+  // An inf/NaN gradient made the step skip the update. Read with the loss: on a device with its own
+  // memory (a GPU) a step without read_loss leaves it false; Trainer::skipped_steps() counts all.
+  bool skipped = false;
   float learning_rate = 0;    // the schedule's learning rate for this step
   int64_t step = 0;           // Step() calls so far, this one included
   bool precision_measured = false;        // the precision debugger measured this step
@@ -185,6 +187,9 @@ class Trainer {
   void SetTotalSteps(int64_t steps);
 
   int64_t steps_taken() const;  // Step() calls so far (restored by LoadCheckpoint)
+  // Updates skipped so far for an inf/NaN gradient (restored by LoadCheckpoint). Counted on the
+  // device: unlike StepResult::skipped it includes steps run without read_loss.
+  absl::StatusOr<int64_t> skipped_steps() const;
   int rank() const;        // data parallel: this process's rank (0 otherwise)
   int world_size() const;  // data parallel: the rank count (1 otherwise)
 

@@ -142,14 +142,18 @@ TEST_P(AmpOverflow, SkipsTheStepAndBacksOffTheScale) {
   auto after = *t->State();
   EXPECT_EQ(ScalarF(after, kLossScaleName), scale * 0.5f);
   EXPECT_EQ(ScalarI(after, kGoodStepsName), 0);
+  // The device's skip counter counts it (the trainer reads it instead of every step's found_inf).
+  EXPECT_EQ(ScalarI(before, kSkippedStepsName), 0);
+  EXPECT_EQ(ScalarI(after, kSkippedStepsName), 1);
+  EXPECT_EQ(t->SkippedSteps().value(), 1);
   // Everything else, parameters, Adam moments, step counter, BN statistics, bit-identical.
   ASSERT_EQ(before.size(), after.size());
   for (const auto& [name, v] : before) {
-    if (name == kLossScaleName || name == kGoodStepsName) continue;
+    if (name == kLossScaleName || name == kGoodStepsName || name == kSkippedStepsName) continue;
     EXPECT_TRUE(v.Identical(after.at(name))) << "state '" << name << "' changed on a skipped step";
   }
   size_t params = t->ParameterNames().size();
-  EXPECT_GE(before.size(), params * 3 + 3);  // params x (param, m, v), step, scale, good steps
+  EXPECT_GE(before.size(), params * 3 + 4);  // params x (param, m, v), step, scale, good and skipped steps
   if (model == "mlp_bn.onnx") {
     EXPECT_TRUE(before.contains("bn.running_mean") && before.contains("bn.running_var"));
   }
@@ -165,6 +169,7 @@ TEST_P(AmpOverflow, SkipsTheStepAndBacksOffTheScale) {
   EXPECT_EQ(ScalarF(grown, kLossScaleName), scale);
   EXPECT_EQ(ScalarI(grown, kGoodStepsName), 0);
   EXPECT_EQ(ScalarI(grown, kStepName), 5);
+  EXPECT_EQ(ScalarI(grown, kSkippedStepsName), 1);
   for (const auto& [name, v] : grown)
     for (int64_t i = 0; i < v.numel(); ++i) ASSERT_TRUE(std::isfinite(v.GetDouble(i))) << name;
 }
@@ -188,7 +193,8 @@ TEST(AmpScaler, Fp32WithoutScalingAlsoSkipsNonFiniteSteps) {
   auto r = t->Step(Poisoned(std::numeric_limits<float>::infinity()));
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->skipped);
-  ExpectSameState(before, *t->State());
+  ExpectSameState(before, *t->State(), kSkippedStepsName);
+  EXPECT_EQ(t->SkippedSteps().value(), 1);
 }
 
 TEST(AmpScaler, GrowthStopsAtMaxScale) {
@@ -212,7 +218,8 @@ TEST(AmpScaler, StaticScaleNeverChanges) {
   ASSERT_FALSE(t->Step(MlpBatch())->skipped);
   auto before = *t->State();
   EXPECT_TRUE(t->Step(Poisoned(std::numeric_limits<float>::infinity()))->skipped);
-  ExpectSameState(before, *t->State());
+  ExpectSameState(before, *t->State(), kSkippedStepsName);
+  EXPECT_EQ(t->SkippedSteps().value(), 1);
   for (int i = 0; i < 3; ++i) EXPECT_EQ(t->Step(MlpBatch())->loss_scale, 512.0f);
 }
 

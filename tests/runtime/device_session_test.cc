@@ -193,6 +193,41 @@ TEST(DeviceSession, TrainerMatchesTheCpuDeviceBitForBit) {
   EXPECT_EQ(a->loss, b->loss);
 }
 
+// A step that does not read its loss copies nothing back from a device with its own memory (on a
+// GPU: no host sync per step); the device counts the skipped updates, which agree with the CPU
+// device's per-step flags. The huge initial scale makes the first fp16 steps overflow.
+TEST(DeviceSession, StepsWithoutTheLossCopyNothingBack) {
+  pb::TrainConfig c;
+  c.mutable_precision()->set_preset(pb::PrecisionPolicy::AMP);
+  c.mutable_precision()->set_low_dtype(pb::PrecisionPolicy::FP16);
+  c.mutable_loss_scaler()->set_mode(pb::LossScalerConfig::DYNAMIC);
+  c.mutable_loss_scaler()->set_init_scale(1e30f);
+  c.mutable_optimizer()->set_kind(pb::OptimizerConfig::ADAM);
+  auto device = std::make_shared<SeparateMemoryDevice>();
+  std::unique_ptr<Trainer> on_cpu = CnnTrainer(c, MakeCpuDevice());
+  std::unique_ptr<Trainer> off_host = CnnTrainer(c, device);
+  ASSERT_NE(on_cpu, nullptr);
+  ASSERT_NE(off_host, nullptr);
+  int64_t skipped = 0;
+  for (int s = 0; s < 5; ++s) {
+    auto a = on_cpu->Step(CnnBatch(s));
+    ASSERT_TRUE(a.ok()) << a.status();
+    skipped += a->skipped;
+    const int downloads = device->downloads;
+    auto b = off_host->Step(CnnBatch(s), /*read_loss=*/false);
+    ASSERT_TRUE(b.ok()) << b.status();
+    EXPECT_EQ(device->downloads, downloads) << "step " << s << " copied something back";
+    EXPECT_FALSE(b->skipped);  // not read
+  }
+  EXPECT_GE(skipped, 2) << "the scale of 1e30 should overflow fp16 for a few steps";
+  EXPECT_EQ(on_cpu->SkippedSteps().value(), skipped);
+  EXPECT_EQ(off_host->SkippedSteps().value(), skipped);
+  auto sa = on_cpu->State();
+  auto sb = off_host->State();
+  ASSERT_TRUE(sa.ok() && sb.ok());
+  for (const auto& [name, t] : *sa) EXPECT_TRUE(t.Identical(sb->at(name))) << "state '" << name << "' differs";
+}
+
 // A torch nn.TransformerEncoder export (tests/data/zoo/tfm_encoder.onnx, written by torch's
 // exporter, not ours): bf16 AMP steps with Adam and evaluation off host equal the CPU device's.
 TEST(DeviceSession, TorchTransformerExportMatchesTheCpuDevice) {
