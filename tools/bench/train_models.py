@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Two larger benchmark models for tools/bench/cpu_train_step.py, exported to ONNX on demand.
+"""Larger benchmark models for tools/bench/{cpu,gpu}_train_step.py, exported to ONNX on demand.
 
 pip packages: torch, onnx, onnxscript (torch's default exporter needs it)
 
-    python3 tools/bench/train_models.py [--model-dir build/bench-models]   # exports both, prints
+    python3 tools/bench/train_models.py [--model-dir build/bench-models] [--models NAME ...]
+        # exports cifar_cnn and transformer_cls (or the named ones), prints their ops
 
   * cifar_cnn: the classic CIFAR-10 CNN of the AMP tutorials; float N x 3 x 32 x 32 in ("input"),
     N x 10 logits out. Conv(3->32) ReLU MaxPool, Conv(32->64) ReLU MaxPool, Linear(4096->256) ReLU,
@@ -12,6 +13,10 @@ pip packages: torch, onnx, onnxscript (torch's default exporter needs it)
     N x 64 in ("tokens", vocabulary 1000), token + learned positional embeddings (d_model 256,
     4 heads, feed-forward 1024, GELU, no dropout), final LayerNorm, mean over the sequence,
     Linear(256->10): N x 10 logits out.
+  * gpt2_small: GPT-2 small's shape (124M parameters; 12 pre-LayerNorm blocks, d 768, 12 heads,
+    1024 tokens, vocabulary 50257, tanh GELU, untied head), attention in plain ops; int64 token
+    ids N x 1024 in ("tokens"), N x 1024 x 50257 logits out (labels N x 1024). Its .onnx file is
+    ~500 MB: tools/bench/gpu_train_step.py exports it on the GPU machine.
 
 Unlike models/*.onnx these files are not committed: `ensure_exported` writes them into a cache
 folder (build/bench-models/ by default) the first time and reuses them after. Weights are PyTorch's
@@ -22,6 +27,7 @@ that raises, the TorchScript exporter (dynamo=False, opset 17) is used instead.
 """
 
 import argparse
+import math
 import os
 import sys
 
@@ -34,6 +40,7 @@ SEED = 0
 
 CIFAR_CLASSES = 10
 TF_VOCAB, TF_SEQ, TF_DIM, TF_HEADS, TF_FF, TF_LAYERS, TF_CLASSES = 1000, 64, 256, 4, 1024, 4, 10
+G2_VOCAB, G2_SEQ, G2_DIM, G2_HEADS, G2_LAYERS = 50257, 1024, 768, 12, 12
 
 
 class CifarCnn(nn.Module):
@@ -82,9 +89,66 @@ class TransformerCls(nn.Module):
         return self.head(x.mean(dim=1))
 
 
-MODELS = {"cifar_cnn": CifarCnn, "transformer_cls": TransformerCls}
-INPUT_NAMES = {"cifar_cnn": "input", "transformer_cls": "tokens"}
-NUM_CLASSES = {"cifar_cnn": CIFAR_CLASSES, "transformer_cls": TF_CLASSES}
+class Gpt2Attention(nn.Module):
+    """Causal multi-head attention in plain ops (MatMul, Softmax, Where), as models/export_models.py
+    writes gpt_mini's, so no fused attention op reaches the graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.qkv = nn.Linear(G2_DIM, 3 * G2_DIM)
+        self.proj = nn.Linear(G2_DIM, G2_DIM)
+        self.register_buffer("mask", torch.tril(torch.ones(G2_SEQ, G2_SEQ, dtype=torch.bool)))
+
+    def forward(self, x):
+        b, t, c = x.shape
+        hd = c // G2_HEADS
+        q, k, v = self.qkv(x).split(c, dim=2)
+        q = q.reshape(b, t, G2_HEADS, hd).transpose(1, 2)
+        k = k.reshape(b, t, G2_HEADS, hd).transpose(1, 2)
+        v = v.reshape(b, t, G2_HEADS, hd).transpose(1, 2)
+        att = torch.matmul(q, k.transpose(2, 3)) * (1.0 / math.sqrt(hd))
+        att = torch.where(self.mask, att, torch.full_like(att, -1e9))
+        att = torch.softmax(att, dim=-1)
+        return self.proj(torch.matmul(att, v).transpose(1, 2).reshape(b, t, c))
+
+
+class Gpt2Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(G2_DIM)
+        self.attn = Gpt2Attention()
+        self.ln2 = nn.LayerNorm(G2_DIM)
+        self.fc = nn.Linear(G2_DIM, 4 * G2_DIM)
+        self.out = nn.Linear(4 * G2_DIM, G2_DIM)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.out(nn.functional.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+
+class Gpt2Small(nn.Module):
+    """GPT-2 small's shape (124M parameters: 12 pre-LN blocks, d 768, 12 heads, 1024 tokens,
+    vocabulary 50257, untied head); int64 tokens N x 1024 in, N x 1024 x 50257 logits out."""
+
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(G2_VOCAB, G2_DIM)
+        self.pos = nn.Embedding(G2_SEQ, G2_DIM)
+        self.blocks = nn.ModuleList([Gpt2Block() for _ in range(G2_LAYERS)])
+        self.ln_f = nn.LayerNorm(G2_DIM)
+        self.head = nn.Linear(G2_DIM, G2_VOCAB, bias=False)
+        self.register_buffer("positions", torch.arange(G2_SEQ, dtype=torch.int64))
+
+    def forward(self, tokens):
+        x = self.tok(tokens) + self.pos(self.positions)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln_f(x))
+
+
+MODELS = {"cifar_cnn": CifarCnn, "transformer_cls": TransformerCls, "gpt2_small": Gpt2Small}
+INPUT_NAMES = {"cifar_cnn": "input", "transformer_cls": "tokens", "gpt2_small": "tokens"}
+NUM_CLASSES = {"cifar_cnn": CIFAR_CLASSES, "transformer_cls": TF_CLASSES, "gpt2_small": None}
 
 
 def build(name):
@@ -97,11 +161,16 @@ def example_input(name, batch):
     gen = torch.Generator().manual_seed(0)
     if name == "cifar_cnn":
         return torch.randn(batch, 3, 32, 32, generator=gen)
+    if name == "gpt2_small":
+        return torch.randint(0, G2_VOCAB, (batch, G2_SEQ), generator=gen)
     return torch.randint(0, TF_VOCAB, (batch, TF_SEQ), generator=gen)
 
 
 def example_labels(name, batch):
+    """Class labels N, or next-token labels N x T for the GPT (classes on the last axis)."""
     gen = torch.Generator().manual_seed(1)
+    if name == "gpt2_small":
+        return torch.randint(0, G2_VOCAB, (batch, G2_SEQ), generator=gen)
     return torch.randint(0, NUM_CLASSES[name], (batch,), generator=gen)
 
 
@@ -145,9 +214,10 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--model-dir", default=DEFAULT_DIR)
     ap.add_argument("--force", action="store_true", help="re-export even when the file exists")
+    ap.add_argument("--models", nargs="*", default=["cifar_cnn", "transformer_cls"], choices=sorted(MODELS))
     args = ap.parse_args()
     import onnx
-    for name in MODELS:
+    for name in args.models:
         path = os.path.join(args.model_dir, name + ".onnx")
         if args.force and os.path.exists(path):
             os.remove(path)
