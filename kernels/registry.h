@@ -62,10 +62,14 @@ class KernelContext {
   // kernels) when such an initializer is replaced.
   bool input_constant(size_t i) const { return i < constant_inputs_.size() && constant_inputs_[i]; }
   void set_constant_inputs(std::vector<bool> c) { constant_inputs_ = std::move(c); }
-  // Input i's contents on the host when they are fixed at plan time (a folded constant: shape
-  // arithmetic, pads, slice bounds), else null; on the CPU the same view as input(i). A kernel on
-  // a device with its own memory reads such parameters here instead of copying them back.
-  const TensorView* host_input(size_t i) const { return i < host_inputs_.size() ? host_inputs_[i] : nullptr; }
+  // Input i's contents on the host when they are fixed for the plan (a folded constant: shape
+  // arithmetic, pads, slice bounds; or an initializer no state update writes), else null; on the
+  // CPU the same view as input(i). A kernel on a device with its own memory reads such
+  // parameters here instead of copying them back.
+  const TensorView* host_input(size_t i) const {
+    const TensorView* h = i < host_inputs_.size() ? host_inputs_[i] : nullptr;
+    return h != nullptr && (h->data != nullptr || h->numel() == 0) ? h : nullptr;
+  }
   void set_host_inputs(std::vector<const TensorView*> h) { host_inputs_ = std::move(h); }
   // The ranks collective ops (ai.mixtrain.AllReduce) reduce over; null when the session has none.
   Communicator* communicator() const { return communicator_; }

@@ -25,6 +25,20 @@ class Device {
   // then uses host tensors (initializers, feeds, folded constants) in place. Otherwise every
   // one of them is copied in through CopyToDevice and read back through CopyToHost.
   virtual bool shares_host_memory() const { return false; }
+
+  // Step graphs (CUDA graphs): the work queued on the stream between BeginRecording and
+  // EndRecording is recorded, not run, into a Recording that Replay queues again, whole, with the
+  // addresses and launch parameters it was recorded with. Devices without them say CanRecord()
+  // false. EndRecording returns null when the device could not record (the recorded work is then
+  // lost: the caller runs it again without recording).
+  class Recording {
+   public:
+    virtual ~Recording() = default;
+    virtual void Replay() = 0;  // on the stream
+  };
+  virtual bool CanRecord() const { return false; }
+  virtual void BeginRecording() {}
+  virtual std::unique_ptr<Recording> EndRecording() { return nullptr; }
 };
 
 // Owns one allocation of a Device (move-only); frees it on destruction.

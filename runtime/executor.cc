@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "graph/check.h"
+#include "graph/shape_inference.h"
 
 namespace mixtrain {
 
@@ -17,7 +18,8 @@ AllocationCountFn ProfilerAllocationCounter() { return g_allocation_counter.load
 absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const ExecutionPlan> plan,
                                                            Device* device,
                                                            const std::vector<void*>& initializers,
-                                                           Communicator* communicator) {
+                                                           Communicator* communicator,
+                                                           const std::vector<const void*>& host_initializers) {
   std::unique_ptr<Executor> e(new Executor());
   e->plan_ = std::move(plan);
   e->device_ = device;
@@ -51,20 +53,27 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const
           e->feed_buffers_.push_back(std::move(b));
         }
         break;
-      case SlotKind::kInitializer: break;  // bound below
+      case SlotKind::kInitializer:  // bound below
+        if (static_cast<size_t>(s.index) < host_initializers.size() && host_initializers[s.index] != nullptr)
+          e->host_views_[i] = {s.dtype, s.dims, const_cast<void*>(host_initializers[s.index])};
+        break;
     }
   }
   e->BindInitializers(initializers);
   e->kernels_.reserve(p.steps.size());
   e->contexts_.reserve(p.steps.size());
   for (const Step& st : p.steps) {
+    e->has_random_ |= HasOpTraits(*st.node, kOpRandom);
     MT_ASSIGN_OR_RETURN(std::unique_ptr<OpKernel> k, st.kernel->factory(*st.node));
     e->kernels_.push_back(std::move(k));
     std::vector<const TensorView*> ins, host_ins;
     std::vector<TensorView*> outs;
     for (int s : st.inputs) ins.push_back(s >= 0 ? &e->views_[s] : nullptr);
-    for (int s : st.inputs)
-      host_ins.push_back(s < 0 ? nullptr : in_place ? &e->views_[s] : e->host_views_[s].data ? &e->host_views_[s] : nullptr);
+    for (int s : st.inputs) {
+      const SlotKind k = s < 0 ? SlotKind::kArena : p.slots[s].kind;
+      const bool fixed = k == SlotKind::kConstant || k == SlotKind::kInitializer;
+      host_ins.push_back(s < 0 ? nullptr : in_place ? &e->views_[s] : fixed ? &e->host_views_[s] : nullptr);
+    }
     for (int s : st.outputs) outs.push_back(s >= 0 ? &e->views_[s] : nullptr);
     e->step_costs_.push_back(EstimateCost(*st.node, ins, {outs.begin(), outs.end()}));
     e->contexts_.emplace_back(*st.node, device->type(), std::move(ins), std::move(outs), device->stream(),
@@ -79,7 +88,16 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const
   return e;
 }
 
+void Executor::BindHostInitializers(const std::vector<const void*>& host_initializers) {
+  for (size_t i = 0; i < plan_->slots.size(); ++i) {
+    const Slot& s = plan_->slots[i];
+    if (s.kind != SlotKind::kInitializer || static_cast<size_t>(s.index) >= host_initializers.size()) continue;
+    host_views_[i] = {s.dtype, s.dims, const_cast<void*>(host_initializers[s.index])};
+  }
+}
+
 void Executor::BindInitializers(const std::vector<void*>& initializers) {
+  recording_.reset();  // it holds the old addresses: the next run records again
   for (size_t i = 0; i < plan_->slots.size(); ++i)
     if (plan_->slots[i].kind == SlotKind::kInitializer) views_[i].data = initializers.at(plan_->slots[i].index);
 }
@@ -97,6 +115,30 @@ absl::Status Executor::Run(const std::vector<const void*>& feeds, uint64_t run_i
   }
   const size_t n = kernels_.size();
   for (KernelContext& c : contexts_) c.set_run_index(run_index);
+  const bool record = record_ && !profiling_ && !has_random_ && device_->CanRecord();
+  if (!record) recording_.reset();
+  if (record && recording_ != nullptr) {
+    recording_->Replay();
+    ++runs_;
+    return absl::OkStatus();
+  }
+  if (record && runs_ >= 1) {
+    device_->BeginRecording();
+    absl::Status st = absl::OkStatus();
+    for (size_t i = 0; i < n && st.ok(); ++i) st = kernels_[i]->Compute(contexts_[i]);
+    recording_ = device_->EndRecording();
+    if (!st.ok()) {
+      recording_.reset();
+      return st;
+    }
+    if (recording_ != nullptr) {
+      recording_->Replay();
+      ++runs_;
+      return absl::OkStatus();
+    }
+    record_ = false;  // the device could not record this plan: run it step by step from now on
+  }
+  ++runs_;
   for (size_t i = 0; i < n; ++i) {
     if (!profiling_) {
       absl::Status st = kernels_[i]->Compute(contexts_[i]);

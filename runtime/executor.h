@@ -27,13 +27,18 @@ class Executor {
  public:
   // `initializers` are the device addresses of the graph's initializers (Graph::initializers()
   // order); they must stay valid until rebound or the executor dies.
+  // `host_initializers` (same order; may be empty): where the host holds an initializer's current
+  // contents when they stay fixed (not state), else null; kernels see them as host_input.
   static absl::StatusOr<std::unique_ptr<Executor>> Create(std::shared_ptr<const ExecutionPlan> plan,
                                                           Device* device,
                                                           const std::vector<void*>& initializers,
-                                                          Communicator* communicator = nullptr);
+                                                          Communicator* communicator = nullptr,
+                                                          const std::vector<const void*>& host_initializers = {});
 
   // Points initializer slots at new addresses (after the session replaced a buffer).
   void BindInitializers(const std::vector<void*>& initializers);
+  // Points the host views of initializer slots at new host copies (Create's host_initializers).
+  void BindHostInitializers(const std::vector<const void*>& host_initializers);
 
   // Runs every step. `feeds` holds the host address of each graph input's data (null for inputs
   // not fed): used in place on a device that shares host memory, else copied into device buffers
@@ -46,6 +51,13 @@ class Executor {
   // Per-step wall time and heap allocations (when a counter is set), summed over the runs made
   // while profiling was on; the static cost of one call of each step.
   void set_profiling(bool on) { profiling_ = on; }
+  // Record the steps once and replay them (Device::CanRecord: CUDA graphs): the first run goes
+  // step by step (kernels pick algorithms and allocate their scratch), the second is recorded,
+  // and every run after replays the recording, one launch for the whole plan. Never for a plan
+  // with random ops (their kernels key the draw on the run index, which a recording would fix)
+  // nor while profiling. Off by default.
+  void set_record(bool on) { record_ = on; }
+  bool replaying() const { return recording_ != nullptr; }
   const std::vector<double>& step_seconds() const { return step_seconds_; }
   const std::vector<int64_t>& step_runs() const { return step_runs_; }
   const std::vector<int64_t>& step_allocations() const { return step_allocations_; }
@@ -59,7 +71,7 @@ class Executor {
   Device* device_ = nullptr;
   DeviceBuffer arena_;
   std::vector<TensorView> views_;  // one per slot; never resized after Create (contexts point in)
-  std::vector<TensorView> host_views_;  // per slot: plan constants' host copies (else no data)
+  std::vector<TensorView> host_views_;  // per slot: host copies of constants and fixed initializers
   std::vector<std::unique_ptr<OpKernel>> kernels_;
   std::vector<KernelContext> contexts_;
   std::vector<int> feed_slots_;  // slots whose address is the fed tensor's, patched per run
@@ -67,6 +79,10 @@ class Executor {
   std::vector<DeviceBuffer> feed_buffers_;
   std::vector<DeviceBuffer> constant_buffers_;
   bool profiling_ = false;
+  bool record_ = false;
+  bool has_random_ = false;  // a step is a random op (training-mode Dropout)
+  int64_t runs_ = 0;
+  std::unique_ptr<Device::Recording> recording_;
   std::vector<double> step_seconds_;
   std::vector<int64_t> step_runs_;
   std::vector<int64_t> step_allocations_;

@@ -107,6 +107,17 @@ void* Session::InitializerAddress(int i) const {
   return device_->shares_host_memory() ? const_cast<void*>(b.tensor.data()) : b.on_device.data();
 }
 
+std::vector<const void*> Session::HostInitializerAddresses() const {
+  std::vector<const void*> host(inits_.size(), nullptr);
+  if (device_->shares_host_memory()) return host;  // kernels read the initializers themselves
+  absl::flat_hash_set<std::string> written;
+  for (const auto& [from, to] : options_.state_updates) written.insert(to);
+  const auto& inits = graph_->initializers();
+  for (size_t i = 0; i < inits_.size(); ++i)
+    if (!written.contains(inits[i]->name)) host[i] = inits_[i].tensor.data();
+  return host;
+}
+
 std::vector<void*> Session::InitializerAddresses() const {
   std::vector<void*> a;
   for (size_t i = 0; i < inits_.size(); ++i) a.push_back(InitializerAddress(static_cast<int>(i)));
@@ -219,8 +230,9 @@ absl::StatusOr<std::unique_ptr<Session::CachedPlan>> Session::MakePlan(
   }
   cp->plan = std::move(*plan);
   MT_ASSIGN_OR_RETURN(cp->executor, Executor::Create(cp->plan, device_.get(), InitializerAddresses(),
-                                                      options_.communicator.get()));
+                                                      options_.communicator.get(), HostInitializerAddresses()));
   cp->executor->set_profiling(profiling_);
+  cp->executor->set_record(options_.record_steps);
   return cp;
 }
 
@@ -304,6 +316,8 @@ absl::Status Session::SetInitializer(const std::string& name, const Tensor& valu
     b.tensor = value.Clone();
     b.owned = true;
     device_->CopyToDevice(b.on_device.data(), value.data(), value.nbytes());
+    const std::vector<const void*> host = HostInitializerAddresses();
+    for (auto& [key, p] : plans_) p->executor->BindHostInitializers(host);
   } else if (!b.owned) {
     b.tensor = value.Clone();
     b.owned = true;

@@ -30,6 +30,9 @@ struct SessionOptions {
   // Plan-time folding limit: nodes with known inputs and at most this many output elements.
   int64_t fold_limit_elements = 65536;
   bool profile = false;  // time every kernel (see Session::Profile)
+  // Record each plan's steps on its second run and replay them after (Executor::set_record: CUDA
+  // graphs on a GPU; devices that cannot record ignore it).
+  bool record_steps = false;
   // For collective ops (data-parallel training's ai.mixtrain.AllReduce); null: none may run.
   std::shared_ptr<Communicator> communicator;
 };
@@ -121,6 +124,8 @@ class Session {
                                                        const std::vector<std::string>& fetches,
                                                        bool write_state);
   std::vector<void*> InitializerAddresses() const;
+  // Off host memory: the host copy of each initializer no state update writes (else null).
+  std::vector<const void*> HostInitializerAddresses() const;
   void* InitializerAddress(int i) const;
 
   std::shared_ptr<const Graph> graph_;

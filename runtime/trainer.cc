@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 
@@ -199,6 +200,9 @@ absl::Status Trainer::BuildOn(std::unique_ptr<Graph> model, std::shared_ptr<Devi
   SessionOptions so;
   so.run_on = device_;
   so.communicator = comm_;
+  // CUDA graphs for the step: opt-in (MIXTRAIN_CUDA_GRAPHS=1) until they have run on a GPU.
+  if (const char* e = std::getenv("MIXTRAIN_CUDA_GRAPHS"); e != nullptr && std::string(e) == "1")
+    so.record_steps = true;
   for (const auto& [from, to] : StateUpdates(*g)) {
     so.state_updates[from] = to;
     state_names_.push_back(to);

@@ -188,8 +188,8 @@ absl::Status LayerNorm(KernelContext& ctx) {
 }
 
 // ReduceSum / ReduceMean whose reduced axes form one block once size-1 dims are dropped (bias
-// gradients, means over the last axes). The axes input is small and read back to the host.
-// TODO(issue 6): have the planner keep constant int inputs (axes, shapes) host-visible instead.
+// gradients, means over the last axes). The axes come from the host copy of the plan's constants
+// (KernelContext::host_input): no read-back, no wait for the device.
 template <bool kMean>
 absl::Status Reduce(KernelContext& ctx) {
   const TensorView* x = ctx.input(0);
@@ -198,10 +198,11 @@ absl::Status Reduce(KernelContext& ctx) {
   const std::vector<int64_t>* axes_ptr = nullptr;
   if (const TensorView* a = ctx.input(1); a != nullptr && a->numel() > 0) {
     if (a->dtype != DType::kI64) return ctx.Error("axes must be int64");
-    axes.resize(a->numel());
-    auto s = static_cast<cudaStream_t>(ctx.stream());
-    MT_CUDA_CHECK(cudaMemcpyAsync(axes.data(), a->data, a->nbytes(), cudaMemcpyDeviceToHost, s));
-    MT_CUDA_CHECK(cudaStreamSynchronize(s));
+    const TensorView* h = ctx.host_input(1);
+    if (h == nullptr)
+      return ctx.Error("axes are computed on the GPU at run time; the CUDA kernel needs them fixed when the plan is "
+                       "made (a constant)");
+    axes.assign(static_cast<const int64_t*>(h->data), static_cast<const int64_t*>(h->data) + h->numel());
     axes_ptr = &axes;
   } else if (ctx.input(1) != nullptr) {
     axes_ptr = &axes;

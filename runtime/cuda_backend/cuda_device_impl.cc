@@ -161,6 +161,45 @@ class CudaDevice final : public Device {
   }
   void* stream() override { return stream_; }
 
+  // CUDA graphs: stream capture in thread-local mode (other threads' CUDA calls are unaffected;
+  // this thread may not synchronize or allocate while capturing, which the kernels avoid after a
+  // plan's first run). A failed capture or instantiation gives null: the executor then runs the
+  // plan kernel by kernel.
+  class Graph final : public Recording {
+   public:
+    Graph(cudaGraph_t g, cudaGraphExec_t e, cudaStream_t s) : graph_(g), exec_(e), stream_(s) {}
+    ~Graph() override {
+      cudaGraphExecDestroy(exec_);
+      cudaGraphDestroy(graph_);
+    }
+    void Replay() override { MT_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+
+   private:
+    cudaGraph_t graph_;
+    cudaGraphExec_t exec_;
+    cudaStream_t stream_;
+  };
+  bool CanRecord() const override { return true; }
+  void BeginRecording() override {
+    MT_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  }
+  std::unique_ptr<Recording> EndRecording() override {
+    cudaGraph_t g = nullptr;
+    cudaError_t err = cudaStreamEndCapture(stream_, &g);
+    if (err != cudaSuccess || g == nullptr) {
+      (void)cudaGetLastError();  // clear it: the plan runs without a graph instead
+      if (g != nullptr) cudaGraphDestroy(g);
+      return nullptr;
+    }
+    cudaGraphExec_t e = nullptr;
+    if (cudaGraphInstantiate(&e, g, 0) != cudaSuccess) {
+      (void)cudaGetLastError();
+      cudaGraphDestroy(g);
+      return nullptr;
+    }
+    return std::make_unique<Graph>(g, e, stream_);
+  }
+
  private:
   struct Staging {
     void* block;
