@@ -190,6 +190,21 @@ struct BatchNormGradArgs {
 };
 void LaunchBatchNormGrad(DType dtype, const BatchNormGradArgs& a, const void* dy, const void* x, void* dx,
                          void* stream);
+// GroupNormalization over x [N, C, S] with `groups` groups of k = C / groups channels; scale and
+// bias (param_dtype) hold C entries (opset 21) or `groups` (opset 18). Statistics per (n, group)
+// in double, two passes.
+struct GroupNormArgs {
+  int64_t N = 0, C = 0, S = 0, groups = 1, affine = 0;
+  double eps = 1e-5;
+  DType param_dtype = DType::kF32;
+};
+void LaunchGroupNorm(DType dtype, const GroupNormArgs& a, const void* x, const void* scale, const void* bias, void* y,
+                     void* stream);
+// GroupNormalizationGrad(dY, X, scale) -> dX, dScale, dBias (each may be null; dScale/dBias of
+// ds_dtype): partial sums per (n, channel) in `partial` (2 * N * C doubles of scratch), then
+// reduced per scale entry in a fixed order.
+void LaunchGroupNormGrad(DType dtype, const GroupNormArgs& a, const void* dy, const void* x, const void* scale,
+                         void* dx, void* dscale, void* dbias, DType ds_dtype, double* partial, void* stream);
 // AveragePool: each output the mean of its window's taps inside the input, divided by the taps
 // inside the input or (include_pad) inside the padded input [-pb, in + pe).
 void LaunchAveragePool(DType dtype, const void* x, void* y, int64_t planes, const PoolWindow& w, bool include_pad,

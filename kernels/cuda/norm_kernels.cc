@@ -1,6 +1,7 @@
-// CUDA kernel classes of BatchNormalization, BatchNormalizationGrad (kernels/cuda/batch_norm.cu)
-// and GlobalAveragePool (a mean over each plane, reduce.cu): the checks of their CPU twins
-// (kernels/cpu/norm.cc, grad_norm.cc, dnnl_pool.cc), then the launchers on the node's stream.
+// CUDA kernel classes of BatchNormalization, BatchNormalizationGrad, GroupNormalization,
+// GroupNormalizationGrad (kernels/cuda/batch_norm.cu) and GlobalAveragePool (a mean over each
+// plane, reduce.cu): the checks of their CPU twins (kernels/cpu/norm.cc, grad_norm.cc,
+// group_norm.cc, dnnl_pool.cc), then the launchers on the node's stream.
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/owned_buffer.h"
@@ -92,6 +93,62 @@ absl::Status BatchNormGrad(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// X [N, C, ...] in groups of C / num_groups channels; scale (and bias) of C or num_groups entries.
+absl::StatusOr<GroupNormArgs> GroupView(const KernelContext& ctx, const TensorView& x, const TensorView& scale) {
+  if (x.rank() < 2) return ctx.Error("X must be [N, C, ...]");
+  GroupNormArgs a;
+  a.N = x.dims[0];
+  a.C = x.dims[1];
+  a.groups = ctx.node().attr_int("num_groups", 0);
+  if (a.groups <= 0 || a.C % a.groups != 0)
+    return ctx.Error(absl::StrCat("num_groups ", a.groups, " does not divide C=", a.C));
+  a.S = 1;
+  for (int64_t d = 2; d < x.rank(); ++d) a.S *= x.dims[d];
+  a.affine = scale.numel();
+  if (a.affine != a.C && a.affine != a.groups)
+    return ctx.Error(absl::StrCat("scale has ", a.affine, " entries, expected C=", a.C, " or num_groups=", a.groups));
+  if (!IsGpuFloat(scale.dtype)) return ctx.Error("scale must be a float tensor");
+  a.param_dtype = scale.dtype;
+  a.eps = ctx.node().attr_float("epsilon", 1e-5f);
+  return a;
+}
+
+absl::Status GroupNorm(KernelContext& ctx) {
+  const TensorView *x = ctx.input(0), *scale = ctx.input(1), *bias = ctx.input(2);
+  TensorView* y = ctx.output(0);
+  if (x == nullptr || scale == nullptr || bias == nullptr || y == nullptr)
+    return ctx.Error("needs inputs X, scale and bias");
+  if (!IsGpuFloat(x->dtype) || y->dtype != x->dtype || y->numel() != x->numel())
+    return ctx.Error("X and Y must be float tensors of one dtype and shape");
+  MT_ASSIGN_OR_RETURN(GroupNormArgs a, GroupView(ctx, *x, *scale));
+  if (bias->numel() != a.affine || bias->dtype != scale->dtype) return ctx.Error("bias and scale differ");
+  LaunchGroupNorm(x->dtype, a, x->data, scale->data, bias->data, y->data, ctx.stream());
+  return absl::OkStatus();
+}
+
+class GroupNormGradKernel final : public OpKernel {
+ public:
+  absl::Status Compute(KernelContext& ctx) override {
+    const TensorView *dy = ctx.input(0), *x = ctx.input(1), *scale = ctx.input(2);
+    TensorView *dx = ctx.output(0), *ds = ctx.output(1), *db = ctx.output(2);
+    if (dy == nullptr || x == nullptr || scale == nullptr) return ctx.Error("needs inputs dY, X and scale");
+    if (!IsGpuFloat(x->dtype) || dy->dtype != x->dtype || dy->numel() != x->numel() ||
+        (dx != nullptr && (dx->dtype != x->dtype || dx->numel() != x->numel())))
+      return ctx.Error("dY, X and dX must be float tensors of one dtype and shape");
+    MT_ASSIGN_OR_RETURN(GroupNormArgs a, GroupView(ctx, *x, *scale));
+    for (const TensorView* o : {ds, db})
+      if (o != nullptr && (o->dtype != scale->dtype || o->numel() != a.affine))
+        return ctx.Error("dScale and dBias must have the scale's dtype and size");
+    auto* partial = static_cast<double*>(partial_.Get(static_cast<size_t>(2 * std::max<int64_t>(a.N * a.C, 1)) * sizeof(double)));
+    LaunchGroupNormGrad(x->dtype, a, dy->data, x->data, scale->data, dx ? dx->data : nullptr, ds ? ds->data : nullptr,
+                        db ? db->data : nullptr, scale->dtype, partial, ctx.stream());
+    return absl::OkStatus();
+  }
+
+ private:
+  OwnedBuffer partial_;
+};
+
 absl::Status GlobalAveragePool(KernelContext& ctx) {
   const TensorView* x = ctx.input(0);
   TensorView* y = ctx.output(0);
@@ -115,6 +172,8 @@ MT_REGISTER_KERNELS(cuda_norm) {
   r.Register({"BatchNormalization", "", cuda, kFloatTypes, 0, ClassKernel<BatchNormKernel>()});
   r.Register({"BatchNormalizationGrad", "ai.mixtrain", cuda, kFloatTypes, 0, FnKernel(BatchNormGrad)});
   r.Register({"GlobalAveragePool", "", cuda, kFloatTypes, 0, FnKernel(GlobalAveragePool)});
+  r.Register({"GroupNormalization", "", cuda, kFloatTypes, 0, FnKernel(GroupNorm)});
+  r.Register({"GroupNormalizationGrad", "ai.mixtrain", cuda, kFloatTypes, 1, ClassKernel<GroupNormGradKernel>()});
 }
 
 }  // namespace mixtrain::cuda

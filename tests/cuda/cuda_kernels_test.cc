@@ -41,7 +41,8 @@ const std::vector<std::pair<std::string, std::string>> kCovered = {
     {"BatchNormalization", ""}, {"BatchNormalizationGrad", "ai.mixtrain"}, {"GlobalAveragePool", ""},
     {"Slice", ""}, {"Pad", ""}, {"SliceGrad", "ai.mixtrain"}, {"PadGrad", "ai.mixtrain"}, {"HardSigmoid", ""},
     {"HardSwish", ""}, {"IsNaN", ""}, {"Equal", ""}, {"Less", ""}, {"LessOrEqual", ""}, {"Greater", ""},
-    {"GreaterOrEqual", ""}, {"And", ""}, {"Or", ""}, {"Xor", ""}};
+    {"GreaterOrEqual", ""}, {"And", ""}, {"Or", ""}, {"Xor", ""}, {"GroupNormalization", ""},
+    {"GroupNormalizationGrad", "ai.mixtrain"}};
 
 TEST(CudaRegistryTest, EveryCudaKernelIsCoveredAndHasACpuTwin) {
 #if MIXTRAIN_HAVE_CUDA
@@ -676,6 +677,25 @@ TEST_F(CudaKernelTest, ComparisonsAndHardActivations) {
     Check("HardSigmoid", {x});
     Check("HardSigmoid", {x}, {Attribute::Float("alpha", 0.3f), Attribute::Float("beta", 0.4f)});
   }
+}
+
+// GroupNormalization with per-channel (opset 21) and per-group (opset 18) parameters, and its
+// gradient; one group per channel is InstanceNormalization's.
+TEST_F(CudaKernelTest, GroupNormAndGrad) {
+  for (DType t : kDtypes)
+    for (DType pt : {t, DType::kF32})
+      for (int64_t groups : {1, 3, 6}) {
+        const int64_t C = 6;
+        Tensor x = Make(t, {3, C, 5, 4}, Uniform(3 * C * 20, -2, 3, 170));
+        for (int64_t affine : {C, groups}) {
+          Tensor scale = Make(pt, {affine}, Uniform(affine, 0.5, 1.5, 171));
+          Tensor bias = Make(pt, {affine}, Uniform(affine, -1, 1, 172));
+          const std::vector<Attribute> attrs = {Attribute::Int("num_groups", groups), Attribute::Float("epsilon", 1e-4f)};
+          Check("GroupNormalization", {x, scale, bias}, attrs, 1, "", affine == C ? 21 : 18);
+          Tensor dy = Make(t, {3, C, 5, 4}, Uniform(3 * C * 20, -1, 1, 173));
+          Check("GroupNormalizationGrad", {dy, x, scale}, attrs, 3, "ai.mixtrain");
+        }
+      }
 }
 
 TEST_F(CudaKernelTest, MovementOps) {
