@@ -131,7 +131,9 @@ absl::Status Bench(const cli::Args& args) {
   options.compute_type = *dtype;
   options.optimize = args.flag("optimize");
   options.float32_outputs = false;  // time the forward pass only
+  options.device = args.str("device");
   MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> session, InferenceSession::Create(path, options));
+  if (!session->DeviceNote().empty()) std::fprintf(stderr, "mixtrain bench: %s\n", session->DeviceNote().c_str());
   // Inputs() lists lowered inputs in the compute type, so the timed runs convert nothing.
   std::mt19937 rng(1234);
   TensorMap feeds;
@@ -150,9 +152,9 @@ absl::Status Bench(const cli::Args& args) {
   }
   const double median = Median(ms);
   const PlanStatistics st = session->LastPlanStatistics().value();  // iters >= 1 runs happened
-  std::printf("model %s, batch %lld, %s, %lld iterations after %lld warm-up\n", path.c_str(),
-              static_cast<long long>(batch), ElementTypeName(*dtype), static_cast<long long>(iters),
-              static_cast<long long>(warmup));
+  std::printf("model %s, batch %lld, %s on %s, %lld iterations after %lld warm-up\n", path.c_str(),
+              static_cast<long long>(batch), ElementTypeName(*dtype), session->DeviceName().c_str(),
+              static_cast<long long>(iters), static_cast<long long>(warmup));
   std::printf("forward: median %.3f ms, min %.3f ms, max %.3f ms per batch\n", median,
               *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()));
   std::printf("throughput: %.1f samples/s\n", batch * 1000.0 / median);
@@ -204,7 +206,7 @@ MT_REGISTER_COMMAND(
                        {.name = "class-axis", .default_value = "1",
                         .help = "--train: cross_entropy's class axis (-1 for N x T x V logits)"},
                        {.name = "device", .default_value = "auto",
-                        .help = "--train: cpu, cuda, or auto (cuda where a GPU is usable and has every kernel)"},
+                        .help = "cpu, cuda, or auto (cuda where a GPU is usable and has every kernel)"},
                    },
                .run = [](const cli::Args& args) {
                  absl::Status s = Bench(args);

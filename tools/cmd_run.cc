@@ -32,10 +32,14 @@ absl::Status RunModel(const cli::Args& args) {
   InferenceOptions options;
   MIXTRAIN_ASSIGN_OR_RETURN(options.compute_type, ComputeType(args));
   options.optimize = args.flag("optimize");
+  options.device = args.str("device");
 
   // The session converts fp32 feeds of lowered inputs and returns every float output as fp32.
   MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> session,
                             InferenceSession::Create(args.positional()[0], options));
+  // A GPU that lacks a kernel for this model is worth a line; a machine without one is not.
+  if (session->DeviceNote().find("the GPU has no kernel") != std::string::npos)
+    std::fprintf(stderr, "mixtrain run: %s\n", session->DeviceNote().c_str());
   MIXTRAIN_ASSIGN_OR_RETURN(TensorMap feeds, ReadNpz(args.str("inputs")));
   absl::StatusOr<TensorMap> outs = session->Run(feeds);
   if (!outs.ok())
@@ -47,8 +51,9 @@ absl::Status RunModel(const cli::Args& args) {
 MT_REGISTER_COMMAND(
     run, cli::Command{
              .name = "run",
-             .usage = "mixtrain run MODEL.onnx --inputs=IN.npz --out=OUT.npz [--dtype=fp32|bf16|fp16] [--no-optimize]",
-             .summary = "run inference on the CPU; writes every graph output by name to an .npz",
+             .usage = "mixtrain run MODEL.onnx --inputs=IN.npz --out=OUT.npz [--dtype=fp32|bf16|fp16] [--no-optimize] "
+                      "[--device=cpu|cuda|auto]",
+             .summary = "run inference (on the CPU, or a GPU); writes every graph output by name to an .npz",
              .flags =
                  {
                      {.name = "inputs", .default_value = "",
@@ -61,6 +66,8 @@ MT_REGISTER_COMMAND(
                      {.name = "dtype", .default_value = "fp32",
                       .help = "fp32, or bf16 / fp16 to compute every float op in that type (inputs "
                               "are converted, outputs written as fp32)"},
+                     {.name = "device", .default_value = "auto",
+                      .help = "cpu, cuda, or auto (cuda where a GPU is usable and has every kernel)"},
                  },
              .run = [](const cli::Args& args) {
                absl::Status s = RunModel(args);

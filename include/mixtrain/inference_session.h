@@ -31,6 +31,11 @@ struct InferenceOptions {
   // oneDNN primitive, channels-last layouts for conv stacks, weights pre-arranged once). They
   // change results only by rounding; false runs the graph exactly as imported.
   bool optimize = true;
+  // Where it runs: "cpu" (the default), "cuda" (an error naming the reason where no GPU is usable,
+  // or naming every op without a CUDA kernel, at Create), or "auto" (the GPU when it is usable and
+  // has a kernel for every op, else the CPU; DeviceNote() says why). On a GPU `optimize` applies
+  // no passes: they arrange the graph for oneDNN's CPU kernels.
+  std::string device = "cpu";
 };
 
 // What the memory planner did for the last Run's input shapes.
@@ -63,6 +68,10 @@ class InferenceSession {
   // The graph inputs Run needs. With a low compute_type, fp32 inputs are listed in that type; Run
   // also takes them as fp32 (and converts them on each call).
   std::vector<TensorInfo> Inputs() const;
+  // "cpu" or "cuda": where Create put the session; and, when it was not the one asked for (auto
+  // fell back to the CPU), one line saying why ("" otherwise).
+  std::string DeviceName() const;
+  std::string DeviceNote() const;
   std::vector<std::string> OutputNames() const;
 
   // Runs the model on `feeds` (one tensor per input) and returns the outputs named in `fetch`

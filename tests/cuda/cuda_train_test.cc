@@ -11,6 +11,7 @@
 #include <random>
 
 #include "graph/onnx_import.h"
+#include "mixtrain/inference_session.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/trainer.h"
 
@@ -181,6 +182,55 @@ TEST(CudaTrain, CudaGraphStepsEqualKernelByKernelSteps) {
     auto sb = graphs->State();
     ASSERT_TRUE(sa.ok() && sb.ok());
     for (const auto& [name, t] : *sa) EXPECT_TRUE(t.Identical(sb->at(name))) << "state '" << name << "' differs";
+  }
+}
+
+// InferenceSession on the GPU (no inference passes there) against the CPU session: the committed
+// models' outputs within 1e-3 relative in fp32.
+TEST(CudaInference, CommittedModelsMatchTheCpu) {
+  absl::Status gpu = CudaAvailable();
+  if (!gpu.ok()) GTEST_SKIP() << "no usable GPU, not run: " << gpu.message();
+  for (const char* model : {"mlp", "fashion_cnn", "resnet_mini", "gpt_mini"}) {
+    SCOPED_TRACE(model);
+    const std::string path = std::string(MT_SOURCE_DIR) + "/models/" + model + ".onnx";
+    InferenceOptions o;
+    auto cpu = InferenceSession::Create(path, o);
+    o.device = "cuda";
+    auto cuda = InferenceSession::Create(path, o);
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    ASSERT_TRUE(cuda.ok()) << cuda.status();
+    EXPECT_EQ((*cuda)->DeviceName(), "cuda");
+    std::map<std::string, Tensor> batch =
+        std::string(model) == "mlp" ? std::map<std::string, Tensor>{} : ModelBatch(model, 0);
+    TensorMap feeds;
+    if (std::string(model) == "mlp") {
+      std::mt19937 rng(3);
+      std::normal_distribution<float> n(0, 1);
+      std::vector<float> v(4 * 784);
+      for (float& e : v) e = n(rng);
+      feeds.emplace("input", HostTensor::FromVector<float>({4, 784}, v).value());
+    } else {
+      const std::string in = std::string(model) == "gpt_mini" ? "tokens" : "input";
+      const Tensor& t = batch.at(in);
+      feeds.emplace(in, std::string(model) == "gpt_mini"
+                            ? HostTensor::FromVector<int64_t>(t.dims(), std::vector<int64_t>(t.data_as<int64_t>(), t.data_as<int64_t>() + t.numel())).value()
+                            : HostTensor::FromVector<float>(t.dims(), std::vector<float>(t.data_as<float>(), t.data_as<float>() + t.numel())).value());
+    }
+    auto a = (*cpu)->Run(feeds);
+    auto b = (*cuda)->Run(feeds);
+    ASSERT_TRUE(a.ok()) << a.status();
+    ASSERT_TRUE(b.ok()) << b.status();
+    for (const auto& [name, ta] : *a) {
+      const HostTensor& tb = b->at(name);
+      ASSERT_EQ(ta.shape(), tb.shape());
+      const float* pa = ta.data<float>();
+      const float* pb = tb.data<float>();
+      ASSERT_TRUE(pa != nullptr && pb != nullptr);
+      double worst = 0;
+      for (int64_t i = 0; i < ta.num_elements(); ++i)
+        worst = std::max(worst, std::fabs(double(pa[i]) - pb[i]) / (1e-3 + std::fabs(double(pa[i]))));
+      EXPECT_LE(worst, 1e-3) << name;
+    }
   }
 }
 

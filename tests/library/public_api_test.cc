@@ -177,6 +177,33 @@ TEST(PublicApiTest, ExportedModelServesTheTrainedWeights) {
   std::remove(path.c_str());
 }
 
+// InferenceOptions::device: "auto" runs where it can and says why when not the GPU; "cuda" without
+// a usable GPU is one error naming the reason; anything else names the option. (The GPU path runs
+// in tests/cuda where a GPU is.)
+TEST(PublicApiTest, InferenceDeviceChoice) {
+  mixtrain::InferenceOptions o;
+  auto cpu = mixtrain::InferenceSession::Create(kMlp, o);
+  ASSERT_TRUE(cpu.ok()) << cpu.status();
+  EXPECT_EQ((*cpu)->DeviceName(), "cpu");
+  EXPECT_EQ((*cpu)->DeviceNote(), "");
+  o.device = "auto";
+  auto a = mixtrain::InferenceSession::Create(kMlp, o);
+  ASSERT_TRUE(a.ok()) << a.status();
+  o.device = "cuda";
+  auto c = mixtrain::InferenceSession::Create(kMlp, o);
+  if ((*a)->DeviceName() == "cpu") {
+    EXPECT_FALSE((*a)->DeviceNote().empty()) << "auto fell back to the CPU without saying why";
+    ASSERT_FALSE(c.ok());
+    EXPECT_TRUE(Mentions(c.status(), "--device=cuda")) << c.status();
+  } else {
+    EXPECT_TRUE(c.ok()) << c.status();
+  }
+  o.device = "tpu";
+  auto bad = mixtrain::InferenceSession::Create(kMlp, o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_TRUE(Mentions(bad.status(), "InferenceOptions::device")) << bad.status();
+}
+
 TEST(PublicApiTest, ParametersByName) {
   auto t = MakeMlpTrainer();
   ASSERT_NE(t, nullptr);
