@@ -67,6 +67,34 @@ struct HardSigmoid {
   }
 };
 
+// x < 0 ? alpha (e^x - 1) : x, as kernels/cpu/extra_unary.cc's Elu.
+struct Elu {
+  float alpha;
+  __device__ float operator()(float x) const { return x < 0.0f ? alpha * (expf(x) - 1.0f) : x; }
+};
+
+// Running sums of one (outer, inner) line per thread, accumulated in A.
+template <typename S, typename A>
+__global__ void CumSumKernel(const S* __restrict__ x, S* __restrict__ y, int64_t outer, int64_t n, int64_t inner,
+                             bool exclusive, bool reverse) {
+  for (int64_t line = blockIdx.x * int64_t{kThreads} + threadIdx.x; line < outer * inner;
+       line += int64_t{gridDim.x} * kThreads) {
+    const int64_t o = line / inner, i = line % inner;
+    A acc = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      const int64_t at = (o * n + (reverse ? n - 1 - k : k)) * inner + i;
+      const A v = static_cast<A>(ew::Io<S>::Load(x[at]));
+      if (exclusive) {
+        y[at] = ew::Io<S>::Store(static_cast<typename ew::Io<S>::C>(acc));
+        acc += v;
+      } else {
+        acc += v;
+        y[at] = ew::Io<S>::Store(static_cast<typename ew::Io<S>::C>(acc));
+      }
+    }
+  }
+}
+
 template <typename S, typename Op>
 __global__ void CompareKernel(const S* __restrict__ a, const S* __restrict__ b, uint8_t* __restrict__ o,
                               BroadcastLayout l, Op op) {
@@ -153,6 +181,7 @@ void LaunchUnary(UnaryOp op, DType dtype, float alpha, float beta, const void* x
     case UnaryOp::kAbs: Unary(dtype, AtFloat<ew::Abs>{}, x, y, n, s); break;
     case UnaryOp::kHardSigmoid: Unary(dtype, HardSigmoid{alpha, beta}, x, y, n, s); break;
     case UnaryOp::kHardSwish: Unary(dtype, HardSigmoid{1.0f / 6, 0.5f, true}, x, y, n, s); break;
+    case UnaryOp::kElu: Unary(dtype, Elu{alpha}, x, y, n, s); break;
   }
   MT_CUDA_CHECK_LAUNCH();
 }
@@ -212,6 +241,18 @@ void LaunchCompare(CompareOp op, DType dtype, const BroadcastLayout& l, const vo
     case CompareOp::kOr: Compare<ew::Or>(dtype, l, a, b, o, s); break;
     case CompareOp::kXor: Compare<ew::Xor>(dtype, l, a, b, o, s); break;
   }
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void LaunchCumSum(DType dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+                  bool reverse, void* stream) {
+  if (outer * inner == 0 || n == 0) return;
+  ForNumber(dtype, [&](auto tag) {
+    using S = decltype(tag);
+    using A = std::conditional_t<std::is_integral_v<typename ew::Io<S>::C>, int64_t, double>;
+    CumSumKernel<S, A><<<Blocks(outer * inner), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const S*>(x), static_cast<S*>(y), outer, n, inner, exclusive, reverse);
+  });
   MT_CUDA_CHECK_LAUNCH();
 }
 

@@ -34,6 +34,7 @@ absl::Status Unary(KernelContext& ctx) {
     return ctx.Error("output differs from the input in size or dtype");
   float alpha = 0, beta = 0;
   if (kOp == UnaryOp::kLeakyRelu) alpha = ctx.node().attr_float("alpha", 0.01f);
+  if (kOp == UnaryOp::kElu) alpha = ctx.node().attr_float("alpha", 1.0f);
   if (kOp == UnaryOp::kHardSigmoid) {
     alpha = ctx.node().attr_float("alpha", 0.2f);
     beta = ctx.node().attr_float("beta", 0.5f);
@@ -104,6 +105,28 @@ absl::Status Compare(KernelContext& ctx) {
   auto l = MakeBroadcastLayout({a->dims, b->dims}, o->dims);
   if (!l.ok()) return ctx.Error(l.status().message());
   LaunchCompare(kOp, t, *l, a->data, b->data, static_cast<uint8_t*>(o->data), ctx.stream());
+  return absl::OkStatus();
+}
+
+// CumSum(x, axis) with the axis from the host copy of the plan's constants.
+absl::Status CumSum(KernelContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  TensorView* y = ctx.output(0);
+  if (x == nullptr || ctx.input(1) == nullptr || y == nullptr) return ctx.Error("needs inputs x and axis");
+  if (!(IsLowOrF32(x->dtype) || x->dtype == DType::kI32 || x->dtype == DType::kI64) || y->dtype != x->dtype ||
+      y->numel() != x->numel())
+    return ctx.Error("x and y must be f32, f16, bf16, i32 or i64 tensors of one dtype and size");
+  const TensorView* a = ctx.host_input(1);
+  if (a == nullptr) return ctx.Error("axis is computed on the GPU at run time; the CUDA CumSum needs it fixed");
+  if (a->numel() != 1 || (a->dtype != DType::kI64 && a->dtype != DType::kI32))
+    return ctx.Error("axis must be a scalar (or 1-element) int tensor");
+  const int64_t raw = a->dtype == DType::kI64 ? *static_cast<const int64_t*>(a->data) : *static_cast<const int32_t*>(a->data);
+  auto axis = movement::NormalizeAxis(raw, x->rank());
+  if (!axis.ok()) return ctx.Error(axis.status().message());
+  int64_t outer = 1, n = 1, inner = 1;
+  for (int64_t d = 0; d < x->rank(); ++d) (d < *axis ? outer : d == *axis ? n : inner) *= x->dims[d];
+  LaunchCumSum(x->dtype, x->data, y->data, outer, n, inner, ctx.node().attr_int("exclusive", 0) != 0,
+               ctx.node().attr_int("reverse", 0) != 0, ctx.stream());
   return absl::OkStatus();
 }
 
@@ -254,6 +277,9 @@ MT_REGISTER_KERNELS(cuda_kernels) {
   reg("HardSigmoid", Unary<UnaryOp::kHardSigmoid>);
   reg("HardSwish", Unary<UnaryOp::kHardSwish>);
   reg("IsNaN", IsNaN);
+  reg("Elu", Unary<UnaryOp::kElu>);
+  r.Register({"CumSum", "", kCuda, {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64}, 0,
+              FnKernel(CumSum)});
   reg_numbers("Add", Binary<BinaryOp::kAdd>);
   reg_numbers("Sub", Binary<BinaryOp::kSub>);
   reg_numbers("Mul", Binary<BinaryOp::kMul>);

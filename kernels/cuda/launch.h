@@ -14,11 +14,11 @@ namespace mixtrain::cuda {
 // --- elementwise.cu (functors of kernels/common/elementwise.h) ----------------------------------
 enum class UnaryOp : uint8_t {
   kSqrt, kReciprocal, kExp, kLog, kErf, kTanh, kSigmoid, kSoftplus, kGelu, kGeluTanh,
-  kLeakyRelu, kRelu, kNeg, kAbs, kHardSigmoid, kHardSwish,
+  kLeakyRelu, kRelu, kNeg, kAbs, kHardSigmoid, kHardSwish, kElu,
 };
 enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kReluGrad, kGeluGrad, kGeluTanhGrad };
 
-// y = op(x) elementwise; dtype is f32, f16 or bf16; `alpha` is LeakyRelu's and HardSigmoid's,
+// y = op(x) elementwise; dtype is f32, f16 or bf16; `alpha` is LeakyRelu's, Elu's and HardSigmoid's,
 // `beta` HardSigmoid's.
 void LaunchUnary(UnaryOp op, DType dtype, float alpha, float beta, const void* x, void* y, int64_t n,
                  void* stream);
@@ -27,6 +27,10 @@ void LaunchUnary(UnaryOp op, DType dtype, float alpha, float beta, const void* x
 enum class CompareOp : uint8_t { kEqual, kLess, kLessOrEqual, kGreater, kGreaterOrEqual, kAnd, kOr, kXor };
 void LaunchCompare(CompareOp op, DType dtype, const BroadcastLayout& layout, const void* a, const void* b,
                    uint8_t* o, void* stream);
+// CumSum along the middle axis of x viewed as [outer, n, inner] (float dtypes, i32, i64): sums in
+// double (int64 for integers), one thread per (outer, inner) line.
+void LaunchCumSum(DType dtype, const void* x, void* y, int64_t outer, int64_t n, int64_t inner, bool exclusive,
+                  bool reverse, void* stream);
 // y = isnan(x) over n elements of a float dtype.
 void LaunchIsNaN(DType dtype, const void* x, uint8_t* y, int64_t n, void* stream);
 // o = op(a, b) over a two-input broadcast layout (kernels/common/broadcast.h); float dtypes, and

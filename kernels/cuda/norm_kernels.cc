@@ -149,6 +149,29 @@ class GroupNormGradKernel final : public OpKernel {
   OwnedBuffer partial_;
 };
 
+// InstanceNormalization(X, scale, B): GroupNormalization with one group per channel.
+absl::Status InstanceNorm(KernelContext& ctx) {
+  const TensorView *x = ctx.input(0), *scale = ctx.input(1), *bias = ctx.input(2);
+  TensorView* y = ctx.output(0);
+  if (x == nullptr || scale == nullptr || bias == nullptr || y == nullptr)
+    return ctx.Error("needs inputs X, scale and B");
+  if (!IsGpuFloat(x->dtype) || y->dtype != x->dtype || y->numel() != x->numel() || x->rank() < 2)
+    return ctx.Error("X (rank >= 2) and Y must be float tensors of one dtype and shape");
+  GroupNormArgs a;
+  a.N = x->dims[0];
+  a.C = x->dims[1];
+  a.groups = a.C;
+  a.S = 1;
+  for (int64_t d = 2; d < x->rank(); ++d) a.S *= x->dims[d];
+  a.affine = a.C;
+  a.eps = ctx.node().attr_float("epsilon", 1e-5f);
+  if (scale->numel() != a.C || bias->numel() != a.C || !IsGpuFloat(scale->dtype) || bias->dtype != scale->dtype)
+    return ctx.Error(absl::StrCat("scale and B must be float tensors of C=", a.C, " elements and one dtype"));
+  a.param_dtype = scale->dtype;
+  if (a.C > 0) LaunchGroupNorm(x->dtype, a, x->data, scale->data, bias->data, y->data, ctx.stream());
+  return absl::OkStatus();
+}
+
 absl::Status GlobalAveragePool(KernelContext& ctx) {
   const TensorView* x = ctx.input(0);
   TensorView* y = ctx.output(0);
@@ -173,6 +196,7 @@ MT_REGISTER_KERNELS(cuda_norm) {
   r.Register({"BatchNormalizationGrad", "ai.mixtrain", cuda, kFloatTypes, 0, FnKernel(BatchNormGrad)});
   r.Register({"GlobalAveragePool", "", cuda, kFloatTypes, 0, FnKernel(GlobalAveragePool)});
   r.Register({"GroupNormalization", "", cuda, kFloatTypes, 0, FnKernel(GroupNorm)});
+  r.Register({"InstanceNormalization", "", cuda, kFloatTypes, 0, FnKernel(InstanceNorm)});
   r.Register({"GroupNormalizationGrad", "ai.mixtrain", cuda, kFloatTypes, 1, ClassKernel<GroupNormGradKernel>()});
 }
 

@@ -42,7 +42,7 @@ const std::vector<std::pair<std::string, std::string>> kCovered = {
     {"Slice", ""}, {"Pad", ""}, {"SliceGrad", "ai.mixtrain"}, {"PadGrad", "ai.mixtrain"}, {"HardSigmoid", ""},
     {"HardSwish", ""}, {"IsNaN", ""}, {"Equal", ""}, {"Less", ""}, {"LessOrEqual", ""}, {"Greater", ""},
     {"GreaterOrEqual", ""}, {"And", ""}, {"Or", ""}, {"Xor", ""}, {"GroupNormalization", ""},
-    {"GroupNormalizationGrad", "ai.mixtrain"}};
+    {"GroupNormalizationGrad", "ai.mixtrain"}, {"InstanceNormalization", ""}, {"Elu", ""}, {"CumSum", ""}};
 
 TEST(CudaRegistryTest, EveryCudaKernelIsCoveredAndHasACpuTwin) {
 #if MIXTRAIN_HAVE_CUDA
@@ -696,6 +696,28 @@ TEST_F(CudaKernelTest, GroupNormAndGrad) {
           Check("GroupNormalizationGrad", {dy, x, scale}, attrs, 3, "ai.mixtrain");
         }
       }
+  for (DType t : kDtypes) {
+    Tensor x = Make(t, {2, 5, 7, 3}, Uniform(210, -2, 3, 174));
+    Check("InstanceNormalization", {x, Make(t, {5}, Uniform(5, 0.5, 1.5, 175)), Make(t, {5}, Uniform(5, -1, 1, 176))},
+          {Attribute::Float("epsilon", 1e-4f)});
+  }
+}
+
+// Elu, and CumSum along each axis, forwards and reversed, inclusive and exclusive.
+TEST_F(CudaKernelTest, EluAndCumSum) {
+  for (DType t : kDtypes) {
+    Tensor x = Make(t, {4, 9}, Uniform(36, -4, 4, 180));
+    Check("Elu", {x});
+    Check("Elu", {x}, {Attribute::Float("alpha", 0.5f)});
+  }
+  for (DType t : {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64}) {
+    Tensor x = Make(t, {3, 4, 5}, Uniform(60, -5, 5, 181));
+    for (int64_t axis : {0, 1, -1})
+      for (int exclusive = 0; exclusive < 2; ++exclusive)
+        for (int reverse = 0; reverse < 2; ++reverse)
+          Check("CumSum", {x, Make(DType::kI64, {}, {double(axis)})},
+                {Attribute::Int("exclusive", exclusive), Attribute::Int("reverse", reverse)});
+  }
 }
 
 TEST_F(CudaKernelTest, MovementOps) {
