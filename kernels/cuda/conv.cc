@@ -18,6 +18,7 @@
 #include "absl/strings/str_join.h"
 #include "graph/ops/nn_geometry.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/owned_buffer.h"
 #include "kernels/registry.h"
 #include "runtime/cuda/cuda_check.h"
 #include "runtime/cuda/cuda_device.h"
@@ -72,10 +73,32 @@ class ConvPlan {
                                     "] at the end: the CUDA convolution (cuDNN) takes symmetric pads only"));
     y_dims = {xd[0], M};
     y_dims.insert(y_dims.end(), g.out.begin(), g.out.end());
+    return Describe(ctx, dtype, g.pads_begin, g.strides, g.dilations, G);
+  }
+
+  // The convolution of X `xd` by W `wd` into `yd` with explicit geometry (ConvTranspose's, whose
+  // node attributes mean something else).
+  absl::Status BuildExplicit(const KernelContext& ctx, const std::vector<int64_t>& xd, const std::vector<int64_t>& wd,
+                             const std::vector<int64_t>& yd, DType dtype, const std::vector<int64_t>& strides,
+                             const std::vector<int64_t>& dilations, int64_t group) {
+    x_dims = xd;
+    w_dims = wd;
+    y_dims = yd;
+    if (xd.size() < 3 || xd.size() > 5) return ctx.Error("expects N x C x D1 [x D2 [x D3]] inputs");
+    return Describe(ctx, dtype, std::vector<int64_t>(strides.size(), 0), strides, dilations, group);
+  }
+
+ private:
+  // The descriptors for x_dims, w_dims, y_dims; checks that cuDNN computes y_dims.
+  absl::Status Describe(const KernelContext& ctx, DType dtype, const std::vector<int64_t>& pads_in,
+                        const std::vector<int64_t>& strides_in, const std::vector<int64_t>& dil_in, int64_t G) {
+    const std::vector<int64_t>& xd = x_dims;
+    const std::vector<int64_t>& wd = w_dims;
+    const size_t spatial = xd.size() - 2;
     // cuDNN wants at least two spatial dims: a 1-D convolution is a 2-D one of height 1.
     std::vector<int> x4 = Ints(xd), w4 = Ints(wd), y4 = Ints(y_dims);
-    std::vector<int> pads = Ints(g.pads_begin), strides = Ints(g.strides), dil = Ints(g.dilations);
-    if (sp.size() == 1) {
+    std::vector<int> pads = Ints(pads_in), strides = Ints(strides_in), dil = Ints(dil_in);
+    if (spatial == 1) {
       x4.insert(x4.begin() + 2, 1);
       w4.insert(w4.begin() + 2, 1);
       y4.insert(y4.begin() + 2, 1);
@@ -103,6 +126,7 @@ class ConvPlan {
     return absl::OkStatus();
   }
 
+ public:
   // The algorithms, chosen on first use (they need the handle) and kept.
   cudnnConvolutionFwdAlgo_t Forward(cudnnHandle_t h, size_t ws) {
     if (!fwd_) {
@@ -316,6 +340,68 @@ absl::Status MaxPoolGrad(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// ConvTranspose(X, W, B?): cuDNN's backward-data of the convolution that maps the uncropped output
+// Yfull [N, M, (H - 1) s + d (k - 1) + 1, ...] to X (no pads), then Yfull cropped at pads_begin
+// and zero-extended to the ONNX output (output_padding, output_shape, end pads), then the bias.
+class ConvTransposeKernel final : public OpKernel {
+ public:
+  absl::Status Compute(KernelContext& ctx) override {
+    const TensorView *x = ctx.input(0), *w = ctx.input(1), *b = ctx.input(2);
+    TensorView* y = ctx.output(0);
+    if (x == nullptr || w == nullptr || y == nullptr) return ctx.Error("needs X, W and an output");
+    if (!IsFloatDtype(x->dtype) || w->dtype != x->dtype || y->dtype != x->dtype)
+      return ctx.Error("X, W and Y must share one float dtype");
+    if (x->rank() < 3 || x->rank() > 5 || w->rank() != x->rank()) return ctx.Error("expects N x C x D1 [x D2 [x D3]]");
+    const int64_t G = ctx.node().attr_int("group", 1), C = x->dims[1];
+    if (G < 1 || C % G != 0 || w->dims[0] != C) return ctx.Error("W must be [C_in, C_out / group, kernel...]");
+    const int64_t M = w->dims[1] * G;
+    if (y->rank() != x->rank() || y->dims[0] != x->dims[0] || y->dims[1] != M)
+      return ctx.Error("Y must be [N, C_out, ...]");
+    if (b != nullptr && (!IsFloatDtype(b->dtype) || b->numel() != M))
+      return ctx.Error("B must have one float per output channel");
+    if (plan_ == nullptr || plan_->y_dims != x->dims || plan_->w_dims != w->dims || y_dims_ != y->dims) {
+      const std::vector<int64_t> sp(x->dims.begin() + 2, x->dims.end()), kernel(w->dims.begin() + 2, w->dims.end());
+      MT_ASSIGN_OR_RETURN(WindowGeometry g, TransposedWindowGeometry(ctx.node(), sp, kernel));
+      std::vector<int64_t> full = {x->dims[0], M};
+      for (size_t i = 0; i < sp.size(); ++i) full.push_back((sp[i] - 1) * g.strides[i] + g.effective_kernel(i));
+      for (size_t i = 0; i < sp.size(); ++i)
+        if (y->dims[2 + i] != g.out[i]) return ctx.Error("the output's shape differs from the transposed convolution's");
+      auto p = std::make_unique<ConvPlan>();
+      MT_RETURN_IF_ERROR(p->BuildExplicit(ctx, full, w->dims, x->dims, x->dtype, g.strides, g.dilations, G));
+      plan_ = std::move(p);
+      y_dims_ = y->dims;
+      crop_ = {};
+      crop_.rank = static_cast<int>(y->rank());
+      direct_ = true;
+      for (int d = 0; d < crop_.rank; ++d) {
+        crop_.out_dims[d] = y->dims[d];
+        crop_.in_dims[d] = full[d];
+        crop_.begin[d] = d < 2 ? 0 : -g.pads_begin[d - 2];
+        direct_ &= crop_.begin[d] == 0 && full[d] == y->dims[d];
+      }
+    }
+    const CudaStreamResources& res = CudaResourcesFor(ctx.stream());
+    auto h = static_cast<cudnnHandle_t>(res.cudnn);
+    const size_t es = DTypeSize(x->dtype);
+    void* full = direct_ ? y->data : full_.Get(static_cast<size_t>(NumElements(plan_->x_dims)) * es);
+    MT_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &kOne, plan_->w_, w->data, plan_->y_, x->data, plan_->conv_,
+                                                plan_->BackwardData(h, res.workspace_bytes), res.workspace,
+                                                res.workspace_bytes, &kZero, plan_->x_, full));
+    if (!direct_) LaunchPad(es, crop_, full, y->data, ctx.stream());
+    if (b != nullptr)
+      LaunchConvEpilogue(y->dtype, y->data, b->data, b->dtype, nullptr, y->dims[0], M, SpatialSize(y->dims),
+                         ConvAct::kNone, 0, 0, ctx.stream());
+    return absl::OkStatus();
+  }
+
+ private:
+  std::unique_ptr<ConvPlan> plan_;  // the convolution Yfull -> X: its x is Yfull, its y is X
+  std::vector<int64_t> y_dims_;
+  PadArgs crop_;
+  bool direct_ = false;
+  OwnedBuffer full_;
+};
+
 absl::Status AveragePool(KernelContext& ctx) {
   const TensorView* x = ctx.input(0);
   TensorView* y = ctx.output(0);
@@ -356,6 +442,7 @@ MT_REGISTER_KERNELS(cuda_conv) {
   r.Register({"MaxPool", "", DeviceType::kCUDA, kFloatTypes, 0, FnKernel(MaxPool)});
   r.Register({"MaxPoolGrad", "ai.mixtrain", DeviceType::kCUDA, kFloatTypes, 1, FnKernel(MaxPoolGrad)});
   r.Register({"AveragePool", "", DeviceType::kCUDA, kFloatTypes, 0, FnKernel(AveragePool)});
+  r.Register({"ConvTranspose", "", DeviceType::kCUDA, kFloatTypes, 0, ClassKernel<ConvTransposeKernel>()});
   r.Register({"AveragePoolGrad", "ai.mixtrain", DeviceType::kCUDA, kFloatTypes, 1, FnKernel(AveragePoolGrad)});
 }
 

@@ -244,14 +244,31 @@ struct PadArgs {
   uint64_t fill = 0;
 };
 void LaunchPad(size_t esize, const PadArgs& a, const void* x, void* y, void* stream);
-// PadGrad: dx[i] = the sum of dy at every output position whose source is i. Per dim d, the
-// positions reading input index k are lists[offsets[base[d] + k] .. offsets[base[d] + k + 1]).
-struct PadGradArgs {
+// The adjoint of a separable map (PadGrad, ResizeGrad): dx[i] = sum over the output positions o
+// that read i, per dim, of prod_d w_d * dy[o]. Per dim d, the positions reading input index k are
+// lists[offsets[base[d] + k] .. offsets[base[d] + k + 1]), with weights[...] at the same places
+// (null: all 1).
+struct AdjointArgs {
   int rank = 0;
   int64_t dy_dims[8] = {}, dx_dims[8] = {}, base[8] = {};
   const int64_t* offsets = nullptr;  // device
   const int64_t* lists = nullptr;    // device
+  const float* weights = nullptr;    // device, or null
 };
-void LaunchPadGrad(DType dtype, const PadGradArgs& a, const void* dy, void* dx, void* stream);
+void LaunchSeparableAdjoint(DType dtype, const AdjointArgs& a, const void* dy, void* dx, void* stream);
+// The forward of such a map (Resize): y[o] = sum over the product of the dims' taps of
+// prod_d w_d * x[idx], or `fill` where a dim's coordinate is outside (tf_crop_and_resize). Per
+// dim d, output coordinate c reads taps idx[base[d] + c * width[d] + k], k < width[d], with
+// weights w[...]; outside[ob[d] + c] != 0 marks the coordinates outside.
+struct SeparableArgs {
+  int rank = 0;
+  int64_t x_dims[8] = {}, y_dims[8] = {}, base[8] = {}, ob[8] = {};
+  int width[8] = {};
+  const int64_t* idx = nullptr;     // device
+  const float* w = nullptr;         // device
+  const uint8_t* outside = nullptr; // device
+  float fill = 0;
+};
+void LaunchSeparableMap(DType dtype, const SeparableArgs& a, const void* x, void* y, void* stream);
 
 }  // namespace mixtrain::cuda

@@ -1,6 +1,6 @@
-// Pad, its gradient, and the scatter of SliceGrad on CUDA, by element size (any dtype of 1-8
-// bytes; PadGrad in float dtypes). Each output element gathers, so no two threads write one
-// element and sums run in a fixed order.
+// Pad, the scatter of SliceGrad (by element size: any dtype of 1-8 bytes), and separable linear
+// maps in float dtypes: Resize's forward and the adjoint PadGrad and ResizeGrad share. Each output
+// element gathers, so no two threads write one element and sums run in a fixed order.
 #include "kernels/common/pad_source.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/launch.h"
@@ -41,9 +41,9 @@ __global__ void PadKernel(PadArgs a, int64_t n, const E* x, E* y) {
 }
 
 template <typename Io>
-__global__ void PadGradKernel(PadGradArgs a, int64_t n, const typename Io::T* dy, typename Io::T* dx) {
+__global__ void AdjointKernel(AdjointArgs a, int64_t n, const typename Io::T* dy, typename Io::T* dx) {
   for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += int64_t{gridDim.x} * kThreads) {
-    // This element's source lists, one per dim, and an odometer over their product.
+    // This element's reader lists, one per dim, and an odometer over their product.
     int64_t lo[8], hi[8], at[8];
     int64_t rem = i;
     bool any = true;
@@ -58,8 +58,12 @@ __global__ void PadGradKernel(PadGradArgs a, int64_t n, const typename Io::T* dy
     float s = 0;
     while (any) {
       int64_t off = 0;
-      for (int d = 0; d < a.rank; ++d) off = off * a.dy_dims[d] + a.lists[at[d]];
-      s += Io::Load(dy[off]);
+      float w = 1;
+      for (int d = 0; d < a.rank; ++d) {
+        off = off * a.dy_dims[d] + a.lists[at[d]];
+        if (a.weights != nullptr) w *= a.weights[at[d]];
+      }
+      s += w * Io::Load(dy[off]);
       int d = a.rank - 1;
       for (; d >= 0; --d) {
         if (++at[d] < hi[d]) break;
@@ -68,6 +72,40 @@ __global__ void PadGradKernel(PadGradArgs a, int64_t n, const typename Io::T* dy
       any = d >= 0;
     }
     dx[i] = Io::Store(s);
+  }
+}
+
+template <typename Io>
+__global__ void SeparableMapKernel(SeparableArgs a, int64_t n, const typename Io::T* x, typename Io::T* y) {
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += int64_t{gridDim.x} * kThreads) {
+    int64_t c[8], k[8];
+    int64_t rem = i;
+    bool outside = false;
+    for (int d = a.rank - 1; d >= 0; --d) {
+      c[d] = rem % a.y_dims[d];
+      rem /= a.y_dims[d];
+      k[d] = 0;
+      outside |= a.outside[a.ob[d] + c[d]] != 0;
+    }
+    if (outside) {
+      y[i] = Io::Store(a.fill);
+      continue;
+    }
+    float s = 0;
+    while (true) {
+      float w = 1;
+      int64_t src = 0;
+      for (int d = 0; d < a.rank; ++d) {
+        const int64_t j = a.base[d] + c[d] * a.width[d] + k[d];
+        w *= a.w[j];
+        src = src * a.x_dims[d] + a.idx[j];
+      }
+      if (w != 0) s += w * Io::Load(x[src]);
+      int d = a.rank - 1;
+      while (d >= 0 && ++k[d] == a.width[d]) k[d--] = 0;
+      if (d < 0) break;
+    }
+    y[i] = Io::Store(s);
   }
 }
 
@@ -106,15 +144,28 @@ void LaunchPad(size_t esize, const PadArgs& a, const void* x, void* y, void* str
   MT_CUDA_CHECK_LAUNCH();
 }
 
-void LaunchPadGrad(DType dtype, const PadGradArgs& a, const void* dy, void* dx, void* stream) {
+void LaunchSeparableAdjoint(DType dtype, const AdjointArgs& a, const void* dy, void* dx, void* stream) {
   int64_t n = 1;
   for (int d = 0; d < a.rank; ++d) n *= a.dx_dims[d];
   if (n == 0) return;
   ForFloatIo(dtype, [&](auto io) {
     using Io = decltype(io);
     using T = typename Io::T;
-    PadGradKernel<Io><<<BlocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+    AdjointKernel<Io><<<BlocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         a, n, static_cast<const T*>(dy), static_cast<T*>(dx));
+  });
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void LaunchSeparableMap(DType dtype, const SeparableArgs& a, const void* x, void* y, void* stream) {
+  int64_t n = 1;
+  for (int d = 0; d < a.rank; ++d) n *= a.y_dims[d];
+  if (n == 0) return;
+  ForFloatIo(dtype, [&](auto io) {
+    using Io = decltype(io);
+    using T = typename Io::T;
+    SeparableMapKernel<Io><<<BlocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        a, n, static_cast<const T*>(x), static_cast<T*>(y));
   });
   MT_CUDA_CHECK_LAUNCH();
 }

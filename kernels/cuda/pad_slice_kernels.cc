@@ -179,7 +179,7 @@ class PadGradKernel final : public OpKernel {
     key.insert(key.end(), full->begin(), full->end());
     key.push_back(mode);
     if (key != key_) {
-      PadGradArgs a;
+      AdjointArgs a;
       a.rank = static_cast<int>(r);
       std::vector<int64_t> offsets, lists;
       for (int64_t d = 0; d < r; ++d) {
@@ -215,14 +215,14 @@ class PadGradKernel final : public OpKernel {
     int64_t n = 1;
     for (int d = 0; d < args_.rank; ++d) n *= args_.dx_dims[d];
     if (n != dx->numel()) return ctx.Error("dX's shape does not match dY less the pads");
-    LaunchPadGrad(dy->dtype, args_, dy->data, dx->data, ctx.stream());
+    LaunchSeparableAdjoint(dy->dtype, args_, dy->data, dx->data, ctx.stream());
     return absl::OkStatus();
   }
 
  private:
 
   std::vector<int64_t> key_, host_;
-  PadGradArgs args_;
+  AdjointArgs args_;
   OwnedBuffer table_;
 };
 

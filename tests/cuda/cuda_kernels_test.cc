@@ -42,7 +42,8 @@ const std::vector<std::pair<std::string, std::string>> kCovered = {
     {"Slice", ""}, {"Pad", ""}, {"SliceGrad", "ai.mixtrain"}, {"PadGrad", "ai.mixtrain"}, {"HardSigmoid", ""},
     {"HardSwish", ""}, {"IsNaN", ""}, {"Equal", ""}, {"Less", ""}, {"LessOrEqual", ""}, {"Greater", ""},
     {"GreaterOrEqual", ""}, {"And", ""}, {"Or", ""}, {"Xor", ""}, {"GroupNormalization", ""},
-    {"GroupNormalizationGrad", "ai.mixtrain"}, {"InstanceNormalization", ""}, {"Elu", ""}, {"CumSum", ""}};
+    {"GroupNormalizationGrad", "ai.mixtrain"}, {"InstanceNormalization", ""}, {"Elu", ""}, {"CumSum", ""},
+    {"Resize", ""}, {"Upsample", ""}, {"ResizeGrad", "ai.mixtrain"}, {"ConvTranspose", ""}};
 
 TEST(CudaRegistryTest, EveryCudaKernelIsCoveredAndHasACpuTwin) {
 #if MIXTRAIN_HAVE_CUDA
@@ -718,6 +719,71 @@ TEST_F(CudaKernelTest, EluAndCumSum) {
           Check("CumSum", {x, Make(DType::kI64, {}, {double(axis)})},
                 {Attribute::Int("exclusive", exclusive), Attribute::Int("reverse", reverse)});
   }
+}
+
+// Resize in nearest, linear and cubic modes with scales or sizes (and a crop box), Upsample, and
+// ResizeGrad's adjoint of the same taps.
+TEST_F(CudaKernelTest, ResizeAndGrad) {
+  using A = Attribute;
+  using V = std::vector<double>;
+  struct Case {
+    std::vector<Attribute> attrs;
+    std::vector<double> roi, scales, sizes;
+  };
+  const std::vector<Case> cases = {
+      {{A::String("mode", "nearest")}, {}, {1, 1, 2, 1.5}, {}},
+      {{A::String("mode", "linear")}, {}, {1, 1, 0.5, 1.75}, {}},
+      {{A::String("mode", "linear"), A::String("coordinate_transformation_mode", "align_corners")}, {}, {}, {2, 3, 9, 4}},
+      {{A::String("mode", "cubic"), A::Int("exclude_outside", 1)}, {}, {1, 1, 1.5, 2}, {}},
+      {{A::String("mode", "linear"), A::String("coordinate_transformation_mode", "tf_crop_and_resize"),
+        A::Float("extrapolation_value", -2)},
+       {0, 0, -0.2, 0.1, 1, 1, 1.1, 0.9}, {}, {2, 3, 7, 6}},
+  };
+  for (DType t : kDtypes) {
+    Tensor x = Make(t, {2, 3, 5, 4}, Uniform(120, -2, 2, 190));
+    for (const Case& c : cases) {
+      std::vector<Tensor> in = {x, c.roi.empty() ? Tensor() : Make(DType::kF32, {8}, c.roi),
+                                c.scales.empty() ? Tensor() : Make(DType::kF32, {4}, c.scales),
+                                c.sizes.empty() ? Tensor() : Make(DType::kI64, {4}, c.sizes)};
+      if (c.sizes.empty()) in.pop_back();
+      Check("Resize", in, c.attrs);
+      auto y = testing_util::RunCpuKernel(*MakeNode("Resize", in, 1, c.attrs).node, in, 17);
+      ASSERT_TRUE(y.ok()) << y.status();
+      const std::vector<int64_t> yd = (*y)[0].dims();
+      Check("ResizeGrad",
+            {Make(t, yd, Uniform(ew_test::Count(yd), -1, 1, 191)), Make(DType::kI64, {4}, V{2, 3, 5, 4}),
+             c.roi.empty() ? Tensor() : Make(DType::kF32, {8}, c.roi),
+             c.scales.empty() ? Tensor() : Make(DType::kF32, {4}, c.scales)},
+            c.attrs, 1, "ai.mixtrain");
+    }
+    Check("Upsample", {x, Make(DType::kF32, {4}, V{1, 1, 2, 2})}, {A::String("mode", "nearest")}, 1, "", 9);
+  }
+}
+
+// ConvTranspose: strides, pads (the crop), output_padding, groups, dilations, 1-D and 2-D, bias.
+TEST_F(CudaKernelTest, ConvTranspose) {
+  using A = Attribute;
+  struct Case {
+    std::vector<int64_t> x, w;
+    std::vector<Attribute> attrs;
+    bool bias;
+  };
+  const std::vector<Case> cases = {
+      {{2, 4, 5, 6}, {4, 3, 3, 3}, {A::Ints("strides", {2, 2})}, true},
+      {{2, 4, 5, 6}, {4, 3, 3, 3}, {A::Ints("strides", {2, 2}), A::Ints("pads", {1, 1, 1, 1}),
+                                    A::Ints("output_padding", {1, 0})}, false},
+      {{1, 4, 7, 5}, {4, 2, 2, 3}, {A::Int("group", 2), A::Ints("dilations", {2, 1}), A::Ints("pads", {0, 1, 1, 0})}, true},
+      {{3, 2, 9}, {2, 5, 4}, {A::Ints("strides", {3})}, true},
+  };
+  int seed = 200;
+  for (DType t : kDtypes)
+    for (const Case& c : cases) {
+      std::vector<Tensor> in = {Make(t, c.x, Uniform(ew_test::Count(c.x), -1, 1, ++seed)),
+                                Make(t, c.w, Uniform(ew_test::Count(c.w), -1, 1, ++seed))};
+      const int64_t m = c.w[1] * (c.attrs.size() > 0 && c.attrs[0].name == "group" ? 2 : 1);
+      if (c.bias) in.push_back(Make(t, {m}, Uniform(m, -1, 1, ++seed)));
+      Check("ConvTranspose", in, c.attrs);
+    }
 }
 
 TEST_F(CudaKernelTest, MovementOps) {

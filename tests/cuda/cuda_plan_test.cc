@@ -1,8 +1,8 @@
 // Which models the CUDA backend can train, decided without a GPU: CheckModel(device "cuda") plans
 // each training step and evaluation for CUDA as a session would (fp32, bf16 AMP, fp16 AMP; every
-// kernel looked up with its dtypes). The four models and the zoo exports (transformers, timm,
-// torch.nn, Keras; both torch exporters) other than the one listed below must plan completely;
-// a graph whose op has a CUDA kernel but not for its dtype must be named, so the check can fail.
+// kernel looked up with its dtypes). The four models and every zoo export (transformers, timm,
+// torch.nn, Keras; both torch exporters) must plan completely; a graph whose op has a CUDA kernel
+// but not for its dtype must be named, so the check can fail.
 // This is what caught the step counter (Cast bool -> i64, Add i64) that no CUDA kernel took.
 #include <unistd.h>
 
@@ -18,9 +18,6 @@
 
 namespace mixtrain {
 namespace {
-
-// Exports whose ops the CUDA backend does not have yet.
-const char* const kNotYet[] = {"nn_mix"};
 
 struct Model {
   std::string name, path;
@@ -46,11 +43,8 @@ std::vector<Model> Models() {
 TEST(CudaPlan, ModelsAndZooExportsPlanCompletely) {
 #if MIXTRAIN_HAVE_CUDA
   const std::vector<Model> models = Models();
-  ASSERT_GE(models.size(), 15u) << "the zoo manifest went missing";
-  int checked = 0;
+  ASSERT_GE(models.size(), 21u) << "the zoo manifest went missing";
   for (const Model& m : models) {
-    bool not_yet = false;
-    for (const char* n : kNotYet) not_yet |= m.name == n;
     CheckOptions o;
     o.device = "cuda";
     o.class_axis = m.class_axis;
@@ -58,16 +52,10 @@ TEST(CudaPlan, ModelsAndZooExportsPlanCompletely) {
     ASSERT_TRUE(r.ok()) << m.name << ": " << r.status();
     ASSERT_TRUE(r->trains) << m.name;
     ASSERT_TRUE(r->cuda_unknown.empty()) << r->cuda_unknown;
-    if (not_yet) {
-      EXPECT_FALSE(r->cuda_missing_ops.empty()) << m.name << " now plans on CUDA: take it off kNotYet";
-      continue;
-    }
     std::string missing;
     for (const std::string& s : r->cuda_missing_ops) missing += "\n  " + s;
     EXPECT_TRUE(r->cuda_missing_ops.empty()) << m.name << " lacks CUDA kernels:" << missing;
-    ++checked;
   }
-  EXPECT_GE(checked, 14);
 #else
   GTEST_SKIP() << "this build has no CUDA backend";
 #endif
