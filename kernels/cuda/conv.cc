@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/ops/nn_geometry.h"
+#include "kernels/cuda/kernel_util.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/owned_buffer.h"
 #include "kernels/registry.h"
@@ -26,7 +27,6 @@
 namespace mixtrain::cuda {
 namespace {
 
-bool IsFloatDtype(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
 
 cudnnDataType_t CudnnType(DType t) {
   return t == DType::kF16 ? CUDNN_DATA_HALF : t == DType::kBF16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_FLOAT;
@@ -209,7 +209,7 @@ class ConvKernel final : public OpKernel {
     const TensorView* z = ctx.num_inputs() > 3 ? ctx.input(3) : nullptr;
     TensorView* y = ctx.output(0);
     if (x == nullptr || w == nullptr || y == nullptr) return ctx.Error("needs X, W and an output");
-    if (!IsFloatDtype(x->dtype) || w->dtype != x->dtype || y->dtype != x->dtype)
+    if (!IsGpuFloat(x->dtype) || w->dtype != x->dtype || y->dtype != x->dtype)
       return ctx.Error(absl::StrCat("X, W and Y must share one float dtype (", DTypeName(x->dtype), ", ",
                                     DTypeName(w->dtype), ")"));
     const Node& n = ctx.node();
@@ -230,7 +230,7 @@ class ConvKernel final : public OpKernel {
     else if (!a.empty()) return ctx.Error(absl::StrCat("unknown activation '", a, "'"));
     MT_ASSIGN_OR_RETURN(ConvPlan * p, PlanFor(ctx, plan_, x->dims, w->dims, x->dtype));
     if (y->dims != p->y_dims) return ctx.Error("the output's shape differs from the convolution's");
-    if (b != nullptr && (!IsFloatDtype(b->dtype) || b->numel() != p->y_dims[1]))
+    if (b != nullptr && (!IsGpuFloat(b->dtype) || b->numel() != p->y_dims[1]))
       return ctx.Error("B must have one float per output channel");
     if (z != nullptr && (z->dtype != y->dtype || z->numel() != y->numel()))
       return ctx.Error("Z must have the output's dtype and shape");
@@ -258,7 +258,7 @@ class ConvGradKernel final : public OpKernel {
     const TensorView* x = ctx.input(1);
     const TensorView* w = ctx.input(2);
     if (dy == nullptr || x == nullptr || w == nullptr) return ctx.Error("needs dY, X and W");
-    if (!IsFloatDtype(x->dtype) || w->dtype != x->dtype || dy->dtype != x->dtype)
+    if (!IsGpuFloat(x->dtype) || w->dtype != x->dtype || dy->dtype != x->dtype)
       return ctx.Error("dY, X and W must share one float dtype");
     MT_ASSIGN_OR_RETURN(ConvPlan * p, PlanFor(ctx, plan_, x->dims, w->dims, x->dtype));
     if (dy->dims != p->y_dims) return ctx.Error("dY's shape does not match the convolution's output");
@@ -311,7 +311,7 @@ absl::StatusOr<PoolWindow> Window(const KernelContext& ctx, const std::vector<in
 absl::Status MaxPool(KernelContext& ctx) {
   const TensorView* x = ctx.input(0);
   TensorView* y = ctx.output(0);
-  if (x == nullptr || y == nullptr || !IsFloatDtype(x->dtype) || y->dtype != x->dtype)
+  if (x == nullptr || y == nullptr || !IsGpuFloat(x->dtype) || y->dtype != x->dtype)
     return ctx.Error("needs a float X and Y of its dtype");
   if (ctx.output(1) != nullptr) return ctx.Error("the CUDA MaxPool does not compute Indices");
   const Node& n = ctx.node();
@@ -329,7 +329,7 @@ absl::Status MaxPoolGrad(KernelContext& ctx) {
   const TensorView* x = ctx.input(1);
   TensorView* dx = ctx.output(0);
   if (dy == nullptr || x == nullptr || dx == nullptr) return ctx.Error("needs inputs dY, X and output dX");
-  if (!IsFloatDtype(x->dtype) || dy->dtype != x->dtype || dx->dtype != x->dtype || dx->numel() != x->numel())
+  if (!IsGpuFloat(x->dtype) || dy->dtype != x->dtype || dx->dtype != x->dtype || dx->numel() != x->numel())
     return ctx.Error("dY, X and dX must share one float dtype, dX X's shape");
   MT_ASSIGN_OR_RETURN(PoolWindow w, Window(ctx, x->dims));
   const int64_t planes = x->dims[0] * x->dims[1];
@@ -349,7 +349,7 @@ class ConvTransposeKernel final : public OpKernel {
     const TensorView *x = ctx.input(0), *w = ctx.input(1), *b = ctx.input(2);
     TensorView* y = ctx.output(0);
     if (x == nullptr || w == nullptr || y == nullptr) return ctx.Error("needs X, W and an output");
-    if (!IsFloatDtype(x->dtype) || w->dtype != x->dtype || y->dtype != x->dtype)
+    if (!IsGpuFloat(x->dtype) || w->dtype != x->dtype || y->dtype != x->dtype)
       return ctx.Error("X, W and Y must share one float dtype");
     if (x->rank() < 3 || x->rank() > 5 || w->rank() != x->rank()) return ctx.Error("expects N x C x D1 [x D2 [x D3]]");
     const int64_t G = ctx.node().attr_int("group", 1), C = x->dims[1];
@@ -357,7 +357,7 @@ class ConvTransposeKernel final : public OpKernel {
     const int64_t M = w->dims[1] * G;
     if (y->rank() != x->rank() || y->dims[0] != x->dims[0] || y->dims[1] != M)
       return ctx.Error("Y must be [N, C_out, ...]");
-    if (b != nullptr && (!IsFloatDtype(b->dtype) || b->numel() != M))
+    if (b != nullptr && (!IsGpuFloat(b->dtype) || b->numel() != M))
       return ctx.Error("B must have one float per output channel");
     if (plan_ == nullptr || plan_->y_dims != x->dims || plan_->w_dims != w->dims || y_dims_ != y->dims) {
       const std::vector<int64_t> sp(x->dims.begin() + 2, x->dims.end()), kernel(w->dims.begin() + 2, w->dims.end());
@@ -405,7 +405,7 @@ class ConvTransposeKernel final : public OpKernel {
 absl::Status AveragePool(KernelContext& ctx) {
   const TensorView* x = ctx.input(0);
   TensorView* y = ctx.output(0);
-  if (x == nullptr || y == nullptr || !IsFloatDtype(x->dtype) || y->dtype != x->dtype)
+  if (x == nullptr || y == nullptr || !IsGpuFloat(x->dtype) || y->dtype != x->dtype)
     return ctx.Error("needs a float X and Y of its dtype");
   const Node& n = ctx.node();
   if (n.attr_int("channels_last", 0) != 0 || n.attr_int("channel_block", 0) != 0)
@@ -422,7 +422,7 @@ absl::Status AveragePoolGrad(KernelContext& ctx) {
   const TensorView* x = ctx.input(1);
   TensorView* dx = ctx.output(0);
   if (dy == nullptr || x == nullptr || dx == nullptr) return ctx.Error("needs inputs dY, X and output dX");
-  if (!IsFloatDtype(x->dtype) || dy->dtype != x->dtype || dx->dtype != x->dtype || dx->numel() != x->numel())
+  if (!IsGpuFloat(x->dtype) || dy->dtype != x->dtype || dx->dtype != x->dtype || dx->numel() != x->numel())
     return ctx.Error("dY, X and dX must share one float dtype, dX X's shape");
   MT_ASSIGN_OR_RETURN(PoolWindow w, Window(ctx, x->dims));
   const int64_t planes = x->dims[0] * x->dims[1];

@@ -49,13 +49,10 @@ __global__ void BiasGradKernel(const typename Io::T* dy, typename Io::T* db, int
   }
 }
 
-// The flat input offset (within a plane) of the first maximum of output window (o0, o1, o2), and
-// its value; -1 when no tap is inside the input.
-template <typename Io>
-__device__ int64_t WindowArgMax(const typename Io::T* xp, const PoolWindow& w, int64_t o0, int64_t o1, int64_t o2,
-                                float* best_v) {
-  int64_t best = -1;
-  float bv = 0;
+// fn(at) for each tap of output window (o0, o1, o2) inside the input, in scan order; `at` is the
+// flat offset within a plane.
+template <typename Fn>
+__device__ __forceinline__ void ForEachTap(const PoolWindow& w, int64_t o0, int64_t o1, int64_t o2, Fn&& fn) {
   for (int64_t k0 = 0; k0 < w.k[0]; ++k0) {
     const int64_t i0 = o0 * w.s[0] + k0 * w.d[0] - w.pb[0];
     if (i0 < 0 || i0 >= w.in[0]) continue;
@@ -64,16 +61,26 @@ __device__ int64_t WindowArgMax(const typename Io::T* xp, const PoolWindow& w, i
       if (i1 < 0 || i1 >= w.in[1]) continue;
       for (int64_t k2 = 0; k2 < w.k[2]; ++k2) {
         const int64_t i2 = o2 * w.s[2] + k2 * w.d[2] - w.pb[2];
-        if (i2 < 0 || i2 >= w.in[2]) continue;
-        const int64_t at = (i0 * w.in[1] + i1) * w.in[2] + i2;
-        const float v = Io::Load(xp[at]);
-        if (best < 0 || v > bv) {
-          best = at;
-          bv = v;
-        }
+        if (i2 >= 0 && i2 < w.in[2]) fn((i0 * w.in[1] + i1) * w.in[2] + i2);
       }
     }
   }
+}
+
+// The flat input offset (within a plane) of the first maximum of output window (o0, o1, o2), and
+// its value; -1 when no tap is inside the input.
+template <typename Io>
+__device__ int64_t WindowArgMax(const typename Io::T* xp, const PoolWindow& w, int64_t o0, int64_t o1, int64_t o2,
+                                float* best_v) {
+  int64_t best = -1;
+  float bv = 0;
+  ForEachTap(w, o0, o1, o2, [&](int64_t at) {
+    const float v = Io::Load(xp[at]);
+    if (best < 0 || v > bv) {
+      best = at;
+      bv = v;
+    }
+  });
   *best_v = bv;
   return best;
 }
@@ -99,6 +106,21 @@ __device__ __forceinline__ bool Covers(int64_t i, int64_t k, const PoolWindow& w
   return *o < w.out[dim];
 }
 
+// fn(o0, o1, o2) for each output window containing input element (i0, i1, i2), once per tap that
+// lands on it (a window covering it with two taps, as dilations can, is visited twice).
+template <typename Fn>
+__device__ __forceinline__ void ForEachWindow(const PoolWindow& w, int64_t i0, int64_t i1, int64_t i2, Fn&& fn) {
+  int64_t o0, o1, o2;
+  for (int64_t k0 = 0; k0 < w.k[0]; ++k0) {
+    if (!Covers(i0, k0, w, 0, &o0)) continue;
+    for (int64_t k1 = 0; k1 < w.k[1]; ++k1) {
+      if (!Covers(i1, k1, w, 1, &o1)) continue;
+      for (int64_t k2 = 0; k2 < w.k[2]; ++k2)
+        if (Covers(i2, k2, w, 2, &o2)) fn(o0, o1, o2);
+    }
+  }
+}
+
 template <typename Io>
 __global__ void MaxPoolGradKernel(const typename Io::T* dy, const typename Io::T* x, typename Io::T* dx,
                                   int64_t planes, PoolWindow w, bool relu) {
@@ -110,19 +132,11 @@ __global__ void MaxPoolGradKernel(const typename Io::T* dy, const typename Io::T
     const typename Io::T* xp = x + p * in;
     const typename Io::T* dyp = dy + p * out;
     float g = 0;
-    int64_t o0, o1, o2;
-    for (int64_t k0 = 0; k0 < w.k[0]; ++k0) {
-      if (!Covers(i0, k0, w, 0, &o0)) continue;
-      for (int64_t k1 = 0; k1 < w.k[1]; ++k1) {
-        if (!Covers(i1, k1, w, 1, &o1)) continue;
-        for (int64_t k2 = 0; k2 < w.k[2]; ++k2) {
-          if (!Covers(i2, k2, w, 2, &o2)) continue;
-          float v;
-          if (WindowArgMax<Io>(xp, w, o0, o1, o2, &v) == at && (!relu || v > 0.0f))
-            g += Io::Load(dyp[(o0 * w.out[1] + o1) * w.out[2] + o2]);
-        }
-      }
-    }
+    ForEachWindow(w, i0, i1, i2, [&](int64_t o0, int64_t o1, int64_t o2) {
+      float v;
+      if (WindowArgMax<Io>(xp, w, o0, o1, o2, &v) == at && (!relu || v > 0.0f))
+        g += Io::Load(dyp[(o0 * w.out[1] + o1) * w.out[2] + o2]);
+    });
     dx[i] = Io::Store(g);
   }
 }
@@ -149,18 +163,7 @@ __global__ void AveragePoolKernel(const typename Io::T* x, typename Io::T* y, in
     const int64_t o2 = o % w.out[2], o1 = (o / w.out[2]) % w.out[1], o0 = o / (w.out[2] * w.out[1]);
     const typename Io::T* xp = x + p * in;
     float s = 0;
-    for (int64_t k0 = 0; k0 < w.k[0]; ++k0) {
-      const int64_t i0 = o0 * w.s[0] + k0 * w.d[0] - w.pb[0];
-      if (i0 < 0 || i0 >= w.in[0]) continue;
-      for (int64_t k1 = 0; k1 < w.k[1]; ++k1) {
-        const int64_t i1 = o1 * w.s[1] + k1 * w.d[1] - w.pb[1];
-        if (i1 < 0 || i1 >= w.in[1]) continue;
-        for (int64_t k2 = 0; k2 < w.k[2]; ++k2) {
-          const int64_t i2 = o2 * w.s[2] + k2 * w.d[2] - w.pb[2];
-          if (i2 >= 0 && i2 < w.in[2]) s += Io::Load(xp[(i0 * w.in[1] + i1) * w.in[2] + i2]);
-        }
-      }
-    }
+    ForEachTap(w, o0, o1, o2, [&](int64_t at) { s += Io::Load(xp[at]); });
     const int64_t n = TapsIn(w, 0, o0, include_pad) * TapsIn(w, 1, o1, include_pad) * TapsIn(w, 2, o2, include_pad);
     y[i] = Io::Store(n > 0 ? s / static_cast<float>(n) : 0.0f);
   }
@@ -176,19 +179,10 @@ __global__ void AveragePoolGradKernel(const typename Io::T* dy, typename Io::T* 
     const int64_t i2 = at % w.in[2], i1 = (at / w.in[2]) % w.in[1], i0 = at / (w.in[2] * w.in[1]);
     const typename Io::T* dyp = dy + p * out;
     float g = 0;
-    int64_t o0, o1, o2;
-    for (int64_t k0 = 0; k0 < w.k[0]; ++k0) {
-      if (!Covers(i0, k0, w, 0, &o0)) continue;
-      for (int64_t k1 = 0; k1 < w.k[1]; ++k1) {
-        if (!Covers(i1, k1, w, 1, &o1)) continue;
-        for (int64_t k2 = 0; k2 < w.k[2]; ++k2) {
-          if (!Covers(i2, k2, w, 2, &o2)) continue;
-          const int64_t n =
-              TapsIn(w, 0, o0, include_pad) * TapsIn(w, 1, o1, include_pad) * TapsIn(w, 2, o2, include_pad);
-          if (n > 0) g += Io::Load(dyp[(o0 * w.out[1] + o1) * w.out[2] + o2]) / static_cast<float>(n);
-        }
-      }
-    }
+    ForEachWindow(w, i0, i1, i2, [&](int64_t o0, int64_t o1, int64_t o2) {
+      const int64_t n = TapsIn(w, 0, o0, include_pad) * TapsIn(w, 1, o1, include_pad) * TapsIn(w, 2, o2, include_pad);
+      if (n > 0) g += Io::Load(dyp[(o0 * w.out[1] + o1) * w.out[2] + o2]) / static_cast<float>(n);
+    });
     dx[i] = Io::Store(g);
   }
 }

@@ -32,6 +32,29 @@ void ForFloatIo(DType t, Fn&& fn) {
   }
 }
 
+// Calls fn(E{}) with the unsigned integer type of `esize` bytes (data movement by element size).
+template <typename Fn>
+void ForElement(size_t esize, Fn&& fn) {
+  switch (esize) {
+    case 1: fn(uint8_t{}); break;
+    case 2: fn(uint16_t{}); break;
+    case 4: fn(uint32_t{}); break;
+    case 8: fn(uint64_t{}); break;
+    default: MT_CHECK(false) << "CUDA movement: element size " << esize;
+  }
+}
+
+// The offset Transpose-like strides give element i of a dense walk over t.out_dims.
+template <typename Args>
+__device__ __forceinline__ int64_t StridedOffset(const Args& t, int64_t i) {
+  int64_t off = 0;
+  for (int d = t.rank - 1; d >= 0; --d) {
+    off += (i % t.out_dims[d]) * t.in_strides[d];
+    i /= t.out_dims[d];
+  }
+  return off;
+}
+
 // Max that lets NaN win, as the CPU's softmax rows do.
 __device__ __forceinline__ float NanMax(float a, float b) { return a != a ? a : ((b > a || b != b) ? b : a); }
 

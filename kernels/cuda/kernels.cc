@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/ops/movement_params.h"
 #include "graph/ops/reduce_params.h"
+#include "kernels/cuda/kernel_util.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/registry.h"
 #include "runtime/cuda/cuda_check.h"
@@ -16,11 +17,10 @@ namespace {
 
 const auto kCuda = DeviceType::kCUDA;
 
-bool IsLowOrF32(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
 
 absl::Status CheckFloat(const KernelContext& ctx, const TensorView* t, const char* what) {
   if (t == nullptr) return ctx.Error(absl::StrCat("missing ", what));
-  if (!IsLowOrF32(t->dtype))
+  if (!IsGpuFloat(t->dtype))
     return ctx.Error(absl::StrCat(what, " has dtype ", DTypeName(t->dtype), "; CUDA kernels take f32, f16, bf16"));
   return absl::OkStatus();
 }
@@ -97,7 +97,7 @@ absl::Status Compare(KernelContext& ctx) {
   const bool logic = kOp == CompareOp::kAnd || kOp == CompareOp::kOr || kOp == CompareOp::kXor;
   const DType t = a->dtype;
   const bool ok = logic ? t == DType::kBool
-                        : (IsLowOrF32(t) || t == DType::kI32 || t == DType::kI64 ||
+                        : (IsGpuFloat(t) || t == DType::kI32 || t == DType::kI64 ||
                            (kOp == CompareOp::kEqual && t == DType::kBool));
   if (!ok || b->dtype != t || o->dtype != DType::kBool)
     return ctx.Error(absl::StrCat("the CUDA kernel compares f32, f16, bf16, i32 or i64 (logic: bool) operands of "
@@ -113,7 +113,7 @@ absl::Status CumSum(KernelContext& ctx) {
   const TensorView* x = ctx.input(0);
   TensorView* y = ctx.output(0);
   if (x == nullptr || ctx.input(1) == nullptr || y == nullptr) return ctx.Error("needs inputs x and axis");
-  if (!(IsLowOrF32(x->dtype) || x->dtype == DType::kI32 || x->dtype == DType::kI64) || y->dtype != x->dtype ||
+  if (!(IsGpuFloat(x->dtype) || x->dtype == DType::kI32 || x->dtype == DType::kI64) || y->dtype != x->dtype ||
       y->numel() != x->numel())
     return ctx.Error("x and y must be f32, f16, bf16, i32 or i64 tensors of one dtype and size");
   const TensorView* a = ctx.host_input(1);
@@ -140,7 +140,7 @@ absl::Status IsNaN(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
-bool Castable(DType t) { return IsLowOrF32(t) || t == DType::kI32 || t == DType::kI64 || t == DType::kBool; }
+bool Castable(DType t) { return IsGpuFloat(t) || t == DType::kI32 || t == DType::kI64 || t == DType::kBool; }
 
 absl::Status Cast(KernelContext& ctx) {
   const TensorView* x = ctx.input(0);

@@ -230,11 +230,10 @@ struct TransposeArgs {
   int64_t in_strides[8] = {};  // x's stride (elements) of each output dim
 };
 void LaunchTranspose(size_t esize, const TransposeArgs& a, int64_t n, const void* x, void* y, void* stream);
-
-// --- pad_slice.cu (kernels/cpu/movement_index.cc Slice and Pad, grad_shape_kernels.cc) -----------
-// The inverse of Transpose's gather: y[offset of j] = x[j], j dense over a.out_dims (distinct
-// offsets: a slice's positions).
+// Its inverse: y[offset of j] = x[j], j dense over a.out_dims (distinct offsets: SliceGrad's).
 void LaunchStridedScatter(size_t esize, const TransposeArgs& a, int64_t n, const void* x, void* y, void* stream);
+
+// --- pad_slice.cu (Pad, and the separable maps of Resize, PadGrad and ResizeGrad) ---------------
 // Pad: each output element reads the input element pad::Source gives per dim (mode: pad::Mode,
 // kernels/common/pad_source.h), or `fill` (esize bytes) where a constant pad has none.
 struct PadArgs {

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/kernel_util.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/registry.h"
 #include "runtime/cuda/cuda_device.h"
@@ -14,7 +15,6 @@
 namespace mixtrain::cuda {
 namespace {
 
-bool IsFloatDtype(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
 
 // The loss's view and attributes; `weights` is the optional class-weight input.
 absl::StatusOr<CrossEntropyArgs> ReadArgs(const KernelContext& ctx, const TensorView& scores,
@@ -22,7 +22,7 @@ absl::StatusOr<CrossEntropyArgs> ReadArgs(const KernelContext& ctx, const Tensor
   if (labels == nullptr) return ctx.Error("needs input labels");
   if (labels->dtype != DType::kI32 && labels->dtype != DType::kI64)
     return ctx.Error(absl::StrCat("labels must be int32 or int64, got ", DTypeName(labels->dtype)));
-  if (!IsFloatDtype(scores.dtype))
+  if (!IsGpuFloat(scores.dtype))
     return ctx.Error(absl::StrCat("scores have dtype ", DTypeName(scores.dtype), "; CUDA takes f32, f16, bf16"));
   if (scores.rank() < 2) return ctx.Error("scores must be [N, C, ...]");
   CrossEntropyArgs a;
@@ -31,7 +31,7 @@ absl::StatusOr<CrossEntropyArgs> ReadArgs(const KernelContext& ctx, const Tensor
   for (int64_t i = 2; i < scores.rank(); ++i) a.D *= scores.dims[i];
   if (labels->numel() != a.N * a.D) return ctx.Error("labels must have the shape of scores without dim 1");
   if (weights != nullptr) {
-    if (!IsFloatDtype(weights->dtype) || weights->numel() != a.C)
+    if (!IsGpuFloat(weights->dtype) || weights->numel() != a.C)
       return ctx.Error(absl::StrCat("weights must be a float tensor of C=", a.C, " elements"));
     a.weights = weights->data;
     a.weights_dtype = weights->dtype;
@@ -76,7 +76,7 @@ absl::Status LossGrad(KernelContext& ctx) {
   TensorView* dx = ctx.output(0);
   if (dl == nullptr || scores == nullptr || dx == nullptr) return ctx.Error("needs inputs dL, scores, labels");
   MT_ASSIGN_OR_RETURN(CrossEntropyArgs a, ReadArgs(ctx, *scores, ctx.input(2), ctx.input(3)));
-  if (!IsFloatDtype(dl->dtype)) return ctx.Error("dL must be a float tensor");
+  if (!IsGpuFloat(dl->dtype)) return ctx.Error("dL must be a float tensor");
   if (dx->dtype != scores->dtype || dx->numel() != scores->numel())
     return ctx.Error("the output must have the scores' dtype and shape");
   if (dl->numel() != (a.reduction == CrossEntropyArgs::kNone ? a.N * a.D : 1))

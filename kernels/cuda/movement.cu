@@ -1,6 +1,6 @@
 // Data movement on the GPU without arithmetic, by element size (a bf16 and an fp16 move alike):
-// Expand (a one-input broadcast copy), Where (three-input broadcast select) and Transpose (each
-// output element reads its input offset through the permuted strides). Concat and Split need no
+// Expand (a one-input broadcast copy), Where (three-input broadcast select), Transpose (each
+// output element reads its input offset through the permuted strides) and its inverse scatter. Concat and Split need no
 // kernel (kernels/cuda/movement_kernels.cc: one strided 2-D copy per part).
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/launch.h"
@@ -23,26 +23,15 @@ __global__ void WhereKernel(BroadcastLayout l, const uint8_t* c, const E* a, con
 
 template <typename E>
 __global__ void TransposeKernel(TransposeArgs t, int64_t n, const E* x, E* y) {
-  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += int64_t{gridDim.x} * kThreads) {
-    int64_t off = 0, rem = i;
-    for (int d = t.rank - 1; d >= 0; --d) {
-      off += (rem % t.out_dims[d]) * t.in_strides[d];
-      rem /= t.out_dims[d];
-    }
-    y[i] = x[off];
-  }
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += int64_t{gridDim.x} * kThreads)
+    y[i] = x[StridedOffset(t, i)];
 }
 
-// Calls fn(E{}) with the unsigned integer type of `esize` bytes.
-template <typename Fn>
-void ForElement(size_t esize, Fn&& fn) {
-  switch (esize) {
-    case 1: fn(uint8_t{}); break;
-    case 2: fn(uint16_t{}); break;
-    case 4: fn(uint32_t{}); break;
-    case 8: fn(uint64_t{}); break;
-    default: MT_CHECK(false) << "CUDA movement: element size " << esize;
-  }
+// Transpose's inverse: each element goes to the offset its strides give (distinct offsets).
+template <typename E>
+__global__ void StridedScatterKernel(TransposeArgs t, int64_t n, const E* x, E* y) {
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += int64_t{gridDim.x} * kThreads)
+    y[StridedOffset(t, i)] = x[i];
 }
 
 }  // namespace
@@ -73,6 +62,16 @@ void LaunchTranspose(size_t esize, const TransposeArgs& a, int64_t n, const void
   ForElement(esize, [&](auto e) {
     using E = decltype(e);
     TransposeKernel<E><<<BlocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        a, n, static_cast<const E*>(x), static_cast<E*>(y));
+  });
+  MT_CUDA_CHECK_LAUNCH();
+}
+
+void LaunchStridedScatter(size_t esize, const TransposeArgs& a, int64_t n, const void* x, void* y, void* stream) {
+  if (n == 0) return;
+  ForElement(esize, [&](auto e) {
+    using E = decltype(e);
+    StridedScatterKernel<E><<<BlocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         a, n, static_cast<const E*>(x), static_cast<E*>(y));
   });
   MT_CUDA_CHECK_LAUNCH();

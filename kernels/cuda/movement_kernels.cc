@@ -9,6 +9,7 @@
 #include "graph/ops/movement_params.h"
 #include "kernels/common/broadcast.h"
 #include "kernels/common/join.h"
+#include "kernels/cuda/kernel_util.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/registry.h"
 #include "runtime/cuda/cuda_check.h"
@@ -16,11 +17,6 @@
 namespace mixtrain::cuda {
 namespace {
 
-absl::Status CheckElementSize(const KernelContext& ctx, DType t) {
-  const size_t e = DTypeSize(t);
-  if (e == 1 || e == 2 || e == 4 || e == 8) return absl::OkStatus();
-  return ctx.Error(absl::StrCat("cannot move ", DTypeName(t), " tensors on the GPU"));
-}
 
 // Concat and Split: one strided 2-D copy per part (kernels/common/join.h's layout).
 template <bool kConcat>

@@ -3,6 +3,7 @@
 // plane, reduce.cu): the checks of their CPU twins (kernels/cpu/norm.cc, grad_norm.cc,
 // group_norm.cc, dnnl_pool.cc), then the launchers on the node's stream.
 #include "absl/strings/str_cat.h"
+#include "kernels/cuda/kernel_util.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/owned_buffer.h"
 #include "kernels/registry.h"
@@ -10,7 +11,6 @@
 namespace mixtrain::cuda {
 namespace {
 
-bool IsGpuFloat(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
 
 class BatchNormKernel final : public OpKernel {
  public:

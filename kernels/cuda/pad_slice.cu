@@ -1,5 +1,5 @@
-// Pad, the scatter of SliceGrad (by element size: any dtype of 1-8 bytes), and separable linear
-// maps in float dtypes: Resize's forward and the adjoint PadGrad and ResizeGrad share. Each output
+// Pad (by element size: any dtype of 1-8 bytes), and separable linear maps in float dtypes:
+// Resize's forward and the adjoint PadGrad and ResizeGrad share. Each output
 // element gathers, so no two threads write one element and sums run in a fixed order.
 #include "kernels/common/pad_source.h"
 #include "kernels/cuda/device_util.cuh"
@@ -8,19 +8,6 @@
 
 namespace mixtrain::cuda {
 namespace {
-
-template <typename E>
-__global__ void StridedScatterKernel(TransposeArgs t, int64_t n, const E* x, E* y) {
-  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += int64_t{gridDim.x} * kThreads) {
-    int64_t off = 0, rem = i;
-    for (int d = t.rank - 1; d >= 0; --d) {
-      off += (rem % t.out_dims[d]) * t.in_strides[d];
-      rem /= t.out_dims[d];
-    }
-    y[off] = x[i];
-  }
-}
-
 
 template <typename E>
 __global__ void PadKernel(PadArgs a, int64_t n, const E* x, E* y) {
@@ -109,28 +96,7 @@ __global__ void SeparableMapKernel(SeparableArgs a, int64_t n, const typename Io
   }
 }
 
-template <typename Fn>
-void ForElement(size_t esize, Fn&& fn) {
-  switch (esize) {
-    case 1: fn(uint8_t{}); break;
-    case 2: fn(uint16_t{}); break;
-    case 4: fn(uint32_t{}); break;
-    case 8: fn(uint64_t{}); break;
-    default: MT_CHECK(false) << "CUDA movement: element size " << esize;
-  }
-}
-
 }  // namespace
-
-void LaunchStridedScatter(size_t esize, const TransposeArgs& a, int64_t n, const void* x, void* y, void* stream) {
-  if (n == 0) return;
-  ForElement(esize, [&](auto e) {
-    using E = decltype(e);
-    StridedScatterKernel<E><<<BlocksFor(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        a, n, static_cast<const E*>(x), static_cast<E*>(y));
-  });
-  MT_CUDA_CHECK_LAUNCH();
-}
 
 void LaunchPad(size_t esize, const PadArgs& a, const void* x, void* y, void* stream) {
   int64_t n = 1;

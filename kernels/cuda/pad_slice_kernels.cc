@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/ops/movement_params.h"
 #include "kernels/common/pad_source.h"
+#include "kernels/cuda/kernel_util.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/owned_buffer.h"
 #include "kernels/registry.h"
@@ -18,11 +19,6 @@
 namespace mixtrain::cuda {
 namespace {
 
-absl::Status CheckElementSize(const KernelContext& ctx, DType t) {
-  const size_t e = DTypeSize(t);
-  if (e == 1 || e == 2 || e == 4 || e == 8) return absl::OkStatus();
-  return ctx.Error(absl::StrCat("cannot move ", DTypeName(t), " tensors on the GPU"));
-}
 
 // Input i (int32 or int64) from the host; an absent optional input gives {}.
 absl::StatusOr<std::vector<int64_t>> HostInts(const KernelContext& ctx, size_t i, const char* what) {

@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/resize_taps.h"
+#include "kernels/cuda/kernel_util.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/owned_buffer.h"
 #include "kernels/registry.h"
@@ -18,7 +19,6 @@
 namespace mixtrain::cuda {
 namespace {
 
-bool IsGpuFloat(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
 
 // Input i as the host sees it: null when absent or empty, an error when only the GPU has it.
 absl::StatusOr<const TensorView*> HostParam(const KernelContext& ctx, size_t i, const char* what) {

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/ops/movement_params.h"
+#include "kernels/cuda/kernel_util.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/owned_buffer.h"
 #include "kernels/registry.h"
@@ -13,7 +14,6 @@
 namespace mixtrain::cuda {
 namespace {
 
-bool IsGpuFloat(DType t) { return t == DType::kF32 || t == DType::kF16 || t == DType::kBF16; }
 
 // Rows of X's last axis, with the bool mask (may be null) broadcast to X, right-aligned.
 absl::StatusOr<MaskedRowsArgs> Rows(const KernelContext& ctx, const TensorView& x, const TensorView* mask) {
