@@ -324,18 +324,25 @@ absl::Status MaxPool(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
-absl::Status MaxPoolGrad(KernelContext& ctx) {
-  const TensorView* dy = ctx.input(0);
-  const TensorView* x = ctx.input(1);
-  TensorView* dx = ctx.output(0);
+// The pool gradients' inputs (dY, X) and output dX, checked, and the window: its planes.
+absl::StatusOr<PoolWindow> GradWindow(const KernelContext& ctx, int64_t* planes) {
+  const TensorView *dy = ctx.input(0), *x = ctx.input(1);
+  const TensorView* dx = ctx.output(0);
   if (dy == nullptr || x == nullptr || dx == nullptr) return ctx.Error("needs inputs dY, X and output dX");
   if (!IsGpuFloat(x->dtype) || dy->dtype != x->dtype || dx->dtype != x->dtype || dx->numel() != x->numel())
     return ctx.Error("dY, X and dX must share one float dtype, dX X's shape");
   MT_ASSIGN_OR_RETURN(PoolWindow w, Window(ctx, x->dims));
-  const int64_t planes = x->dims[0] * x->dims[1];
-  if (dy->numel() != planes * w.out[0] * w.out[1] * w.out[2])
+  *planes = x->dims[0] * x->dims[1];
+  if (dy->numel() != *planes * w.out[0] * w.out[1] * w.out[2])
     return ctx.Error("dY's shape does not match the pooling output");
-  LaunchMaxPoolGrad(x->dtype, dy->data, x->data, dx->data, planes, w, ctx.node().attr_int("relu", 0) != 0,
+  return w;
+}
+
+absl::Status MaxPoolGrad(KernelContext& ctx) {
+  int64_t planes;
+  MT_ASSIGN_OR_RETURN(PoolWindow w, GradWindow(ctx, &planes));
+  const TensorView *dy = ctx.input(0), *x = ctx.input(1);
+  LaunchMaxPoolGrad(x->dtype, dy->data, x->data, ctx.output(0)->data, planes, w, ctx.node().attr_int("relu", 0) != 0,
                     ctx.stream());
   return absl::OkStatus();
 }
@@ -418,18 +425,10 @@ absl::Status AveragePool(KernelContext& ctx) {
 }
 
 absl::Status AveragePoolGrad(KernelContext& ctx) {
-  const TensorView* dy = ctx.input(0);
-  const TensorView* x = ctx.input(1);
-  TensorView* dx = ctx.output(0);
-  if (dy == nullptr || x == nullptr || dx == nullptr) return ctx.Error("needs inputs dY, X and output dX");
-  if (!IsGpuFloat(x->dtype) || dy->dtype != x->dtype || dx->dtype != x->dtype || dx->numel() != x->numel())
-    return ctx.Error("dY, X and dX must share one float dtype, dX X's shape");
-  MT_ASSIGN_OR_RETURN(PoolWindow w, Window(ctx, x->dims));
-  const int64_t planes = x->dims[0] * x->dims[1];
-  if (dy->numel() != planes * w.out[0] * w.out[1] * w.out[2])
-    return ctx.Error("dY's shape does not match the pooling output");
-  LaunchAveragePoolGrad(x->dtype, dy->data, dx->data, planes, w, ctx.node().attr_int("count_include_pad", 0) != 0,
-                        ctx.stream());
+  int64_t planes;
+  MT_ASSIGN_OR_RETURN(PoolWindow w, GradWindow(ctx, &planes));
+  LaunchAveragePoolGrad(ctx.input(1)->dtype, ctx.input(0)->data, ctx.output(0)->data, planes, w,
+                        ctx.node().attr_int("count_include_pad", 0) != 0, ctx.stream());
   return absl::OkStatus();
 }
 
