@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/common/separable_map.h"
 #include "kernels/cpu/elementwise_loops.h"
 #include "kernels/registry.h"
 
@@ -140,6 +141,23 @@ inline absl::StatusOr<std::vector<Taps>> AllTaps(const KernelContext& ctx, const
     taps[d] = AxisTaps(p, in[d], out[d], scale, has_roi ? roi[d] : 0, has_roi ? roi[rank + d] : 1);
   }
   return taps;
+}
+
+// The axes of ResizeGrad's adjoint (kernels/common/separable_map.h) for input dims `in`: the taps,
+// with coordinates outside the crop box weighing 0 (they read the extrapolation constant).
+inline std::vector<sep::Axis> AdjointAxes(const std::vector<Taps>& taps, const std::vector<int64_t>& in) {
+  std::vector<sep::Axis> axes(taps.size());
+  for (size_t d = 0; d < taps.size(); ++d) {
+    const Taps& t = taps[d];
+    axes[d].in_len = in[d];
+    axes[d].width = t.width;
+    axes[d].idx = t.idx;
+    axes[d].w = t.w;
+    for (size_t o = 0; o < t.outside.size(); ++o)
+      if (t.outside[o])
+        for (int k = 0; k < t.width; ++k) axes[d].w[o * t.width + k] = 0;
+  }
+  return axes;
 }
 
 }  // namespace mixtrain::cpu::resize

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/ops/movement_params.h"
 #include "kernels/common/pad_source.h"
+#include "kernels/cuda/adjoint_tables.h"
 #include "kernels/cuda/kernel_util.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/owned_buffer.h"
@@ -155,8 +156,9 @@ absl::Status Pad(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
-// PadGrad(dY, pads[, axes]) -> dX: per dim the output positions that read each input index
-// (CSR lists, built on the host and uploaded once per shape), then one gathering sum per dX element.
+// PadGrad(dY, pads[, axes]) -> dX: the adjoint of Pad's per-dim index map (kernels/common/
+// separable_map.h's tables, built on the host and uploaded once per shape), one gathering sum per
+// dX element.
 class PadGradKernel final : public OpKernel {
  public:
   absl::Status Compute(KernelContext& ctx) override {
@@ -175,37 +177,15 @@ class PadGradKernel final : public OpKernel {
     key.insert(key.end(), full->begin(), full->end());
     key.push_back(mode);
     if (key != key_) {
-      AdjointArgs a;
-      a.rank = static_cast<int>(r);
-      std::vector<int64_t> offsets, lists;
+      std::vector<int64_t> dx_dims(r);
       for (int64_t d = 0; d < r; ++d) {
-        const int64_t begin = (*full)[d], len = dy->dims[d] - begin - (*full)[r + d];
-        if (len < 0) return ctx.Error(absl::StrCat("pads exceed dim ", d, " of dY"));
-        if (mode != 0 && len == 0 && dy->dims[d] > 0)
+        dx_dims[d] = dy->dims[d] - (*full)[d] - (*full)[r + d];
+        if (dx_dims[d] < 0) return ctx.Error(absl::StrCat("pads exceed dim ", d, " of dY"));
+        if (mode != 0 && dx_dims[d] == 0 && dy->dims[d] > 0)
           return ctx.Error(absl::StrCat("cannot pad the empty dim ", d, " in this mode"));
-        a.dy_dims[d] = dy->dims[d];
-        a.dx_dims[d] = len;
-        a.base[d] = static_cast<int64_t>(offsets.size());
-        std::vector<std::vector<int64_t>> by_source(len);
-        for (int64_t o = 0; o < dy->dims[d]; ++o) {
-          const int64_t src = pad::Source(mode, o, begin, len);
-          if (src >= 0) by_source[src].push_back(o);
-        }
-        for (const auto& l : by_source) {
-          offsets.push_back(static_cast<int64_t>(lists.size()));
-          lists.insert(lists.end(), l.begin(), l.end());
-        }
-        offsets.push_back(static_cast<int64_t>(lists.size()));
       }
-      // offsets[] index into lists[], which follow them in one buffer.
-      host_ = offsets;
-      host_.insert(host_.end(), lists.begin(), lists.end());
-      auto* dev = static_cast<int64_t*>(table_.Get(std::max<size_t>(host_.size(), 1) * sizeof(int64_t)));
-      MT_CUDA_CHECK(cudaMemcpyAsync(dev, host_.data(), host_.size() * sizeof(int64_t), cudaMemcpyHostToDevice,
-                                    static_cast<cudaStream_t>(ctx.stream())));
-      a.offsets = dev;
-      a.lists = dev + offsets.size();
-      args_ = a;
+      const std::vector<sep::Axis> axes = sep::PadAxes(mode, dy->dims, *full);
+      args_ = tables_.Upload(ctx.stream(), sep::BuildAdjoint(axes), dy->dims, dx_dims);
       key_ = key;
     }
     int64_t n = 1;
@@ -216,10 +196,9 @@ class PadGradKernel final : public OpKernel {
   }
 
  private:
-
-  std::vector<int64_t> key_, host_;
+  std::vector<int64_t> key_;
   AdjointArgs args_;
-  OwnedBuffer table_;
+  AdjointTables tables_;
 };
 
 }  // namespace

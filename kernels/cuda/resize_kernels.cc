@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/resize_taps.h"
 #include "kernels/cuda/kernel_util.h"
+#include "kernels/cuda/adjoint_tables.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/owned_buffer.h"
 #include "kernels/registry.h"
@@ -133,41 +134,8 @@ class ResizeGradKernel final : public OpKernel {
     key.insert(key.end(), dy->dims.begin(), dy->dims.end());
     if (key != key_) {
       MT_ASSIGN_OR_RETURN(std::vector<cpu::resize::Taps> taps, cpu::resize::AllTaps(ctx, p, shape, dy->dims, scales, roi));
-      AdjointArgs a;
-      a.rank = static_cast<int>(dy->rank());
-      std::vector<int64_t> offsets, lists;
-      std::vector<float> weights;
-      for (int d = 0; d < a.rank; ++d) {
-        const cpu::resize::Taps& t = taps[d];
-        a.dy_dims[d] = dy->dims[d];
-        a.dx_dims[d] = shape[d];
-        a.base[d] = static_cast<int64_t>(offsets.size());
-        std::vector<std::vector<std::pair<int64_t, float>>> readers(shape[d]);
-        for (int64_t o = 0; o < dy->dims[d]; ++o) {
-          const bool outside = o < static_cast<int64_t>(t.outside.size()) && t.outside[o];
-          for (int k = 0; k < t.width; ++k) {
-            const double w = outside ? 0 : t.w[o * t.width + k];
-            const int64_t i = t.idx[o * t.width + k];
-            if (w != 0 && i >= 0 && i < shape[d]) readers[i].push_back({o, static_cast<float>(w)});
-          }
-        }
-        for (const auto& r : readers) {
-          offsets.push_back(static_cast<int64_t>(lists.size()));
-          for (const auto& [o, w] : r) {
-            lists.push_back(o);
-            weights.push_back(w);
-          }
-        }
-        offsets.push_back(static_cast<int64_t>(lists.size()));
-      }
-      table_ = offsets;
-      table_.insert(table_.end(), lists.begin(), lists.end());
-      weights_ = std::move(weights);
-      const int64_t* dev = Upload(ctx, table_buf_, table_);
-      a.offsets = dev;
-      a.lists = dev + offsets.size();
-      a.weights = Upload(ctx, weights_buf_, weights_);
-      args_ = a;
+      const std::vector<sep::Axis> axes = cpu::resize::AdjointAxes(taps, shape);
+      args_ = tables_.Upload(ctx.stream(), sep::BuildAdjoint(axes), dy->dims, shape);
       key_ = std::move(key);
     }
     LaunchSeparableAdjoint(dy->dtype, args_, dy->data, dx->data, ctx.stream());
@@ -176,10 +144,8 @@ class ResizeGradKernel final : public OpKernel {
 
  private:
   std::vector<double> key_;
-  std::vector<int64_t> table_;
-  std::vector<float> weights_;
-  OwnedBuffer table_buf_, weights_buf_;
   AdjointArgs args_;
+  AdjointTables tables_;
 };
 
 }  // namespace
