@@ -35,18 +35,22 @@ __global__ void BatchNormStatsKernel(BatchNormArgs a, const typename Io::T* x, f
                        scratch) /
             M;
     }
-    if (threadIdx.x != 0) continue;
-    const double inv = 1.0 / sqrt(var + a.eps);
-    const double scale = LoadParam(a.param[0], a.param_dtype[0], c), bias = LoadParam(a.param[1], a.param_dtype[1], c);
-    ab[2 * c] = static_cast<float>(scale * inv);
-    ab[2 * c + 1] = static_cast<float>(bias - mean * scale * inv);
-    if (!a.training) continue;
-    const double m = a.momentum;
-    const double run_mean = LoadParam(a.param[2], a.param_dtype[2], c), run_var = LoadParam(a.param[3], a.param_dtype[3], c);
-    const float outs[4] = {static_cast<float>(run_mean * m + mean * (1 - m)), static_cast<float>(run_var * m + var * (1 - m)),
-                           static_cast<float>(mean), static_cast<float>(var)};
-    for (int i = 0; i < 4; ++i)
-      if (a.stat_out[i] != nullptr) StoreParam(a.stat_out[i], a.stat_dtype[i], c, outs[i]);
+    if (threadIdx.x == 0) {  // no barrier below: the other threads go on to the next channel
+      const double inv = 1.0 / sqrt(var + a.eps);
+      const double scale = LoadParam(a.param[0], a.param_dtype[0], c), bias = LoadParam(a.param[1], a.param_dtype[1], c);
+      ab[2 * c] = static_cast<float>(scale * inv);
+      ab[2 * c + 1] = static_cast<float>(bias - mean * scale * inv);
+      if (a.training) {
+        const double m = a.momentum;
+        const double run_mean = LoadParam(a.param[2], a.param_dtype[2], c),
+                     run_var = LoadParam(a.param[3], a.param_dtype[3], c);
+        const float outs[4] = {static_cast<float>(run_mean * m + mean * (1 - m)),
+                               static_cast<float>(run_var * m + var * (1 - m)), static_cast<float>(mean),
+                               static_cast<float>(var)};
+        for (int i = 0; i < 4; ++i)
+          if (a.stat_out[i] != nullptr) StoreParam(a.stat_out[i], a.stat_dtype[i], c, outs[i]);
+      }
+    }
   }
 }
 
