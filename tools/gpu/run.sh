@@ -10,6 +10,7 @@
 # Writes everything to $OUT (or /tmp) as well as stdout.
 set -uo pipefail
 OUT=${OUT:-/tmp}
+mkdir -p "$OUT"
 mkdir -p /tmp/mt && tar xzf .carry/gpu.tar.gz -C /tmp/mt
 src=$(cat /tmp/mt/gpu/source_dir)
 if [ "$src" != "$PWD" ] && [ ! -e "$src" ]; then mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; fi
