@@ -1,13 +1,13 @@
 // CUDA kernel classes of Conv, ai.mixtrain.FusedConv (ONNX layouts only: the training step's
 // Conv + bias + residual + Relu/Sigmoid/Tanh; the inference passes' channels-last, blocked and
-// pooled forms stay on the CPU), ai.mixtrain.ConvGrad(dY, X, W) -> dX, dW, dB, MaxPool (without
-// Indices) and ai.mixtrain.MaxPoolGrad (with relu). Convolutions run on cuDNN's convolution
-// forward / backward-data / backward-filter (1-D as 2-D with a unit height, 2-D, 3-D; groups,
-// strides, dilations, symmetric pads), fp32 data with fp32 math (no TF32, so fp32 stays within
-// the CPU's rounding), fp16/bf16 data with fp32 accumulation on tensor cores. The algorithm is
-// cuDNN's first heuristic choice that fits the device workspace (for dW, the first deterministic
-// one), chosen once per shape. Bias, residual and activation, the bias gradient and the pools
-// are kernels/cuda/conv.cu.
+// pooled forms stay on the CPU), ai.mixtrain.ConvGrad(dY, X, W) -> dX, dW, dB, ConvTranspose,
+// MaxPool (without Indices), AveragePool and their gradients. Convolutions run on cuDNN's
+// convolution forward / backward-data / backward-filter (1-D as 2-D with a unit height, 2-D, 3-D;
+// groups, strides, dilations; asymmetric pads through a zero-padded copy of X), fp32 data with
+// fp32 math (no TF32, so fp32 stays within the CPU's rounding), fp16/bf16 data with fp32
+// accumulation on tensor cores. The algorithm is cuDNN's first heuristic choice that fits the
+// device workspace (for dW, the first deterministic one), chosen once per shape. Bias, residual
+// and activation, the bias gradient and the pools are kernels/cuda/conv.cu.
 #include <array>
 #include <cmath>
 #include <memory>
@@ -67,13 +67,28 @@ class ConvPlan {
                                     ", group ", G));
     const std::vector<int64_t> sp(xd.begin() + 2, xd.end()), kernel(wd.begin() + 2, wd.end());
     MT_ASSIGN_OR_RETURN(WindowGeometry g, ForwardWindowGeometry(ctx.node(), sp, kernel));
-    if (g.pads_begin != g.pads_end_effective && g.pads_begin != g.pads_end)
-      return ctx.Error(absl::StrCat("pads [", absl::StrJoin(g.pads_begin, ","), "] at the start and [",
-                                    absl::StrJoin(g.pads_end, ","),
-                                    "] at the end: the CUDA convolution (cuDNN) takes symmetric pads only"));
     y_dims = {xd[0], M};
     y_dims.insert(y_dims.end(), g.out.begin(), g.out.end());
-    return Describe(ctx, dtype, g.pads_begin, g.strides, g.dilations, G);
+    if (g.pads_begin == g.pads_end_effective || g.pads_begin == g.pads_end) {
+      xp_dims = xd;
+      return Describe(ctx, dtype, g.pads_begin, g.strides, g.dilations, G);
+    }
+    // cuDNN pads symmetrically: asymmetric pads (TF's SAME at stride 2) become a zero-padded copy
+    // of X (pad_x) convolved without pads; dX is computed for the copy and cropped back (crop_dx).
+    padded = true;
+    xp_dims = xd;
+    pad_x = {};
+    crop_dx = {};
+    pad_x.rank = crop_dx.rank = static_cast<int>(xd.size());
+    for (size_t i = 0; i < xd.size(); ++i) {
+      const int64_t pb = i < 2 ? 0 : g.pads_begin[i - 2];
+      if (i >= 2) xp_dims[i] = xd[i] + pb + g.pads_end_effective[i - 2];
+      pad_x.in_dims[i] = crop_dx.out_dims[i] = xd[i];
+      pad_x.out_dims[i] = crop_dx.in_dims[i] = xp_dims[i];
+      pad_x.begin[i] = pb;
+      crop_dx.begin[i] = -pb;
+    }
+    return Describe(ctx, dtype, std::vector<int64_t>(sp.size(), 0), g.strides, g.dilations, G);
   }
 
   // The convolution of X `xd` by W `wd` into `yd` with explicit geometry (ConvTranspose's, whose
@@ -81,7 +96,7 @@ class ConvPlan {
   absl::Status BuildExplicit(const KernelContext& ctx, const std::vector<int64_t>& xd, const std::vector<int64_t>& wd,
                              const std::vector<int64_t>& yd, DType dtype, const std::vector<int64_t>& strides,
                              const std::vector<int64_t>& dilations, int64_t group) {
-    x_dims = xd;
+    x_dims = xp_dims = xd;
     w_dims = wd;
     y_dims = yd;
     if (xd.size() < 3 || xd.size() > 5) return ctx.Error("expects N x C x D1 [x D2 [x D3]] inputs");
@@ -89,10 +104,10 @@ class ConvPlan {
   }
 
  private:
-  // The descriptors for x_dims, w_dims, y_dims; checks that cuDNN computes y_dims.
+  // The descriptors for xp_dims, w_dims, y_dims; checks that cuDNN computes y_dims.
   absl::Status Describe(const KernelContext& ctx, DType dtype, const std::vector<int64_t>& pads_in,
                         const std::vector<int64_t>& strides_in, const std::vector<int64_t>& dil_in, int64_t G) {
-    const std::vector<int64_t>& xd = x_dims;
+    const std::vector<int64_t>& xd = xp_dims;
     const std::vector<int64_t>& wd = w_dims;
     const size_t spatial = xd.size() - 2;
     // cuDNN wants at least two spatial dims: a 1-D convolution is a 2-D one of height 1.
@@ -160,6 +175,11 @@ class ConvPlan {
   }
 
   std::vector<int64_t> x_dims, w_dims, y_dims;
+  // Asymmetric pads: cuDNN's x is X zero-padded to xp_dims (pad_x), and dX the crop of its
+  // gradient (crop_dx). Otherwise xp_dims == x_dims and cuDNN pads itself.
+  bool padded = false;
+  std::vector<int64_t> xp_dims;
+  PadArgs pad_x, crop_dx;
   cudnnTensorDescriptor_t x_ = nullptr, y_ = nullptr;
   cudnnFilterDescriptor_t w_ = nullptr;
   cudnnConvolutionDescriptor_t conv_ = nullptr;
@@ -236,7 +256,13 @@ class ConvKernel final : public OpKernel {
       return ctx.Error("Z must have the output's dtype and shape");
     const CudaStreamResources& res = CudaResourcesFor(ctx.stream());
     auto h = static_cast<cudnnHandle_t>(res.cudnn);
-    MT_CUDNN_CHECK(cudnnConvolutionForward(h, &kOne, p->x_, x->data, p->w_, w->data, p->conv_,
+    const void* xin = x->data;
+    if (p->padded) {
+      void* xp = x_padded_.Get(static_cast<size_t>(NumElements(p->xp_dims)) * DTypeSize(x->dtype));
+      LaunchPad(DTypeSize(x->dtype), p->pad_x, x->data, xp, ctx.stream());
+      xin = xp;
+    }
+    MT_CUDNN_CHECK(cudnnConvolutionForward(h, &kOne, p->x_, xin, p->w_, w->data, p->conv_,
                                            p->Forward(h, res.workspace_bytes), res.workspace, res.workspace_bytes,
                                            &kZero, p->y_, y->data));
     if (b != nullptr || z != nullptr || act != ConvAct::kNone)
@@ -248,6 +274,7 @@ class ConvKernel final : public OpKernel {
 
  private:
   std::unique_ptr<ConvPlan> plan_;
+  OwnedBuffer x_padded_;
 };
 
 // ConvGrad(dY, X, W) -> dX, dW, dB (each optional).
@@ -269,14 +296,25 @@ class ConvGradKernel final : public OpKernel {
       if (o != nullptr && o->dtype != x->dtype) return ctx.Error("the gradients must have X's dtype");
     const CudaStreamResources& res = CudaResourcesFor(ctx.stream());
     auto h = static_cast<cudnnHandle_t>(res.cudnn);
-    if (dx != nullptr)
+    const size_t es = DTypeSize(x->dtype), padded_bytes = static_cast<size_t>(NumElements(p->xp_dims)) * es;
+    if (dx != nullptr) {
+      void* dxp = p->padded ? dx_padded_.Get(padded_bytes) : dx->data;
       MT_CUDNN_CHECK(cudnnConvolutionBackwardData(h, &kOne, p->w_, w->data, p->y_, dy->data, p->conv_,
                                                   p->BackwardData(h, res.workspace_bytes), res.workspace,
-                                                  res.workspace_bytes, &kZero, p->x_, dx->data));
-    if (dw != nullptr)
-      MT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &kOne, p->x_, x->data, p->y_, dy->data, p->conv_,
+                                                  res.workspace_bytes, &kZero, p->x_, dxp));
+      if (p->padded) LaunchPad(es, p->crop_dx, dxp, dx->data, ctx.stream());
+    }
+    if (dw != nullptr) {
+      const void* xin = x->data;
+      if (p->padded) {
+        void* xp = x_padded_.Get(padded_bytes);
+        LaunchPad(es, p->pad_x, x->data, xp, ctx.stream());
+        xin = xp;
+      }
+      MT_CUDNN_CHECK(cudnnConvolutionBackwardFilter(h, &kOne, p->x_, xin, p->y_, dy->data, p->conv_,
                                                     p->BackwardFilter(h, res.workspace_bytes), res.workspace,
                                                     res.workspace_bytes, &kZero, p->w_, dw->data));
+    }
     if (db != nullptr) {
       if (db->numel() != p->y_dims[1]) return ctx.Error("dB must have one element per output channel");
       LaunchBiasGrad(dy->dtype, dy->data, db->data, p->y_dims[0], p->y_dims[1], SpatialSize(p->y_dims), ctx.stream());
@@ -286,6 +324,7 @@ class ConvGradKernel final : public OpKernel {
 
  private:
   std::unique_ptr<ConvPlan> plan_;
+  OwnedBuffer x_padded_, dx_padded_;
 };
 
 // The pooling window of node `ctx` over X's dims, as the CPU's MakeWindow3.

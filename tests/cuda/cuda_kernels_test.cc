@@ -501,7 +501,11 @@ TEST_F(CudaKernelTest, ConvForwardFusedAndGrad) {
        {Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Ints("strides", {2, 2}), Attribute::Int("group", 2)}},
       {{1, 3, 12, 12}, {4, 3, 3, 3}, {Attribute::Ints("dilations", {2, 2}), Attribute::Ints("pads", {2, 2, 2, 2})}},
       {{3, 2, 17}, {5, 2, 4}, {Attribute::Ints("strides", {2})}},
-      {{1, 2, 5, 6, 7}, {3, 2, 2, 3, 3}, {Attribute::Ints("pads", {0, 1, 1, 0, 1, 1})}}};
+      {{1, 2, 5, 6, 7}, {3, 2, 2, 3, 3}, {Attribute::Ints("pads", {0, 1, 1, 0, 1, 1})}},
+      // Asymmetric pads (a zero-padded copy of X for cuDNN): TF's SAME at stride 2, and 1-D.
+      {{2, 3, 8, 8}, {4, 3, 3, 3}, {Attribute::Ints("pads", {0, 0, 1, 1}), Attribute::Ints("strides", {2, 2})}},
+      {{2, 3, 7, 9}, {4, 3, 3, 2}, {Attribute::String("auto_pad", "SAME_UPPER"), Attribute::Ints("strides", {2, 2})}},
+      {{3, 2, 10}, {4, 2, 3}, {Attribute::Ints("pads", {0, 2})}}};
   int seed = 60;
   for (DType t : kDtypes)
     for (const Case& c : cases) {
