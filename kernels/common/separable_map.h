@@ -1,14 +1,15 @@
 // The adjoint of a separable linear map (each output coordinate of each axis reads a few input
 // coordinates with weights: Pad, Resize) as the CUDA kernels apply it (kernels/cuda/pad_slice.cu,
 // AdjointKernel): per axis, the list of (output coordinate, weight) reading each input coordinate,
-// packed as offsets into one list. Plain C++: kernels/cuda/pad_slice_kernels.cc and
-// resize_kernels.cc build their tables with it, and tests/kernels/separable_map_test.cc carries the
-// tables out on the CPU (ApplyAdjoint, the GPU kernel's loop) against the CPU kernels.
+// packed as offsets into one list. kernels/cuda/pad_slice_kernels.cc and resize_kernels.cc build
+// their tables with it and the GPU kernel sums with AdjointAt; tests/kernels/separable_map_test.cc
+// runs the same on the CPU (ApplyAdjoint) against the CPU kernels.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "graph/half.h"  // MT_HD
 #include "kernels/common/pad_source.h"
 
 namespace mixtrain::sep {
@@ -68,43 +69,57 @@ inline Adjoint BuildAdjoint(const std::vector<Axis>& axes) {
   return a;
 }
 
-// dx (dims: the axes' in_len) from dy (dims: their out_len), element by element as the GPU's
-// AdjointKernel does: each dx element sums over the product of its axes' reader lists.
+// Element i of dX: the sum over the product of its axes' reader lists of the weights' product
+// times dY there. `load(off)` reads dY[off] as float. The GPU's AdjointKernel
+// (kernels/cuda/pad_slice.cu) calls this per element; ApplyAdjoint below, on the host, for tests.
+// rank <= 8; `weights` null means every weight is 1.
+template <typename Load>
+MT_HD float AdjointAt(int rank, const int64_t* dy_dims, const int64_t* dx_dims, const int64_t* base,
+                      const int64_t* offsets, const int64_t* lists, const float* weights, int64_t i, Load load) {
+  int64_t lo[8], hi[8], at[8];
+  bool any = true;
+  for (int d = rank - 1; d >= 0; --d) {
+    const int64_t k = i % dx_dims[d];
+    i /= dx_dims[d];
+    lo[d] = offsets[base[d] + k];
+    hi[d] = offsets[base[d] + k + 1];
+    at[d] = lo[d];
+    any &= hi[d] > lo[d];
+  }
+  float s = 0;
+  while (any) {  // an odometer over the lists
+    int64_t off = 0;
+    float w = 1;
+    for (int d = 0; d < rank; ++d) {
+      off = off * dy_dims[d] + lists[at[d]];
+      if (weights != nullptr) w *= weights[at[d]];
+    }
+    s += w * load(off);
+    int d = rank - 1;
+    for (; d >= 0; --d) {
+      if (++at[d] < hi[d]) break;
+      at[d] = lo[d];
+    }
+    any = d >= 0;
+  }
+  return s;
+}
+
+// Reads element off of a float array (AdjointAt's `load` for float dY).
+struct FloatLoad {
+  const float* p;
+  MT_HD float operator()(int64_t off) const { return p[off]; }
+};
+
+// dx (dims: the axes' in_len) from dy (dims: their out_len), element by element with AdjointAt.
 inline void ApplyAdjoint(const Adjoint& a, const std::vector<int64_t>& dy_dims, const std::vector<int64_t>& dx_dims,
                          const float* dy, float* dx) {
-  const int rank = static_cast<int>(dx_dims.size());
   int64_t n = 1;
   for (int64_t d : dx_dims) n *= d;
-  std::vector<int64_t> lo(rank), hi(rank), at(rank);
-  for (int64_t i = 0; i < n; ++i) {
-    int64_t rem = i;
-    bool any = true;
-    for (int d = rank - 1; d >= 0; --d) {
-      const int64_t k = rem % dx_dims[d];
-      rem /= dx_dims[d];
-      lo[d] = a.offsets[a.base[d] + k];
-      hi[d] = a.offsets[a.base[d] + k + 1];
-      at[d] = lo[d];
-      any &= hi[d] > lo[d];
-    }
-    float s = 0;
-    while (any) {
-      int64_t off = 0;
-      float w = 1;
-      for (int d = 0; d < rank; ++d) {
-        off = off * dy_dims[d] + a.lists[at[d]];
-        if (!a.weights.empty()) w *= a.weights[at[d]];
-      }
-      s += w * dy[off];
-      int d = rank - 1;
-      for (; d >= 0; --d) {
-        if (++at[d] < hi[d]) break;
-        at[d] = lo[d];
-      }
-      any = d >= 0;
-    }
-    dx[i] = s;
-  }
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = AdjointAt(static_cast<int>(dx_dims.size()), dy_dims.data(), dx_dims.data(), a.base.data(),
+                      a.offsets.data(), a.lists.data(), a.weights.empty() ? nullptr : a.weights.data(), i,
+                      FloatLoad{dy});
 }
 
 }  // namespace mixtrain::sep

@@ -2,6 +2,7 @@
 // Resize's forward and the adjoint PadGrad and ResizeGrad share. Each output
 // element gathers, so no two threads write one element and sums run in a fixed order.
 #include "kernels/common/pad_source.h"
+#include "kernels/common/separable_map.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/launch.h"
 #include "runtime/cuda/cuda_check.h"
@@ -27,39 +28,18 @@ __global__ void PadKernel(PadArgs a, int64_t n, const E* x, E* y) {
   }
 }
 
+// dY's element as float (sep::AdjointAt's `load`).
+template <typename Io>
+struct IoLoad {
+  const typename Io::T* p;
+  __device__ float operator()(int64_t off) const { return Io::Load(p[off]); }
+};
+
 template <typename Io>
 __global__ void AdjointKernel(AdjointArgs a, int64_t n, const typename Io::T* dy, typename Io::T* dx) {
-  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += int64_t{gridDim.x} * kThreads) {
-    // This element's reader lists, one per dim, and an odometer over their product.
-    int64_t lo[8], hi[8], at[8];
-    int64_t rem = i;
-    bool any = true;
-    for (int d = a.rank - 1; d >= 0; --d) {
-      const int64_t k = rem % a.dx_dims[d];
-      rem /= a.dx_dims[d];
-      lo[d] = a.offsets[a.base[d] + k];
-      hi[d] = a.offsets[a.base[d] + k + 1];
-      at[d] = lo[d];
-      any &= hi[d] > lo[d];
-    }
-    float s = 0;
-    while (any) {
-      int64_t off = 0;
-      float w = 1;
-      for (int d = 0; d < a.rank; ++d) {
-        off = off * a.dy_dims[d] + a.lists[at[d]];
-        if (a.weights != nullptr) w *= a.weights[at[d]];
-      }
-      s += w * Io::Load(dy[off]);
-      int d = a.rank - 1;
-      for (; d >= 0; --d) {
-        if (++at[d] < hi[d]) break;
-        at[d] = lo[d];
-      }
-      any = d >= 0;
-    }
-    dx[i] = Io::Store(s);
-  }
+  for (int64_t i = blockIdx.x * int64_t{kThreads} + threadIdx.x; i < n; i += int64_t{gridDim.x} * kThreads)
+    dx[i] = Io::Store(sep::AdjointAt(a.rank, a.dy_dims, a.dx_dims, a.base, a.offsets, a.lists, a.weights, i,
+                                     IoLoad<Io>{dy}));
 }
 
 template <typename Io>

@@ -1,9 +1,7 @@
 // The adjoint tables the CUDA PadGrad and ResizeGrad kernels upload (kernels/common/separable_map.h,
-// built from the same pad::Source and Resize taps as there) carried out on the CPU with the GPU
-// kernel's loop (sep::ApplyAdjoint), against the CPU kernels: every pad mode with positive and
-// negative pads, and Resize's modes with scales, sizes and a crop box. What the CUDA kernels do
-// with the tables cannot be wrong in a way this would miss short of the GPU loop itself, which
-// this mirrors line for line.
+// built from the same pad::Source and Resize taps as there) summed on the CPU with sep::AdjointAt,
+// the function the GPU kernel calls per element, against the CPU kernels: every pad mode with
+// positive and negative pads, and Resize's modes with scales, sizes and a crop box.
 #include <cmath>
 #include <string>
 #include <vector>
