@@ -16,18 +16,6 @@ std::vector<int64_t> DenseStrides(const std::vector<int64_t>& dims) {
   return s;
 }
 
-absl::Status CheckPerm(const char* name, const std::vector<int64_t>& perm, size_t rank) {
-  if (perm.empty()) return absl::OkStatus();
-  std::vector<bool> seen(rank, false);
-  bool ok = perm.size() == rank;
-  for (int64_t p : perm) {
-    ok = ok && p >= 0 && p < static_cast<int64_t>(rank) && !seen[p];
-    if (ok) seen[p] = true;
-  }
-  if (!ok) return absl::InvalidArgumentError(absl::StrCat(name, " is not a permutation of ", rank, " dims"));
-  return absl::OkStatus();
-}
-
 // A tensor seen through a permutation: dims and element strides.
 struct View {
   std::vector<int64_t> dims, strides;
@@ -56,6 +44,18 @@ bool DensifyIfNeeded(View& v, size_t r, Permutation* copy) {
 }
 
 }  // namespace
+
+absl::Status CheckPerm(const char* name, const std::vector<int64_t>& perm, size_t rank) {
+  if (perm.empty()) return absl::OkStatus();
+  std::vector<bool> seen(rank, false);
+  bool ok = perm.size() == rank;
+  for (int64_t p : perm) {
+    ok = ok && p >= 0 && p < static_cast<int64_t>(rank) && !seen[p];
+    if (ok) seen[p] = true;
+  }
+  if (!ok) return absl::InvalidArgumentError(absl::StrCat(name, " is not a permutation of ", rank, " dims"));
+  return absl::OkStatus();
+}
 
 bool AsOperand(int64_t p, int64_t k, int64_t si, int64_t sj, int64_t stride, Operand* o) {
   if (p == 1) si = 1;

@@ -32,6 +32,9 @@ struct Gemm {
 // neither stride is 1. A dim of size 1 takes any stride.
 bool AsOperand(int64_t p, int64_t k, int64_t si, int64_t sj, int64_t stride, Operand* o);
 
+// OK when `perm` permutes 0..rank-1 (empty: the identity); else an error naming `name`.
+absl::Status CheckPerm(const char* name, const std::vector<int64_t>& perm, size_t rank);
+
 // y[j] = x at sum_i index_i(j) * in_strides[i], j dense over out_dims (a Transpose).
 struct Permutation {
   std::vector<int64_t> out_dims, in_strides;

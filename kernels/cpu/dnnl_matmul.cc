@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "graph/check.h"
+#include "kernels/common/strided_matmul.h"
 #include "kernels/cpu/dnnl_common.h"
 
 namespace mixtrain {
@@ -186,15 +187,8 @@ absl::Status Execute(const KernelContext& ctx, MatMulEntry& e, const void* a, co
 // Checks that `perm` permutes 0..rank-1 (empty = identity).
 absl::Status CheckPerm(const KernelContext& ctx, const char* name, const std::vector<int64_t>& perm,
                        size_t rank) {
-  if (perm.empty()) return absl::OkStatus();
-  std::vector<bool> seen(rank, false);
-  bool ok = perm.size() == rank;
-  for (int64_t p : perm) {
-    ok = ok && p >= 0 && p < static_cast<int64_t>(rank) && !seen[p];
-    if (ok) seen[p] = true;
-  }
-  if (!ok) return ctx.Error(absl::StrCat(name, " is not a permutation of ", rank, " dims"));
-  return absl::OkStatus();
+  absl::Status st = smm::CheckPerm(name, perm, rank);
+  return st.ok() ? st : ctx.Error(st.message());
 }
 
 // The dims and strides of Transpose(t, perm) read in place from t's dense buffer.
