@@ -93,13 +93,15 @@ absl::Status BatchNormGrad(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
-// X [N, C, ...] in groups of C / num_groups channels; scale (and bias) of C or num_groups entries.
-absl::StatusOr<GroupNormArgs> GroupView(const KernelContext& ctx, const TensorView& x, const TensorView& scale) {
+// X [N, C, ...] in groups of C / groups channels (groups < 0: the num_groups attribute); scale
+// (and bias) of C or groups entries.
+absl::StatusOr<GroupNormArgs> GroupView(const KernelContext& ctx, const TensorView& x, const TensorView& scale,
+                                        int64_t groups = -1) {
   if (x.rank() < 2) return ctx.Error("X must be [N, C, ...]");
   GroupNormArgs a;
   a.N = x.dims[0];
   a.C = x.dims[1];
-  a.groups = ctx.node().attr_int("num_groups", 0);
+  a.groups = groups >= 0 ? groups : ctx.node().attr_int("num_groups", 0);
   if (a.groups <= 0 || a.C % a.groups != 0)
     return ctx.Error(absl::StrCat("num_groups ", a.groups, " does not divide C=", a.C));
   a.S = 1;
@@ -113,16 +115,19 @@ absl::StatusOr<GroupNormArgs> GroupView(const KernelContext& ctx, const TensorVi
   return a;
 }
 
+// GroupNormalization, and InstanceNormalization as its case of one group per channel.
+template <bool kInstance>
 absl::Status GroupNorm(KernelContext& ctx) {
   const TensorView *x = ctx.input(0), *scale = ctx.input(1), *bias = ctx.input(2);
   TensorView* y = ctx.output(0);
   if (x == nullptr || scale == nullptr || bias == nullptr || y == nullptr)
     return ctx.Error("needs inputs X, scale and bias");
-  if (!IsGpuFloat(x->dtype) || y->dtype != x->dtype || y->numel() != x->numel())
-    return ctx.Error("X and Y must be float tensors of one dtype and shape");
-  MT_ASSIGN_OR_RETURN(GroupNormArgs a, GroupView(ctx, *x, *scale));
+  if (!IsGpuFloat(x->dtype) || y->dtype != x->dtype || y->numel() != x->numel() || x->rank() < 2)
+    return ctx.Error("X (rank >= 2) and Y must be float tensors of one dtype and shape");
+  if (kInstance && x->dims[1] == 0) return absl::OkStatus();  // no channels, nothing to normalize
+  MT_ASSIGN_OR_RETURN(GroupNormArgs a, GroupView(ctx, *x, *scale, kInstance ? x->dims[1] : -1));
   if (bias->numel() != a.affine || bias->dtype != scale->dtype) return ctx.Error("bias and scale differ");
-  LaunchGroupNorm(x->dtype, a, x->data, scale->data, bias->data, y->data, ctx.stream());
+  if (a.C > 0) LaunchGroupNorm(x->dtype, a, x->data, scale->data, bias->data, y->data, ctx.stream());
   return absl::OkStatus();
 }
 
@@ -149,29 +154,6 @@ class GroupNormGradKernel final : public OpKernel {
   OwnedBuffer partial_;
 };
 
-// InstanceNormalization(X, scale, B): GroupNormalization with one group per channel.
-absl::Status InstanceNorm(KernelContext& ctx) {
-  const TensorView *x = ctx.input(0), *scale = ctx.input(1), *bias = ctx.input(2);
-  TensorView* y = ctx.output(0);
-  if (x == nullptr || scale == nullptr || bias == nullptr || y == nullptr)
-    return ctx.Error("needs inputs X, scale and B");
-  if (!IsGpuFloat(x->dtype) || y->dtype != x->dtype || y->numel() != x->numel() || x->rank() < 2)
-    return ctx.Error("X (rank >= 2) and Y must be float tensors of one dtype and shape");
-  GroupNormArgs a;
-  a.N = x->dims[0];
-  a.C = x->dims[1];
-  a.groups = a.C;
-  a.S = 1;
-  for (int64_t d = 2; d < x->rank(); ++d) a.S *= x->dims[d];
-  a.affine = a.C;
-  a.eps = ctx.node().attr_float("epsilon", 1e-5f);
-  if (scale->numel() != a.C || bias->numel() != a.C || !IsGpuFloat(scale->dtype) || bias->dtype != scale->dtype)
-    return ctx.Error(absl::StrCat("scale and B must be float tensors of C=", a.C, " elements and one dtype"));
-  a.param_dtype = scale->dtype;
-  if (a.C > 0) LaunchGroupNorm(x->dtype, a, x->data, scale->data, bias->data, y->data, ctx.stream());
-  return absl::OkStatus();
-}
-
 absl::Status GlobalAveragePool(KernelContext& ctx) {
   const TensorView* x = ctx.input(0);
   TensorView* y = ctx.output(0);
@@ -195,8 +177,8 @@ MT_REGISTER_KERNELS(cuda_norm) {
   r.Register({"BatchNormalization", "", cuda, kFloatTypes, 0, ClassKernel<BatchNormKernel>()});
   r.Register({"BatchNormalizationGrad", "ai.mixtrain", cuda, kFloatTypes, 0, FnKernel(BatchNormGrad)});
   r.Register({"GlobalAveragePool", "", cuda, kFloatTypes, 0, FnKernel(GlobalAveragePool)});
-  r.Register({"GroupNormalization", "", cuda, kFloatTypes, 0, FnKernel(GroupNorm)});
-  r.Register({"InstanceNormalization", "", cuda, kFloatTypes, 0, FnKernel(InstanceNorm)});
+  r.Register({"GroupNormalization", "", cuda, kFloatTypes, 0, FnKernel(GroupNorm<false>)});
+  r.Register({"InstanceNormalization", "", cuda, kFloatTypes, 0, FnKernel(GroupNorm<true>)});
   r.Register({"GroupNormalizationGrad", "ai.mixtrain", cuda, kFloatTypes, 1, ClassKernel<GroupNormGradKernel>()});
 }
 
