@@ -10,7 +10,8 @@ cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 out=.carry/gpu
 rm -rf "$out" && mkdir -p "$out/bin" "$out/lib"
-bins=(mixtrain cuda_host_test cuda_kernels_test cuda_train_test cuda_plan_test device_session_test)
+bins=(mixtrain cuda_host_test cuda_kernels_test cuda_matmul_kernels_test cuda_conv_norm_kernels_test
+      cuda_movement_kernels_test cuda_train_test cuda_plan_test device_session_test)
 for b in "${bins[@]}"; do cp "$BUILD/$b" "$out/bin/"; done
 cp -P "$BUILD"/libmixtrain.so* "$BUILD"/libmixtrain_cuda.so "$out/lib/"
 # Non-system dependencies: everything ldd resolves outside the C runtime and the CUDA toolkit.

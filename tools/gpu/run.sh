@@ -23,7 +23,8 @@ echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH" | tee "$OUT/env.txt"
 ldd /tmp/mt/gpu/lib/libmixtrain_cuda.so | grep -E 'not found|cublas|cudart' | tee -a "$OUT/env.txt"
 rc=0
 if [ "${TESTS:-1}" != 0 ]; then
-for t in cuda_host_test cuda_kernels_test cuda_plan_test device_session_test cuda_train_test; do
+for t in cuda_host_test cuda_kernels_test cuda_matmul_kernels_test cuda_conv_norm_kernels_test \
+         cuda_movement_kernels_test cuda_plan_test device_session_test cuda_train_test; do
   timeout 300 "$B/$t" --gtest_brief=1 2>&1 | tee "$OUT/$t.txt" | tail -30 || rc=1
 done
 for m in mlp fashion_cnn gpt_mini resnet_mini; do "$B/mixtrain" check "models/$m.onnx" --device=cuda 2>&1 | tail -2; done | tee "$OUT/check.txt"
