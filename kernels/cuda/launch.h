@@ -159,11 +159,11 @@ void LaunchGather(size_t esize, const void* data, int64_t outer, int64_t n, int6
                   bool indices_i64, int64_t K, void* out, bool nan_fill, DType dtype, void* stream);
 // GatherGrad: dx [outer, n, inner] (dx_dtype) = the sum of dy [outer, K, inner] rows gathered from
 // each row, in index order (deterministic, no atomics): the indices are sorted with CUB first.
-// Scratch: GatherGradScratchBytes(K) bytes. Indices out of range are dropped.
+// Scratch: GatherGradScratchBytes(K) bytes (scratch_bytes). Indices out of range are dropped.
 size_t GatherGradScratchBytes(int64_t K);
 void LaunchGatherGrad(DType dy_dtype, const void* dy, const void* indices, bool indices_i64, int64_t K,
                       int64_t outer, int64_t n, int64_t inner, DType dx_dtype, void* dx, void* scratch,
-                      void* stream);
+                      size_t scratch_bytes, void* stream);
 
 // --- batch_norm.cu (kernels/cpu/norm.cc, grad_norm.cc) and conv.cu's average pooling ------------
 // BatchNormalization over x [N, C, S] (ONNX's, spatial): per-channel statistics in double (two

@@ -284,7 +284,7 @@ size_t GatherGradScratchBytes(int64_t K) { return 4 * Align(K * sizeof(int32_t))
 
 void LaunchGatherGrad(DType dy_dtype, const void* dy, const void* indices, bool indices_i64, int64_t K,
                       int64_t outer, int64_t n, int64_t inner, DType dx_dtype, void* dx, void* scratch,
-                      void* stream) {
+                      size_t scratch_bytes, void* stream) {
   const auto s = static_cast<cudaStream_t>(stream);
   if (outer * n * inner == 0) return;
   if (K == 0) {
@@ -298,7 +298,7 @@ void LaunchGatherGrad(DType dy_dtype, const void* dy, const void* indices, bool 
   auto* keys = reinterpret_cast<int32_t*>(p + part);
   auto* pos_in = reinterpret_cast<int32_t*>(p + 2 * part);
   auto* pos = reinterpret_cast<int32_t*>(p + 3 * part);
-  size_t temp_bytes = CubTempBytes(K);
+  size_t temp_bytes = scratch_bytes - 4 * part;  // GatherGradScratchBytes(K)'s CUB part, not asked again
   GatherKeysKernel<<<BlocksFor(K), kThreads, 0, s>>>(indices, indices_i64, K, n, keys_in, pos_in);
   MT_CUDA_CHECK_LAUNCH();
   MT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(p + 4 * part, temp_bytes, keys_in, keys, pos_in, pos,

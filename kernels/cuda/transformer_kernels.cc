@@ -152,7 +152,7 @@ class GatherGradKernel final : public OpKernel {
       scratch_k_ = K;
     }
     LaunchGatherGrad(dy->dtype, dy->data, idx->data, idx->dtype == DType::kI64, K, p.outer, p.n, p.inner, dx->dtype,
-                     dx->data, scratch_.Get(scratch_bytes_), ctx.stream());
+                     dx->data, scratch_.Get(scratch_bytes_), scratch_bytes_, ctx.stream());
     return absl::OkStatus();
   }
 
