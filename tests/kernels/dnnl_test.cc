@@ -63,8 +63,8 @@ TEST(DnnlMatMul, InnerDimMismatchNamesNode) {
   EXPECT_NE(out.status().message().find("node"), absl::string_view::npos) << out.status();
 }
 
-void CheckGemm(bool ta, bool tb, float alpha, float beta, std::vector<int64_t> cdims) {
-  const int64_t m = 5, k = 7, n = 4;
+void CheckGemm(bool ta, bool tb, float alpha, float beta, std::vector<int64_t> cdims,
+               int64_t m = 5, int64_t k = 7, int64_t n = 4) {
   std::vector<Tensor> in = {Random(ta ? std::vector<int64_t>{k, m} : std::vector<int64_t>{m, k}, 3),
                             Random(tb ? std::vector<int64_t>{n, k} : std::vector<int64_t>{k, n}, 4)};
   if (!cdims.empty() || beta != 0) in.push_back(Random(cdims, 5));
@@ -97,6 +97,14 @@ TEST(DnnlGemm, TransposeB) { CheckGemm(false, true, 1.0f, 1.0f, {1, 4}); }
 TEST(DnnlGemm, TransposeBoth) { CheckGemm(true, true, 2.0f, -1.0f, {5, 1}); }
 TEST(DnnlGemm, ScalarC) { CheckGemm(false, true, 1.5f, 0.25f, {}); }
 TEST(DnnlGemm, NoC) { CheckGemm(true, false, 3.0f, 0.0f, {}); }
+
+// Products long on one side of C with that side's operand not K-contiguous: where oneDNN runs
+// gemm:jit (AVX2; the capped test pass) the kernel copies that operand K-contiguous first.
+TEST(DnnlGemm, TallTransposedA) { CheckGemm(true, false, 1.0f, 0.0f, {}, 160, 72, 64); }
+TEST(DnnlGemm, TallTransposedAWithC) { CheckGemm(true, true, 0.5f, 1.0f, {160, 64}, 160, 72, 64); }
+TEST(DnnlGemm, WideB) { CheckGemm(false, false, 1.0f, 0.0f, {}, 64, 72, 160); }
+TEST(DnnlGemm, WideBTransposedAWithBias) { CheckGemm(true, false, 2.0f, 1.0f, {160}, 64, 72, 160); }
+TEST(DnnlMatMul, WidePlain2D) { CheckMatMul({64, 80}, {80, 192}, {64, 192}); }
 
 }  // namespace
 }  // namespace mixtrain::dnnl_testing
