@@ -40,6 +40,10 @@ using conv_pass::IsOnnx;
 using conv_pass::PermuteShape;
 using conv_pass::ToChannelsFirstPerm;
 using conv_pass::ToChannelsLastPerm;
+using conv_pass::AddTranspose;
+using conv_pass::FromBlocked;
+using conv_pass::BlockedShape;
+using conv_pass::ToBlocked;
 
 // The channels-last op `n` becomes ("" when it stays as it is).
 const char* ChannelsLastOp(const Node& n) {
@@ -57,7 +61,7 @@ const char* ChannelsLastOp(const Node& n) {
   return "";
 }
 
-constexpr int64_t kBlock = 16;
+using conv_pass::kBlock;
 // An image's first conv reads this many NC<sp> channels at most into blocked Y.
 constexpr int64_t kMaxPlainInputChannels = 4;
 
@@ -99,15 +103,6 @@ bool ReadsPlainInput(const Node& n) {
   return n.input(0)->shape.dims[1].value <= kMaxPlainInputChannels;
 }
 
-Value* AddTranspose(Graph& g, Value* x, const std::vector<int64_t>& perm, Value* out,
-                    const char* suffix = "_nhwc") {
-  if (out == nullptr)
-    out = g.AddValue(g.UniqueName(x->name + suffix), x->dtype, PermuteShape(x->shape, perm));
-  Node* t = g.AddNode("Transpose", {x}, {out}, g.UniqueName(x->name + "_transpose"));
-  t->SetAttr(Attribute::Ints("perm", perm));
-  return out;
-}
-
 // Rewrites `n` as `op` with channels_last = 1 between Transposes.
 void MoveChannelsLast(Graph& g, Node* n, const char* op) {
   const int64_t rank = n->input(0)->shape.rank();
@@ -128,61 +123,15 @@ void MoveChannelsLast(Graph& g, Node* n, const char* op) {
   AddTranspose(g, y_last, ToChannelsFirstPerm(rank), y);
 }
 
-Value* AddReshape(Graph& g, Value* x, const std::vector<int64_t>& shape, Shape out_shape,
-                  Value* out) {
-  if (out == nullptr) out = g.AddValue(g.UniqueName(x->name + "_split"), x->dtype, out_shape);
-  Value* s = g.AddInitializer(g.UniqueName(x->name + "_shape"),
-                              Tensor::FromVector<int64_t>(DType::kI64,
-                                                          {static_cast<int64_t>(shape.size())},
-                                                          shape));
-  g.AddNode("Reshape", {x, s}, {out}, g.UniqueName(x->name + "_reshape"));
-  return out;
-}
-
-// [N, C, sp...] (rank r) split as [N, C/16, 16, sp...]; 0 keeps N, whatever it is.
-std::vector<int64_t> SplitShape(const Shape& s) {
-  std::vector<int64_t> r = {0, s.dims[1].value / kBlock, kBlock};
-  for (int64_t i = 2; i < s.rank(); ++i) r.push_back(s.dims[i].value);
-  return r;
-}
-// [N, C/16, 16, sp...] -> [N, C/16, sp..., 16] and back, as Transpose perms.
-std::vector<int64_t> ToBlockedPerm(int64_t rank) {
-  std::vector<int64_t> p = {0, 1};
-  for (int64_t i = 3; i < rank + 1; ++i) p.push_back(i);
-  p.push_back(2);
-  return p;
-}
-std::vector<int64_t> FromBlockedPerm(int64_t rank) {
-  std::vector<int64_t> p = {0, 1, rank};
-  for (int64_t i = 2; i < rank; ++i) p.push_back(i);
-  return p;
-}
-Shape SplitDims(const Shape& s) {
-  std::vector<Dim> d = {s.dims[0], Dim(s.dims[1].value / kBlock), Dim(kBlock)};
-  d.insert(d.end(), s.dims.begin() + 2, s.dims.end());
-  return Shape(std::move(d));
-}
-
-// [N, C, sp...] -> [N, C/16, sp..., 16].
-Value* ToBlocked(Graph& g, Value* x) {
-  const int64_t rank = x->shape.rank();
-  Value* split = AddReshape(g, x, SplitShape(x->shape), SplitDims(x->shape), nullptr);
-  return AddTranspose(g, split, ToBlockedPerm(rank), nullptr, "_blocked");
-}
-
 // Rewrites `n` as `op` with channel_block = 16 between the blocked conversions.
 void MoveBlocked(Graph& g, Node* n, const char* op) {
-  const int64_t rank = n->input(0)->shape.rank();
   const bool is_conv = std::string(op) == "FusedConv";
   const bool plain_x = is_conv && ReadsPlainInput(*n);
   std::vector<Value*> inputs = n->inputs();
   if (!plain_x) inputs[0] = ToBlocked(g, inputs[0]);
   if (inputs.size() > 3 && inputs[3] != nullptr) inputs[3] = ToBlocked(g, inputs[3]);
   Value* y = n->output(0);
-  const Shape split = SplitDims(y->shape);
-  const std::vector<int64_t> to_blocked = ToBlockedPerm(rank);
-  Value* y_blocked = g.AddValue(g.UniqueName(y->name + "_blocked"), y->dtype,
-                                PermuteShape(split, to_blocked));
+  Value* y_blocked = g.AddValue(g.UniqueName(y->name + "_blocked"), y->dtype, BlockedShape(y->shape));
   const std::string name = n->name();
   std::vector<Attribute> attrs = n->attributes();
   g.RemoveNode(n);
@@ -190,10 +139,7 @@ void MoveBlocked(Graph& g, Node* n, const char* op) {
   for (Attribute& a : attrs) m->SetAttr(std::move(a));
   m->SetAttr(Attribute::Int("channel_block", kBlock));
   if (is_conv) m->SetAttr(Attribute::Int("input_channel_block", plain_x ? 0 : kBlock));
-  Value* merged = AddTranspose(g, y_blocked, FromBlockedPerm(rank), nullptr, "_split");
-  std::vector<int64_t> shape = {0};
-  for (int64_t i = 1; i < rank; ++i) shape.push_back(y->shape.dims[i].value);
-  AddReshape(g, merged, shape, y->shape, y);
+  FromBlocked(g, y_blocked, y);
 }
 
 class ConvLayoutPass final : public Pass {

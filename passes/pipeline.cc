@@ -155,6 +155,7 @@ absl::StatusOr<std::vector<std::string>> BuildTrainingStep(Graph& g, const Train
   ps.push_back(MakeFuseConvEpiloguePass());
   ps.push_back(MakeFuseBackwardPass());
   ps.push_back(MakeFuseMatMulTrainingPass());
+  if (r.cpu_layouts) ps.push_back(MakeConvLayoutTrainingPass());
   ps.push_back(MakeOptimizerPass(r.optimizer));
   ps.push_back(MakeCleanupPass());
   MT_RETURN_IF_ERROR(RunPasses(g, std::move(ps)));

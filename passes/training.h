@@ -88,6 +88,10 @@ std::unique_ptr<Pass> MakeFuseBackwardPass();
 // autodiff, so every backward reader is already in place.
 std::unique_ptr<Pass> MakeFuseConvEpiloguePass();
 
+// The training step's conv region channel-blocked, forward and backward, where the CPU has the
+// kernels (passes/conv_layout_train.cc). Runs after the backward fusions, for the CPU only.
+std::unique_ptr<Pass> MakeConvLayoutTrainingPass();
+
 // The inference pass fuse_matmul (passes/fuse_matmul.cc) for the differentiated graph: forward
 // and backward products read Transposes in place (a transpose of a transpose composed) and take
 // their scale, bias and residual Add, each swallowed only where the chain is its sole reader. A

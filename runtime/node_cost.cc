@@ -43,8 +43,9 @@ NodeCost EstimateCost(const Node& node, const std::vector<const TensorView*>& in
   const std::string_view op = node.op_type();
   if (in(0) == nullptr || in(1) == nullptr) return c;
   if (op == "ConvGrad") {
-    // (dY, X, W) -> dX, dW, dB: backward data and backward weights each cost one forward conv.
-    if (in(2) != nullptr && in(2)->dims.size() == in(0)->dims.size())
+    // (dY, X, W) -> dX, dW, dB: backward data and backward weights each cost one forward conv
+    // (dY's element count is the same in every layout).
+    if (in(2) != nullptr && in(2)->dims.size() >= 3)
       c.flops = ConvFlops(in(0), in(2)) * ((out(0) != nullptr) + (out(1) != nullptr));
     return c;
   }
@@ -56,10 +57,9 @@ NodeCost EstimateCost(const Node& node, const std::vector<const TensorView*>& in
   } else if (op == "Gemm") {
     c.flops = 2 * Numel(out(0)) * InnerDim(in(0), {}, node.attr_int("transA", 0) != 0);
   } else if (op == "Conv" || op == "ConvTranspose" || op == "FusedConv") {
-    // Plain layouts only: channel-blocked, channels-last or pool-fused calls have other shapes.
-    const bool plain = in(1)->dims.size() == in(0)->dims.size() && !node.has_attr("pool_kernel_shape") &&
-                       node.attr_int("channels_last", 0) == 0 && node.attr_int("channel_block", 0) == 0;
-    if (plain) c.flops = ConvFlops(op == "ConvTranspose" ? in(0) : out(0), in(1));
+    // Y has as many elements in every layout, but a pool-fused conv's Y is the pooled one.
+    if (!node.has_attr("pool_kernel_shape") && in(1)->dims.size() >= 3)
+      c.flops = ConvFlops(op == "ConvTranspose" ? in(0) : out(0), in(1));
   }
   return c;
 }

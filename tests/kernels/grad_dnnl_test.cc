@@ -4,6 +4,7 @@
 // CPUs with avx512_bf16, staged through fp32 elsewhere), only dX or only dW requested, an empty
 // batch, and MaxPool's first-maximum rule on ties (windows of zeros after a Relu).
 #include <bit>
+#include <cstring>
 #include <limits>
 #include <random>
 
@@ -330,6 +331,131 @@ TEST(GradDnnl, MaxPool2x2BitsAtEveryRowWidth) {
             ASSERT_EQ(bits((*dx)[0], i), bits(want, i)) << "dX at " << i << (relu ? " relu" : "");
         }
       }
+  }
+  cpu::Avx512Enabled() = avx512;
+}
+
+// ---- channel_block = 16 (passes/conv_layout_train.cc) ---------------------------------------
+
+// [N, C, sp...] <-> [N, C/16, sp..., 16], element by element (any dtype: copies the bytes).
+Tensor Block(const Tensor& t) {
+  const std::vector<int64_t>& d = t.dims();
+  const int64_t n = d[0], c = d[1], sp = t.numel() / (n * c), es = DTypeSize(t.dtype());
+  std::vector<int64_t> bd = {n, c / 16};
+  bd.insert(bd.end(), d.begin() + 2, d.end());
+  bd.push_back(16);
+  Tensor b(t.dtype(), bd);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t s = 0; s < sp; ++s)
+        std::memcpy(static_cast<char*>(b.data()) + (((i * (c / 16) + ch / 16) * sp + s) * 16 + ch % 16) * es,
+                    static_cast<const char*>(t.data()) + ((i * c + ch) * sp + s) * es, es);
+  return b;
+}
+Tensor Unblock(const Tensor& b) {
+  const std::vector<int64_t>& d = b.dims();
+  std::vector<int64_t> pd = {d[0], d[1] * 16};
+  pd.insert(pd.end(), d.begin() + 2, d.end() - 1);
+  Tensor t(b.dtype(), pd);
+  const int64_t n = pd[0], c = pd[1], sp = t.numel() / (n * c), es = DTypeSize(t.dtype());
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t ch = 0; ch < c; ++ch)
+      for (int64_t s = 0; s < sp; ++s)
+        std::memcpy(static_cast<char*>(t.data()) + ((i * c + ch) * sp + s) * es,
+                    static_cast<const char*>(b.data()) + (((i * (c / 16) + ch / 16) * sp + s) * 16 + ch % 16) * es,
+                    es);
+  return t;
+}
+
+// ConvGrad with dY (and X, dX) channel-blocked against the reference loops: a region conv
+// (X blocked, all three outputs) and an image's first conv (X plain, no dX), fp32 and bf16.
+TEST(GradDnnl, ConvGradChannelBlocked) {
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (bool plain_x : {false, true}) {
+      SCOPED_TRACE(absl::StrCat(DTypeName(dt), plain_x ? " plain X" : " blocked X"));
+      const Conv2D c{.stride = plain_x ? 1 : 2, .pad = 1};
+      const std::vector<int64_t> xd = plain_x ? std::vector<int64_t>{2, 3, 10, 10} : std::vector<int64_t>{2, 16, 9, 9};
+      const std::vector<int64_t> wd = {32, xd[1], 3, 3};
+      const int64_t oh = (xd[2] + 2 - 3) / c.stride + 1;
+      Tensor x = Random(dt, xd, 1), w = Random(dt, wd, 2), dy = Random(dt, {xd[0], 32, oh, oh}, 3);
+      std::vector<double> dx, dw, db(32, 0.0);
+      ReferenceConvGrad(c, dy, x, w, &dx, &dw);
+      for (int64_t i = 0; i < dy.numel(); ++i) db[(i / (oh * oh)) % 32] += dy.GetDouble(i);
+      std::vector<A> attrs = c.attrs();
+      attrs.push_back(A::Int("channel_block", 16));
+      attrs.push_back(A::Int("input_channel_block", plain_x ? 0 : 16));
+      const Tensor dyb = Block(dy), xb = plain_x ? x : Block(x);
+      Graph g;
+      std::vector<Value*> ins;
+      for (const Tensor* t : {&dyb, &xb, static_cast<const Tensor*>(&w)}) {
+        ins.push_back(g.AddValue("in" + std::to_string(ins.size()), dt, Shape::Of(t->dims())));
+        g.AddInput(ins.back());
+      }
+      std::vector<Value*> outs;
+      for (const char* name : {"dx", "dw", "db"}) outs.push_back(g.AddValue(name, dt, Shape()));
+      if (plain_x) outs[0] = nullptr;
+      Node* n = g.AddNode("ConvGrad", ins, outs, "node", "ai.mixtrain");
+      for (A& a : attrs) n->SetAttr(std::move(a));
+      auto got = RunCpuKernel(*n, {dyb, xb, w});
+      ASSERT_TRUE(got.ok()) << got.status().message();
+      const double rel = dt == DType::kF32 ? 1e-5 : 1e-2;
+      if (!plain_x) {
+        ASSERT_EQ((*got)[0].dims(), xb.dims());
+        ExpectClose(Unblock((*got)[0]), dx, rel, "dX");
+      }
+      ExpectClose((*got)[1], dw, rel, "dW");
+      ExpectClose((*got)[2], db, rel, "dB");
+    }
+  }
+  // A blocked operand that is not [N, C/16, sp..., 16] is refused, naming it.
+  Tensor x = Random(DType::kF32, {1, 16, 5, 5}, 1), w = Random(DType::kF32, {16, 16, 3, 3}, 2);
+  Tensor dy = Random(DType::kF32, {1, 16, 3, 3}, 3);
+  auto bad = MakeNode("ConvGrad", {dy, Block(x), w}, 2,
+                      {A::Int("channel_block", 16), A::Int("input_channel_block", 16)}, "ai.mixtrain");
+  auto got = RunCpuKernel(*bad.node, {dy, Block(x), w});
+  ASSERT_FALSE(got.ok());
+  EXPECT_NE(got.status().message().find("dY must be channel-blocked"), std::string::npos) << got.status().message();
+}
+
+// MaxPoolGrad on channel-blocked dY and X gives, bit for bit, the blocked form of the NC<sp>
+// kernel's dX (the same first-maximum rule, per channel): 2x2/2 with tails no window covers,
+// non-square disjoint windows, overlapping padded 3x3/2 windows; ties, NaN, relu; fp32, bf16,
+// both vector widths.
+TEST(GradDnnl, MaxPoolGradChannelBlockedMatchesNCHW) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float values[] = {nan, -0.0f, 0.0f, 1.0f, -2.0f, 3.0f, 0.0f, -0.0f, 2.0f, 1.0f};
+  struct Case { std::vector<int64_t> k, s, pads; int64_t h, w; };
+  const bool avx512 = cpu::Avx512Enabled();
+  for (bool wide : {true, false}) {
+    if (wide && !avx512) continue;
+    cpu::Avx512Enabled() = wide;
+    for (DType dt : {DType::kF32, DType::kBF16})
+      for (bool relu : {false, true})
+        for (const Case& c : {Case{{2, 2}, {2, 2}, {0, 0, 0, 0}, 9, 11}, Case{{2, 2}, {2, 2}, {0, 0, 0, 0}, 32, 32},
+                              Case{{3, 2}, {3, 2}, {0, 0, 0, 0}, 7, 8}, Case{{3, 3}, {2, 2}, {1, 1, 1, 1}, 9, 8}}) {
+          SCOPED_TRACE(absl::StrCat(DTypeName(dt), " relu ", relu, " k ", c.k[0], "x", c.k[1], " s ", c.s[0],
+                                    " ", c.h, "x", c.w, wide ? " avx512" : " avx2"));
+          const int64_t n = 2, ch = 32;
+          const int64_t oh = (c.h + c.pads[0] + c.pads[2] - c.k[0]) / c.s[0] + 1;
+          const int64_t ow = (c.w + c.pads[1] + c.pads[3] - c.k[1]) / c.s[1] + 1;
+          Tensor x(DType::kF32, {n, ch, c.h, c.w}), dy(DType::kF32, {n, ch, oh, ow});
+          for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = values[(i * 7919) % 10];
+          for (int64_t i = 0; i < dy.numel(); ++i) dy.data_as<float>()[i] = 1.0f + static_cast<float>(i % 13);
+          const Tensor xt = ConvertFloat(x, dt), dyt = ConvertFloat(dy, dt);
+          std::vector<A> attrs = {A::Ints("kernel_shape", c.k), A::Ints("strides", c.s), A::Ints("pads", c.pads)};
+          if (relu) attrs.push_back(A::Int("relu", 1));
+          auto plain = MakeNode("MaxPoolGrad", {dyt, xt}, 1, attrs, "ai.mixtrain");
+          auto want = RunCpuKernel(*plain.node, {dyt, xt});
+          ASSERT_TRUE(want.ok()) << want.status().message();
+          attrs.push_back(A::Int("channel_block", 16));
+          const Tensor dyb = Block(dyt), xb = Block(xt);
+          auto blocked = MakeNode("MaxPoolGrad", {dyb, xb}, 1, attrs, "ai.mixtrain");
+          auto got = RunCpuKernel(*blocked.node, {dyb, xb});
+          ASSERT_TRUE(got.ok()) << got.status().message();
+          ASSERT_EQ((*got)[0].dims(), xb.dims());
+          const Tensor back = Unblock((*got)[0]);
+          ASSERT_EQ(std::memcmp(back.data(), (*want)[0].data(), back.nbytes()), 0);
+        }
   }
   cpu::Avx512Enabled() = avx512;
 }

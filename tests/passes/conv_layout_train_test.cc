@@ -1,0 +1,162 @@
+// The conv_layout_train pass: a training step's conv region (forward convs and pools, their
+// gradients) rewritten channel-blocked. The rewritten step must compute the same gradients (the
+// same primitives and pooling rule, in another layout), keep the parameters' layout, and convert
+// only at the region's edges; where one op of the region cannot run blocked, or the CPU has no
+// blocked kernels, the graph stays as it is. The traits are forced here, so both outcomes are
+// checked on every CPU (the blocked kernels exist everywhere; AVX-512 only makes them fast).
+#include <cmath>
+
+#include <gtest/gtest.h>
+
+#include "graph/verifier.h"
+#include "passes/inference.h"
+#include "passes/passes.h"
+#include "passes/training.h"
+#include "runtime/session.h"
+#include "tests/passes/autodiff_test_util.h"
+
+namespace mixtrain {
+namespace {
+
+using gradcheck::CountOps;
+using gradcheck::G;
+using A = Attribute;
+
+class TargetTraitsScope {
+ public:
+  explicit TargetTraitsScope(bool blocked)
+      : saved_(RegisterTargetTraits(blocked ? +[] { return TargetTraits{.channel_blocked = true}; }
+                                            : +[] { return TargetTraits{.channel_blocked = false}; })) {}
+  ~TargetTraitsScope() { RegisterTargetTraits(saved_); }
+
+ private:
+  TargetTraitsQuery saved_;
+};
+
+struct Net {
+  int64_t image_channels = 3;
+  int64_t c1 = 16, c2 = 32;
+  bool overlapping_second_pool = false;
+};
+
+const std::vector<std::string> kParams = {"w1", "b1", "w2", "b2"};
+
+// image -> Conv(c1) -> Relu -> MaxPool 2x2/2 -> Conv(c2) -> Relu -> MaxPool -> weighted-sum
+// loss, differentiated and put through the training step's backward fusions, as the pipeline does.
+void Build(G& b, const Net& net) {
+  Graph& g = b.graph();
+  Value* x = g.AddValue("x", DType::kF32, Shape::Of({2, net.image_channels, 12, 12}));
+  g.AddInput(x);
+  const std::vector<A> conv = {A::Ints("pads", {1, 1, 1, 1})};
+  Value* h = b.Op1("Relu", {b.Op1("Conv", {x, b.Param("w1", {net.c1, net.image_channels, 3, 3}, 1),
+                                           b.Param("b1", {net.c1}, 2)}, conv)});
+  h = b.Op1("MaxPool", {h}, {A::Ints("kernel_shape", {2, 2}), A::Ints("strides", {2, 2})});
+  h = b.Op1("Relu", {b.Op1("Conv", {h, b.Param("w2", {net.c2, net.c1, 3, 3}, 3), b.Param("b2", {net.c2}, 4)},
+                           conv)});
+  h = b.Op1("MaxPool", {h},
+            net.overlapping_second_pool
+                ? std::vector<A>{A::Ints("kernel_shape", {3, 3}), A::Ints("strides", {2, 2}), A::Ints("pads", {1, 1, 1, 1})}
+                : std::vector<A>{A::Ints("kernel_shape", {2, 2}), A::Ints("strides", {2, 2})});
+  gradcheck::AppendWeightedSumLoss(b, {h});
+  AutodiffOptions opt;
+  opt.freeze = "c_.*";
+  auto st = MakeAutodiffPass(opt)->Run(g);
+  ASSERT_TRUE(st.ok()) << st.status().message();
+  for (auto make : {MakeFuseConvEpiloguePass, MakeFuseBackwardPass}) {
+    auto changed = make()->Run(g);
+    ASSERT_TRUE(changed.ok()) << changed.status().message();
+  }
+}
+
+Tensor Image(int64_t channels) {
+  Tensor x(DType::kF32, {2, channels, 12, 12});
+  for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = static_cast<float>((i * 37) % 11) / 5.0f - 1.0f;
+  return x;
+}
+
+std::vector<Tensor> Grads(const Graph& g, const Tensor& x) {
+  auto s = Session::Create(g);
+  EXPECT_TRUE(s.ok()) << s.status().message();
+  if (!s.ok()) return {};
+  std::vector<std::string> names;
+  for (const std::string& p : kParams) names.push_back("grad/" + p);
+  auto r = (*s)->Run({{"x", x}}, names);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : std::vector<Tensor>{};
+}
+
+absl::StatusOr<bool> RunPass(Graph& g, bool blocked_kernels) {
+  TargetTraitsScope traits(blocked_kernels);
+  return MakeConvLayoutTrainingPass()->Run(g);
+}
+
+TEST(ConvLayoutTrainPass, RegionRunsBlockedWithTheSameGradients) {
+  for (bool overlapping : {false, true}) {
+    SCOPED_TRACE(overlapping ? "3x3/2 padded second pool" : "2x2/2 pools");
+    G b;
+    ASSERT_NO_FATAL_FAILURE(Build(b, {.overlapping_second_pool = overlapping}));
+    Graph& g = b.graph();
+    const Tensor x = Image(3);
+    const std::vector<Tensor> before = Grads(g, x);
+    ASSERT_EQ(before.size(), kParams.size());
+    auto changed = RunPass(g, true);
+    ASSERT_TRUE(changed.ok()) << changed.status().message();
+    ASSERT_TRUE(*changed);
+    ASSERT_TRUE(Verify(g).ok()) << Verify(g).message();
+    ASSERT_TRUE(InferShapes(g).ok());
+    // Every op of the region is blocked; the first conv (and its ConvGrad) reads the image as is.
+    int region = 0;
+    for (const auto& n : g.nodes()) {
+      const std::string& op = n->op_type();
+      if (op != "FusedConv" && op != "MaxPool" && op != "MaxPoolGrad" && op != "ConvGrad") continue;
+      ++region;
+      EXPECT_EQ(n->domain(), "ai.mixtrain") << n->name();
+      EXPECT_EQ(n->attr_int("channel_block", 0), 16) << n->name();
+      if (op == "FusedConv" || op == "ConvGrad")
+        EXPECT_EQ(n->attr_int("input_channel_block", -1), n->input(op == "ConvGrad" ? 1 : 0)->name == "x" ? 0 : 16)
+            << n->name();
+    }
+    EXPECT_EQ(region, 8);
+    // Conversions only at the edges: the last pool's output out, the loss gradient in.
+    EXPECT_EQ(CountOps(g, "Transpose"), 2);
+    // The parameters' gradients keep ONNX's layout and values.
+    const std::vector<Tensor> after = Grads(g, x);
+    ASSERT_EQ(after.size(), before.size());
+    for (size_t k = 0; k < before.size(); ++k) {
+      ASSERT_EQ(after[k].dims(), before[k].dims()) << kParams[k];
+      for (int64_t i = 0; i < before[k].numel(); ++i)
+        ASSERT_NEAR(after[k].data_as<float>()[i], before[k].data_as<float>()[i],
+                    1e-5 * (1 + std::fabs(before[k].data_as<float>()[i])))
+            << kParams[k] << "[" << i << "]";
+    }
+    auto again = RunPass(g, true);
+    ASSERT_TRUE(again.ok());
+    EXPECT_FALSE(*again) << "a blocked region is left as it is";
+  }
+}
+
+// All or nothing: one op that cannot run blocked keeps the whole graph in ONNX's layout.
+TEST(ConvLayoutTrainPass, LeavesGraphsItCannotBlockWhole) {
+  struct Refusal {
+    const char* why;
+    Net net;
+    bool blocked_kernels;
+  };
+  for (const Refusal& r : {Refusal{"no blocked kernels on this CPU", {}, false},
+                           Refusal{"output channels not a multiple of 16", {.c2 = 24}, true},
+                           Refusal{"an image with more than 4 channels", {.image_channels = 8}, true}}) {
+    SCOPED_TRACE(r.why);
+    G b;
+    ASSERT_NO_FATAL_FAILURE(Build(b, r.net));
+    Graph& g = b.graph();
+    const int64_t nodes = static_cast<int64_t>(g.nodes().size());
+    auto changed = RunPass(g, r.blocked_kernels);
+    ASSERT_TRUE(changed.ok()) << changed.status().message();
+    EXPECT_FALSE(*changed);
+    EXPECT_EQ(static_cast<int64_t>(g.nodes().size()), nodes);
+    for (const auto& n : g.nodes()) EXPECT_EQ(n->attr_int("channel_block", 0), 0) << n->name();
+  }
+}
+
+}  // namespace
+}  // namespace mixtrain
