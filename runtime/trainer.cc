@@ -145,7 +145,9 @@ absl::Status Trainer::BuildOn(std::unique_ptr<Graph> model, std::shared_ptr<Devi
   const bool on_cpu = device_->type() == DeviceType::kCPU;
   // bf16 is native on every GPU the CUDA backend accepts (compute capability 8.0 and up).
   MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(c, *model, on_cpu ? dnnl_util::NativeBf16() : true));
-  recipe.cpu_layouts = on_cpu;
+  // MIXTRAIN_TRAIN_LAYOUT=plain keeps ONNX's layouts on the CPU too (benchmarks compare both).
+  const char* layout = std::getenv("MIXTRAIN_TRAIN_LAYOUT");
+  recipe.cpu_layouts = on_cpu && !(layout != nullptr && std::string(layout) == "plain");
   precision_.preset = recipe.preset;
   precision_.low = recipe.low;
   precision_.scaling = !recipe.scaling ? "off" : recipe.dynamic_scaling ? "dynamic" : "static";

@@ -418,7 +418,8 @@ TEST(GradDnnl, ConvGradChannelBlocked) {
 }
 
 // MaxPoolGrad on channel-blocked dY and X gives, bit for bit, the blocked form of the NC<sp>
-// kernel's dX (the same first-maximum rule, per channel): 2x2/2 with tails no window covers,
+// kernel's dX (the same first-maximum rule, per channel), and the 2x2/2 MaxPool its Y: 2x2/2 with
+// tails no window covers,
 // non-square disjoint windows, overlapping padded 3x3/2 windows; ties, NaN, relu; fp32, bf16,
 // both vector widths.
 TEST(GradDnnl, MaxPoolGradChannelBlockedMatchesNCHW) {
@@ -455,6 +456,18 @@ TEST(GradDnnl, MaxPoolGradChannelBlockedMatchesNCHW) {
           ASSERT_EQ((*got)[0].dims(), xb.dims());
           const Tensor back = Unblock((*got)[0]);
           ASSERT_EQ(std::memcmp(back.data(), (*want)[0].data(), back.nbytes()), 0);
+          if (c.k != std::vector<int64_t>{2, 2}) continue;
+          // The blocked 2x2/2 forward: the same first maximum, bit for bit (NaN, -0 and +0).
+          std::vector<A> fwd = {A::Ints("kernel_shape", c.k), A::Ints("strides", c.s)};
+          auto pool = MakeNode("MaxPool", {xt}, 1, fwd);
+          auto y = RunCpuKernel(*pool.node, {xt});
+          fwd.push_back(A::Int("channel_block", 16));
+          auto pool_b = MakeNode("MaxPool", {xb}, 1, fwd, "ai.mixtrain");
+          auto yb = RunCpuKernel(*pool_b.node, {xb});
+          ASSERT_TRUE(y.ok() && yb.ok()) << y.status().message() << yb.status().message();
+          const Tensor yback = Unblock((*yb)[0]);
+          ASSERT_EQ(yback.dims(), (*y)[0].dims());
+          ASSERT_EQ(std::memcmp(yback.data(), (*y)[0].data(), yback.nbytes()), 0) << "MaxPool Y";
         }
   }
   cpu::Avx512Enabled() = avx512;
