@@ -10,6 +10,7 @@
 #include <string>
 
 #include "kernels/cpu/dnnl_common.h"
+#include "kernels/cpu/simd_target.h"
 #include "mixtrain/profile.h"
 #include "runtime/trainer.h"
 #include "tools/alloc_counter.h"
@@ -94,11 +95,13 @@ TEST_F(StepAllocations, GptProductsAllocateOnlyInsideOneDnn) {
   auto by_op = AllocationsByOp("models/gpt_mini.onnx", {{"tokens", tokens}, {"labels", Labels(8, 32, 256)}}, -1);
   const int64_t k = OneDnnExecuteAllocations();
   EXPECT_EQ(by_op.count("Transpose"), 0u);
-  // Backward Gemms are plain 2-D products (transposes are strides): one primitive run each.
+  // Backward Gemms are plain 2-D products (transposes are strides): one primitive run each, two
+  // where gemm:jit (below AVX-512) gets an operand copied K-contiguous first (dnnl_matmul.cc).
   ASSERT_TRUE(by_op.count("Gemm"));
   auto [calls, allocs] = by_op.at("Gemm");
   ASSERT_GT(calls, 0);
-  EXPECT_LE(allocs, calls * (k + 3)) << "oneDNN makes " << k << " per reorder run";
+  const int64_t runs = cpu::Avx512Enabled() ? 1 : 2;
+  EXPECT_LE(allocs, calls * runs * (k + 3)) << "oneDNN makes " << k << " per reorder run";
   // Our own kernels of the step keep their scratch between calls: bias-gradient reductions,
   // LayerNorm forward and backward, the q/k/v Split and its gradient's Concat allocate nothing.
   for (const char* op : {"ReduceSum", "LayerNormalization", "LayerNormalizationGrad", "Split", "Concat"}) {
