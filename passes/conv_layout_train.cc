@@ -1,9 +1,11 @@
 // conv_layout_train (training pass, after the backward fusions): the training step's conv
-// region runs channel-blocked, [N, C/16, sp..., 16] (oneDNN's nC<sp>16c), forward and backward.
-//   FusedConv / Conv(X, W, B, Z)  => FusedConv(X', W, B, Z', channel_block = 16)
-//   MaxPool(X)                    => ai.mixtrain MaxPool(X', channel_block = 16)
-//   MaxPoolGrad(dY, X)            => MaxPoolGrad(dY', X', channel_block = 16)
-//   ConvGrad(dY, X, W)            => ConvGrad(dY', X', W, channel_block = 16)
+// region runs channel-blocked, [N, C/b, sp..., b] (oneDNN's nC<sp>16c with b = 16 on AVX-512
+// CPUs, nC<sp>8c with b = 8 on AVX2 ones: the layouts its kernels there use), forward and
+// backward:
+//   FusedConv / Conv(X, W, B, Z)  => FusedConv(X', W, B, Z', channel_block = b)
+//   MaxPool(X)                    => ai.mixtrain MaxPool(X', channel_block = b)
+//   MaxPoolGrad(dY, X)            => MaxPoolGrad(dY', X', channel_block = b)
+//   ConvGrad(dY, X, W)            => ConvGrad(dY', X', W, channel_block = b)
 // where ' is the blocked form of a value: the blocked output of the region op that made it, or,
 // at the region's edge, one conversion (conv_pass::ToBlocked) shared by every region reader.
 // A region output that something else reads (the classifier's Flatten, a graph output) is
@@ -12,16 +14,16 @@
 //
 // Why: with NC<sp> activations every oneDNN conv primitive reorders its operands into the
 // blocked layout its kernels want and its results back, each step. CIFAR-style CNN at batch 256
-// (AVX-512, DNNL_VERBOSE): 19 ms of reorders in a 62 ms fp32 step, 10 of 33 ms in bf16. In the
-// blocked layout the backward-data and backward-weights primitives read dY, X and write dX as
-// they are, and the pools stream 16 channels per vector.
+// (AVX-512, DNNL_VERBOSE): 19 ms of reorders in a 62 ms fp32 step, 10 of 33 ms in bf16; AVX2
+// (capped): about a fifth of the fp32 step. In the blocked layout the backward-data and
+// backward-weights primitives read dY, X and write dX as they are, and the pools stream b
+// channels per vector.
 //
 // The whole region converts or nothing does (as the inference pass conv_layout): every conv has
-// group 1 and output channels in multiples of 16, and reads a region op's output with channels
-// in multiples of 16 or, as an image's first conv, at most 4 NC<sp> channels (then its ConvGrad
-// computes no dX); every MaxPool reads a region op's output; every MaxPoolGrad's X is one.
-// Only where oneDNN has kernels for the layout (AVX-512, CurrentTargetTraits): on an AVX2 CPU
-// blocked convs run oneDNN's reference code, so there the graph stays as it is.
+// group 1 and output channels in multiples of b, and reads a region op's output with channels
+// in multiples of b or, as an image's first conv, at most 4 NC<sp> channels (then its ConvGrad
+// computes no dX); every MaxPool reads a region op's output; every MaxPoolGrad's X is one. With
+// b = 8 the region must be fp32 (oneDNN has no AVX2 bf16 convolutions to keep fed).
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -39,7 +41,6 @@ using conv_pass::BlockedShape;
 using conv_pass::FromBlocked;
 using conv_pass::IsMixtrain;
 using conv_pass::IsOnnx;
-using conv_pass::kBlock;
 using conv_pass::ToBlocked;
 
 // An image's first conv reads this many NC<sp> channels at most into blocked Y.
@@ -53,11 +54,12 @@ struct RegionOp {
   bool plain_x = false;  // a conv (or its ConvGrad) reading an image's few NC<sp> channels
 };
 
-// Known dtype (fp32/bf16), rank 3-5 and channel and spatial dims.
-bool Blockable(const Value* v) {
+// Known dtype (fp32, or bf16 with 16-channel blocks: oneDNN's AVX2 kernels have no bf16), rank
+// 3-5 and channel and spatial dims.
+bool Blockable(const Value* v, int64_t block) {
   if (v == nullptr || !v->shape.rank_known || v->shape.rank() < 3 || v->shape.rank() > 5)
     return false;
-  if (v->dtype != DType::kF32 && v->dtype != DType::kBF16) return false;
+  if (v->dtype != DType::kF32 && !(v->dtype == DType::kBF16 && block == 16)) return false;
   for (int64_t i = 1; i < v->shape.rank(); ++i)
     if (!v->shape.dims[i].known()) return false;
   return true;
@@ -91,7 +93,8 @@ class ConvLayoutTrainingPass final : public Pass {
   absl::string_view name() const override { return "conv_layout_train"; }
 
   absl::StatusOr<bool> Run(Graph& g) override {
-    if (!CurrentTargetTraits().channel_blocked) return false;
+    const int64_t block = CurrentTargetTraits().training_channel_block;  // 16, 8 or none
+    if (block != 16 && block != 8) return false;
     MT_RETURN_IF_ERROR(g.TopoSort());
     std::vector<RegionOp> ops;
     std::unordered_set<const Node*> region;
@@ -104,19 +107,19 @@ class ConvLayoutTrainingPass final : public Pass {
     // Whether `v` comes blocked out of the region (its first output, blockable channels).
     const auto blocked = [&](const Value* v) {
       return v != nullptr && v->producer != nullptr && region.contains(v->producer) &&
-             v->producer->output(0) == v && Blockable(v) && Channels(v) % kBlock == 0;
+             v->producer->output(0) == v && Blockable(v, block) && Channels(v) % block == 0;
     };
     bool any_conv = false;
     for (RegionOp& op : ops) {
       Node& n = *op.node;
-      if (n.output(0) != nullptr && !Blockable(n.output(0))) return false;
+      if (n.output(0) != nullptr && !Blockable(n.output(0), block)) return false;
       switch (op.kind) {
         case Kind::kConv: {
           const Value* x = n.input(0);
-          if (n.attr_int("group", 1) != 1 || !Blockable(x) || n.output(0) == nullptr ||
-              Channels(n.output(0)) % kBlock != 0)
+          if (n.attr_int("group", 1) != 1 || !Blockable(x, block) || n.output(0) == nullptr ||
+              Channels(n.output(0)) % block != 0)
             return false;
-          if (n.num_inputs() > 3 && n.input(3) != nullptr && !Blockable(n.input(3))) return false;
+          if (n.num_inputs() > 3 && n.input(3) != nullptr && !Blockable(n.input(3), block)) return false;
           op.plain_x = !blocked(x);
           if (op.plain_x && Channels(x) > kMaxPlainInputChannels) return false;
           any_conv = true;
@@ -126,13 +129,13 @@ class ConvLayoutTrainingPass final : public Pass {
           if (!blocked(n.input(0))) return false;
           break;
         case Kind::kPoolGrad:
-          if (!blocked(n.input(1)) || !Blockable(n.input(0))) return false;
+          if (!blocked(n.input(1)) || !Blockable(n.input(0), block)) return false;
           break;
         case Kind::kConvGrad: {
           const Value* dy = n.input(0);
           const Value* x = n.input(1);
-          if (n.attr_int("group", 1) != 1 || !Blockable(dy) || !Blockable(x) ||
-              Channels(dy) % kBlock != 0)
+          if (n.attr_int("group", 1) != 1 || !Blockable(dy, block) || !Blockable(x, block) ||
+              Channels(dy) % block != 0)
             return false;
           op.plain_x = !blocked(x);
           if (op.plain_x && (Channels(x) > kMaxPlainInputChannels || n.output(0) != nullptr))
@@ -148,7 +151,7 @@ class ConvLayoutTrainingPass final : public Pass {
     const auto blocked_form = [&](Value* v) {
       auto it = blocked_of.find(v);
       if (it != blocked_of.end()) return it->second;
-      Value* b = ToBlocked(g, v);
+      Value* b = ToBlocked(g, v, block);
       blocked_of[v] = b;
       return b;
     };
@@ -176,7 +179,7 @@ class ConvLayoutTrainingPass final : public Pass {
       Value* y = n->output(0);
       std::vector<Value*> outputs = n->outputs();
       if (y != nullptr) {
-        outputs[0] = g.AddValue(g.UniqueName(y->name + "_blocked"), y->dtype, BlockedShape(y->shape));
+        outputs[0] = g.AddValue(g.UniqueName(y->name + "_blocked"), y->dtype, BlockedShape(y->shape, block));
         blocked_of[y] = outputs[0];
       }
       // The plain form is still wanted where a reader outside the region (or the caller) uses it.
@@ -202,8 +205,8 @@ class ConvLayoutTrainingPass final : public Pass {
         region.insert(m);
         op.node = m;
       }
-      m->SetAttr(Attribute::Int("channel_block", kBlock));
-      if (conv_like) m->SetAttr(Attribute::Int("input_channel_block", op.plain_x ? 0 : kBlock));
+      m->SetAttr(Attribute::Int("channel_block", block));
+      if (conv_like) m->SetAttr(Attribute::Int("input_channel_block", op.plain_x ? 0 : block));
       if (y == nullptr) continue;
       if (plain_wanted) {
         FromBlocked(g, outputs[0], y);

@@ -61,8 +61,9 @@ inline Shape PermuteShape(const Shape& s, const std::vector<int64_t>& perm) {
 }
 
 // ---- the channel-blocked layout (conv_layout, conv_layout_train) -------------------------------
-// [N, C, sp...] stored as [N, C/16, sp..., 16] (oneDNN's nC<sp>16c), converted by
-//   ToBlocked(x)   = Transpose(Reshape(x, [N, C/16, 16, sp...]), [0, 1, 3.., 2])
+// [N, C, sp...] stored as [N, C/b, sp..., b] (oneDNN's nC<sp>16c, b = 16, the default; or 8),
+// converted by
+//   ToBlocked(x)   = Transpose(Reshape(x, [N, C/b, b, sp...]), [0, 1, 3.., 2])
 //   FromBlocked(b) = Reshape(Transpose(b, [0, 1, r, 2..]), [N, C, sp...])
 inline constexpr int64_t kBlock = 16;
 
@@ -88,9 +89,9 @@ inline Value* AddReshape(Graph& g, Value* x, const std::vector<int64_t>& shape, 
   return out;
 }
 
-// [N, C, sp...] (rank r) split as [N, C/16, 16, sp...]; 0 keeps N, whatever it is.
-inline std::vector<int64_t> SplitShape(const Shape& s) {
-  std::vector<int64_t> r = {0, s.dims[1].value / kBlock, kBlock};
+// [N, C, sp...] (rank r) split as [N, C/b, b, sp...]; 0 keeps N, whatever it is.
+inline std::vector<int64_t> SplitShape(const Shape& s, int64_t block = kBlock) {
+  std::vector<int64_t> r = {0, s.dims[1].value / block, block};
   for (int64_t i = 2; i < s.rank(); ++i) r.push_back(s.dims[i].value);
   return r;
 }
@@ -106,20 +107,20 @@ inline std::vector<int64_t> FromBlockedPerm(int64_t rank) {
   for (int64_t i = 2; i < rank; ++i) p.push_back(i);
   return p;
 }
-inline Shape SplitDims(const Shape& s) {
-  std::vector<Dim> d = {s.dims[0], Dim(s.dims[1].value / kBlock), Dim(kBlock)};
+inline Shape SplitDims(const Shape& s, int64_t block = kBlock) {
+  std::vector<Dim> d = {s.dims[0], Dim(s.dims[1].value / block), Dim(block)};
   d.insert(d.end(), s.dims.begin() + 2, s.dims.end());
   return Shape(std::move(d));
 }
 // The stored shape of [N, C, sp...] `s` blocked.
-inline Shape BlockedShape(const Shape& s) {
-  return PermuteShape(SplitDims(s), ToBlockedPerm(s.rank()));
+inline Shape BlockedShape(const Shape& s, int64_t block = kBlock) {
+  return PermuteShape(SplitDims(s, block), ToBlockedPerm(s.rank()));
 }
 
-// [N, C, sp...] -> [N, C/16, sp..., 16] (C known, a multiple of 16).
-inline Value* ToBlocked(Graph& g, Value* x) {
+// [N, C, sp...] -> [N, C/b, sp..., b] (C known, a multiple of b).
+inline Value* ToBlocked(Graph& g, Value* x, int64_t block = kBlock) {
   const int64_t rank = x->shape.rank();
-  Value* split = AddReshape(g, x, SplitShape(x->shape), SplitDims(x->shape), nullptr);
+  Value* split = AddReshape(g, x, SplitShape(x->shape, block), SplitDims(x->shape, block), nullptr);
   return AddTranspose(g, split, ToBlockedPerm(rank), nullptr, "_blocked");
 }
 // Blocked `b` back into [N, C, sp...] value `y`.

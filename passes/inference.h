@@ -20,6 +20,9 @@ namespace mixtrain {
 // kernels/; without one, every rewrite is allowed.
 struct TargetTraits {
   bool channel_blocked = true;  // 16-channel-blocked conv/pool kernels (AVX-512)
+  // The channel block of the training step's conv region (conv_layout_train): 16 where
+  // channel_blocked, 8 where oneDNN has AVX2 kernels for nC<sp>8c (fp32 only), 0 for none.
+  int64_t training_channel_block = 16;
 };
 using TargetTraitsQuery = TargetTraits (*)();
 // Installs `query`; returns the one it replaces (tests restore it).

@@ -10,6 +10,7 @@
 #include "graph/check.h"
 #include "graph/shape_inference.h"
 #include "kernels/cpu/dnnl_common.h"
+#include "kernels/cpu/dnnl_layout.h"
 #include "passes/canonicalize.h"
 #include "passes/inference.h"
 #include "runtime/arena.h"
@@ -578,6 +579,11 @@ namespace {
 const bool host_evaluator_registered = (RegisterHostEvaluator(&RunNodeOnHost), true);
 // The inference passes ask what the CPU does well (passes/inference.h).
 const bool target_traits_registered =
-    (RegisterTargetTraits([] { return TargetTraits{.channel_blocked = dnnl_util::NativeChannelBlocked()}; }), true);
+    (RegisterTargetTraits([] {
+       const bool blocked = dnnl_util::NativeChannelBlocked();
+       return TargetTraits{.channel_blocked = blocked,
+                           .training_channel_block = blocked ? dnnl_util::kChannelBlock : dnnl_util::kAvx2ChannelBlock};
+     }),
+     true);
 }  // namespace
 }  // namespace mixtrain

@@ -9,7 +9,8 @@
 //   channels_last = 1: X, Z and Y are [N, spatial..., C] instead of [N, C, spatial...].
 //   channel_block = 16: Y and Z (and a pool's X) are channel-blocked, [N, C/16, spatial..., 16]
 //     with element [n, c/16, s..., c%16] = the NC<spatial> tensor's [n, c, s...] (oneDNN's
-//     nC<spatial>16c). C must be a multiple of 16.
+//     nC<spatial>16c). C must be a multiple of 16. channel_block = 8 likewise (nC<spatial>8c,
+//     the block of oneDNN's AVX2 kernels; the training layout pass uses it on AVX2 CPUs).
 //   input_channel_block = 16 (FusedConv, with channel_block = 16): X is channel-blocked too;
 //     0 (the default): X is [N, C, spatial...], e.g. an image's few channels into blocked Y.
 // FusedConv's `pool_kernel_shape` (and `pool_strides`, default the kernel): Y is
@@ -62,7 +63,7 @@ absl::Status InferLayoutWindowed(InferContext& ctx) {
   const int64_t block = node.attr_int("channel_block", 0);
   const int64_t x_block =
       node.op_type() == "FusedConv" ? node.attr_int("input_channel_block", 0) : block;
-  if (block != 0 && (block != 16 || channels_last || node.op_type() == "GlobalAveragePool"))
+  if (block != 0 && ((block != 16 && block != 8) || channels_last || node.op_type() == "GlobalAveragePool"))
     return ctx.Error(absl::StrCat("unsupported channel_block ", block));
   if (x_block != 0 && x_block != block)
     return ctx.Error("input_channel_block must be 0 or channel_block");

@@ -34,6 +34,7 @@ using dnnl_util::ShapeKey;
 struct ConvFusion {
   Layout x_layout = Layout::kChannelsFirst;
   Layout y_layout = Layout::kChannelsFirst;  // also Z's
+  int64_t block = dnnl_util::kChannelBlock;  // of the blocked layouts: 16 or 8
   bool has_z = false;
   bool has_act = false;
   dnnl::algorithm act = dnnl::algorithm::eltwise_relu;
@@ -47,9 +48,11 @@ absl::StatusOr<ConvFusion> ReadFusion(const KernelContext& ctx) {
   const int64_t block = node.attr_int("channel_block", 0),
                 in_block = node.attr_int("input_channel_block", 0);
   for (int64_t b : {block, in_block})
-    if (b != 0 && b != dnnl_util::kChannelBlock)
-      return ctx.Error(absl::StrCat("channel blocks other than ", dnnl_util::kChannelBlock,
-                                    " are not supported, got ", b));
+    if (b != 0 && !dnnl_util::SupportedChannelBlock(b))
+      return ctx.Error(absl::StrCat("channel blocks other than 16 and 8 are not supported, got ", b));
+  if (in_block != 0 && in_block != block)
+    return ctx.Error("input_channel_block must be 0 or channel_block");
+  if (block != 0) f.block = block;
   if (node.attr_int("channels_last", 0) != 0) {
     if (block != 0 || in_block != 0)
       return ctx.Error("channels_last and channel_block exclude each other");
@@ -158,9 +161,9 @@ absl::StatusOr<ConvShape> ReadConvShape(const KernelContext& ctx, bool transpose
     if (x.rank() < 3) return ctx.Error("channels_last X must be [N, spatial..., C]");
     x.dims = dnnl_util::ChannelsFirst(x.dims);
   } else if (f.x_layout == Layout::kBlocked) {
-    if (x.rank() < 4 || x.dims.back() != dnnl_util::kChannelBlock)
-      return ctx.Error(absl::StrCat("channel-blocked X must be [N, C/", dnnl_util::kChannelBlock,
-                                    ", spatial..., ", dnnl_util::kChannelBlock, "]"));
+    if (x.rank() < 4 || x.dims.back() != f.block)
+      return ctx.Error(absl::StrCat("channel-blocked X must be [N, C/", f.block, ", spatial..., ",
+                                    f.block, "]"));
     x.dims = dnnl_util::UnblockedDims(x.dims);
   }
   const TensorView& w = *ctx.input(1);
@@ -307,16 +310,16 @@ absl::StatusOr<std::unique_ptr<ConvEntry>> BuildConv(const KernelContext& ctx, b
   const std::vector<int64_t>& w_dims = w_layout.first;
   const std::vector<int64_t>& w_strides = w_layout.second;
   const std::vector<int64_t> y_prim_dims = e->reach_dims.empty() ? y_dims : e->reach_dims;
-  if (f.y_layout == Layout::kBlocked && s.m % dnnl_util::kChannelBlock != 0)
+  if (f.y_layout == Layout::kBlocked && s.m % f.block != 0)
     return ctx.Error(absl::StrCat("channel-blocked Y needs output channels in multiples of ",
-                                  dnnl_util::kChannelBlock, ", got ", s.m));
-  y_dims = dnnl_util::StoredDims(y_dims, f.y_layout);
+                                  f.block, ", got ", s.m));
+  y_dims = dnnl_util::StoredDims(y_dims, f.y_layout, f.block);
   if (const TensorView* z = ctx.input(3); f.has_z && z->dims != y_dims)
     return ctx.Error("Z must have Y's shape");
   MT_RETURN_IF_ERROR(Guard(ctx, transposed ? "building deconvolution" : "building convolution", [&] {
-    e->x_md = ActivationDesc(s.x.dims, dt, f.x_layout);
+    e->x_md = ActivationDesc(s.x.dims, dt, f.x_layout, f.block);
     e->w_md = dnnl_util::StridedDesc(w_dims, w_strides, dt);
-    e->y_md = ActivationDesc(y_prim_dims, dt, f.y_layout);
+    e->y_md = ActivationDesc(y_prim_dims, dt, f.y_layout, f.block);
     e->b_md = e->has_bias ? dnnl_util::PlainDesc(b->dims, dt) : dnnl::memory::desc();
     if (!transposed) {
       MakeConvPrimitive(ctx, s, f, dt, dil, pad_r, e.get());

@@ -1,8 +1,9 @@
 // Activation layouts of the oneDNN conv and pooling kernels, described to oneDNN by their
 // logical [N, C, spatial...] dims:
 //   channels-last:   stored [N, spatial..., C] (strides);
-//   channel-blocked: stored [N, C/b, spatial..., b] with b = kChannelBlock, oneDNN's
-//                    nC<spatial>16c (a format tag: its strides are not expressible per dim).
+//   channel-blocked: stored [N, C/b, spatial..., b], oneDNN's nC<spatial>16c (b = 16, its
+//                    AVX-512 kernels' block) or nC<spatial>8c (b = 8, its AVX2 kernels'), a
+//                    format tag: its strides are not expressible per dim.
 #pragma once
 
 #include <cstdint>
@@ -26,8 +27,10 @@ inline std::vector<int64_t> ChannelsLast(const std::vector<int64_t>& d) {
   return r;
 }
 
-// The only channel block oneDNN's AVX-512 kernels use for fp32 and bf16.
+// The channel block oneDNN's AVX-512 kernels use for fp32 and bf16; its AVX2 kernels use 8.
 inline constexpr int64_t kChannelBlock = 16;
+inline constexpr int64_t kAvx2ChannelBlock = 8;
+inline bool SupportedChannelBlock(int64_t b) { return b == kChannelBlock || b == kAvx2ChannelBlock; }
 
 // [N, C/b, sp..., b] -> [N, C, sp...].
 inline std::vector<int64_t> UnblockedDims(const std::vector<int64_t>& d) {
@@ -51,19 +54,23 @@ inline std::vector<int64_t> LogicalDims(const std::vector<int64_t>& stored, Layo
   if (layout == Layout::kBlocked) return UnblockedDims(stored);
   return stored;
 }
-inline std::vector<int64_t> StoredDims(const std::vector<int64_t>& logical, Layout layout) {
+inline std::vector<int64_t> StoredDims(const std::vector<int64_t>& logical, Layout layout,
+                                       int64_t block = kChannelBlock) {
   if (layout == Layout::kChannelsLast) return ChannelsLast(logical);
-  if (layout == Layout::kBlocked) return BlockedDims(logical, kChannelBlock);
+  if (layout == Layout::kBlocked) return BlockedDims(logical, block);
   return logical;
 }
 
 // Descriptor of logical [N, C, sp...] dims stored as [N, C, sp...], [N, sp..., C] or
-// [N, C/16, sp..., 16].
+// [N, C/b, sp..., b] (b = `block`, 16 or 8).
 inline dnnl::memory::desc ActivationDesc(const std::vector<int64_t>& dims,
-                                         dnnl::memory::data_type dt, Layout layout) {
+                                         dnnl::memory::data_type dt, Layout layout,
+                                         int64_t block = kChannelBlock) {
   using tag = dnnl::memory::format_tag;
   if (layout == Layout::kBlocked) {
-    const tag t = dims.size() == 3 ? tag::nCw16c : dims.size() == 4 ? tag::nChw16c : tag::nCdhw16c;
+    const tag t = block == kAvx2ChannelBlock
+                      ? (dims.size() == 3 ? tag::nCw8c : dims.size() == 4 ? tag::nChw8c : tag::nCdhw8c)
+                      : (dims.size() == 3 ? tag::nCw16c : dims.size() == 4 ? tag::nChw16c : tag::nCdhw16c);
     return dnnl::memory::desc(ToDims(dims), dt, t);
   }
   if (layout == Layout::kChannelsFirst) return PlainDesc(dims, dt);

@@ -68,7 +68,7 @@ std::vector<int64_t> TapsInPadded(const WindowGeometry& g, size_t d, int64_t in)
 
 // `x` has logical [N, C, sp...] dims; `layout` says how it is stored.
 absl::StatusOr<std::unique_ptr<PoolEntry>> BuildPool(const KernelContext& ctx, const TensorView& x,
-                                                     bool is_max, Layout layout) {
+                                                     bool is_max, Layout layout, int64_t block) {
   MT_ASSIGN_OR_RETURN(WindowGeometry g, PoolGeometry(ctx, x));
   const bool include_pad = !is_max && ctx.node().attr_int("count_include_pad", 0) != 0;
   auto dt = dnnl_util::ToDnnl(dnnl_util::ComputeType(x.dtype));
@@ -99,13 +99,13 @@ absl::StatusOr<std::unique_ptr<PoolEntry>> BuildPool(const KernelContext& ctx, c
       }
     }
   }
-  e->y_dims = dnnl_util::StoredDims(y_dims, layout);
+  e->y_dims = dnnl_util::StoredDims(y_dims, layout, block);
   const dnnl::algorithm alg = is_max        ? dnnl::algorithm::pooling_max
                               : include_pad ? dnnl::algorithm::pooling_avg_include_padding
                                             : dnnl::algorithm::pooling_avg_exclude_padding;
   MT_RETURN_IF_ERROR(Guard(ctx, "building pooling", [&] {
-    e->x_md = ActivationDesc(x.dims, *dt, layout);
-    e->y_md = ActivationDesc(y_dims, *dt, layout);
+    e->x_md = ActivationDesc(x.dims, *dt, layout, block);
+    e->y_md = ActivationDesc(y_dims, *dt, layout, block);
     dnnl::pooling_v2_forward::desc d(
         dnnl::prop_kind::forward_inference, alg, e->x_md, e->y_md, dnnl_util::ToDims(g.strides),
         dnnl_util::ToDims(g.kernel), dnnl_util::ToDims(dil), dnnl_util::ToDims(g.pads_begin),
@@ -271,16 +271,14 @@ std::optional<absl::Status> MaxPoolDisjoint2D(KernelContext& ctx, const TensorVi
   });
 }
 
-// channel_block = 16, 2x2/2 windows tiling the input (the training step's pools,
-// passes/conv_layout_train.cc): per 16-channel lane the first maximum in scan order, as
+// channel_block = 16 or 8, 2x2/2 windows tiling the input (the training step's pools,
+// passes/conv_layout_train.cc): per channel lane the first maximum in scan order, as
 // MaxPool2x2Body and the blocked MaxPoolGrad. Two sequential passes per output row, the first
 // input row into Y's row then the second against it (reading both rows at once kept two streams
 // 1-2 KiB apart and ran at half the bandwidth, as in MaxPoolGrad2x2BlockedBody). CIFAR-style
 // CNN's two training-step pools, batch 256, alternated runs: fp32 2.35-2.5 ms against oneDNN's
 // blocked pooling's 3.3-4.4; bf16 0.7-1.1 against 0.86-0.97.
-constexpr int kLanes = 16;
-
-template <typename Io>
+template <typename Io, int kLanes>
 [[gnu::always_inline]] inline void MaxPool2x2BlockedBody(const typename Io::T* x, typename Io::T* y,
                                                          int64_t w, int64_t oh, int64_t ow) {
   using T = typename Io::T;
@@ -311,12 +309,13 @@ template <typename Io>
   }
 }
 
-template <typename Io>
+template <typename Io, int kLanes>
 MT_TARGET_AVX512 void MaxPool2x2BlockedAvx512(const typename Io::T* x, typename Io::T* y, int64_t w,
                                               int64_t oh, int64_t ow) {
-  MaxPool2x2BlockedBody<Io>(x, y, w, oh, ow);
+  MaxPool2x2BlockedBody<Io, kLanes>(x, y, w, oh, ow);
 }
 
+template <int kLanes>
 std::optional<absl::Status> MaxPool2x2Blocked(KernelContext& ctx, const TensorView& x, TensorView& y) {
   if (x.rank() != 5 || x.dims.back() != kLanes) return std::nullopt;
   TensorView logical = x;
@@ -338,9 +337,9 @@ std::optional<absl::Status> MaxPool2x2Blocked(KernelContext& ctx, const TensorVi
         const T* xp = x.as<T>() + p * h * w * kLanes;
         T* yp = y.as<T>() + p * oh * ow * kLanes;
         if (cpu::Avx512Enabled()) {
-          MaxPool2x2BlockedAvx512<Io>(xp, yp, w, oh, ow);
+          MaxPool2x2BlockedAvx512<Io, kLanes>(xp, yp, w, oh, ow);
         } else {
-          MaxPool2x2BlockedBody<Io>(xp, yp, w, oh, ow);
+          MaxPool2x2BlockedBody<Io, kLanes>(xp, yp, w, oh, ow);
         }
       }
     });
@@ -366,13 +365,16 @@ class PoolKernel final : public OpKernel {
     if (ctx.node().attr_int("channels_last", 0) != 0) layout = Layout::kChannelsLast;
     if (is_max_ && layout == Layout::kChannelsFirst && ctx.node().attr_int("channel_block", 0) == 0)
       if (std::optional<absl::Status> done = MaxPoolDisjoint2D(ctx, *x, *y)) return *done;
-    if (const int64_t b = ctx.node().attr_int("channel_block", 0); b != 0) {
-      if (b != dnnl_util::kChannelBlock || layout != Layout::kChannelsFirst)
-        return ctx.Error(absl::StrCat("unsupported channel_block ", b,
-                                      " (16, without channels_last)"));
+    const int64_t block = ctx.node().attr_int("channel_block", 0);
+    if (block != 0) {
+      if (!dnnl_util::SupportedChannelBlock(block) || layout != Layout::kChannelsFirst)
+        return ctx.Error(absl::StrCat("unsupported channel_block ", block,
+                                      " (16 or 8, without channels_last)"));
       layout = Layout::kBlocked;
       if (is_max_)
-        if (std::optional<absl::Status> done = MaxPool2x2Blocked(ctx, *x, *y)) return *done;
+        if (std::optional<absl::Status> done = block == 8 ? MaxPool2x2Blocked<8>(ctx, *x, *y)
+                                                          : MaxPool2x2Blocked<16>(ctx, *x, *y))
+          return *done;
     }
     std::vector<int64_t>& key = key_;
     ShapeKey(ctx, &key);
@@ -381,10 +383,11 @@ class PoolKernel final : public OpKernel {
       TensorView logical = *x;
       if (layout == Layout::kChannelsLast && x->rank() < 3)
         return ctx.Error("channels_last X must be [N, spatial..., C]");
-      if (layout == Layout::kBlocked && (x->rank() < 4 || x->dims.back() != dnnl_util::kChannelBlock))
-        return ctx.Error("channel-blocked X must be [N, C/16, spatial..., 16]");
+      if (layout == Layout::kBlocked && (x->rank() < 4 || x->dims.back() != block))
+        return ctx.Error(absl::StrCat("channel-blocked X must be [N, C/", block, ", spatial..., ",
+                                      block, "]"));
       logical.dims = dnnl_util::LogicalDims(x->dims, layout);
-      MT_ASSIGN_OR_RETURN(auto built, BuildPool(ctx, logical, is_max_, layout));
+      MT_ASSIGN_OR_RETURN(auto built, BuildPool(ctx, logical, is_max_, layout, block));
       e = cache_.Insert(key, std::move(built));
     }
     if (y->dims != e->y_dims) return ctx.Error("output allocated with unexpected dims");

@@ -9,10 +9,11 @@
 // reorders to and from them are built with the primitives, because oneDNN's plain-layout
 // backward kernels are several times slower than reorder + blocked kernel. The blocked copies
 // live in the thread's scratch arena (dnnl_common.h), not in the kernel: a network's ConvGrads
-// share one set of buffers the size of the largest. With channel_block = 16 (the training
-// layout pass, passes/conv_layout_train.cc) dY is stored channel-blocked, [N, M/16, sp..., 16]
-// (oneDNN's nC<sp>16c, the layout its backward kernels choose), and with input_channel_block =
-// 16 so are X and dX; the reorders around the primitives then vanish. The bias gradient
+// share one set of buffers the size of the largest. With channel_block = b (16 or 8: the
+// training layout pass, passes/conv_layout_train.cc) dY is stored channel-blocked,
+// [N, M/b, sp..., b] (oneDNN's nC<sp>16c / 8c, the layouts its AVX-512 / AVX2 backward kernels
+// choose), and with input_channel_block = b so are X and dX; the reorders around the
+// primitives then vanish. The bias gradient
 // (optional output 2, only with dW) comes out of the backward-weights primitive, in the same
 // pass over dY as dW: a separate ReduceSum read dY again (3.6 ms of a 83 ms CIFAR-CNN step).
 #include <cstring>
@@ -55,16 +56,16 @@ absl::StatusOr<std::unique_ptr<ConvGradEntry>> BuildConvGrad(const KernelContext
   const TensorView& w = *ctx.input(2);
   const int64_t block = ctx.node().attr_int("channel_block", 0),
                 in_block = ctx.node().attr_int("input_channel_block", 0);
-  if ((block != 0 && block != dnnl_util::kChannelBlock) || (in_block != 0 && in_block != block))
-    return ctx.Error(absl::StrCat("channel_block must be 0 or ", dnnl_util::kChannelBlock,
-                                  " and input_channel_block 0 or channel_block, got ", block,
-                                  " and ", in_block));
+  if ((block != 0 && !dnnl_util::SupportedChannelBlock(block)) || (in_block != 0 && in_block != block))
+    return ctx.Error(absl::StrCat("channel_block must be 0, 8 or 16 and input_channel_block 0 or "
+                                  "channel_block, got ", block, " and ", in_block));
   using dnnl_util::Layout;
   const Layout dy_layout = block != 0 ? Layout::kBlocked : Layout::kChannelsFirst;
   const Layout x_layout = in_block != 0 ? Layout::kBlocked : Layout::kChannelsFirst;
   for (const auto& [t, layout, name] : {std::tuple(&dy, dy_layout, "dY"), std::tuple(&x, x_layout, "X")})
-    if (layout == Layout::kBlocked && (t->dims.size() < 4 || t->dims.back() != dnnl_util::kChannelBlock))
-      return ctx.Error(absl::StrCat(name, " must be channel-blocked, [N, C/16, spatial..., 16]"));
+    if (layout == Layout::kBlocked && (t->dims.size() < 4 || t->dims.back() != block))
+      return ctx.Error(absl::StrCat(name, " must be channel-blocked, [N, C/", block, ", spatial..., ",
+                                    block, "]"));
   const std::vector<int64_t> xd = dnnl_util::LogicalDims(x.dims, x_layout);
   const std::vector<int64_t> dyd = dnnl_util::LogicalDims(dy.dims, dy_layout);
   const std::vector<int64_t>& wd = w.dims;
@@ -94,8 +95,8 @@ absl::StatusOr<std::unique_ptr<ConvGradEntry>> BuildConvGrad(const KernelContext
       return dnnl::memory::desc(dnnl_util::ToDims(d), *dt, tag::any);
     };
     const std::vector<int64_t> w_dims = GroupedWeightDims(wd, G);
-    e->dy_md = dnnl_util::ActivationDesc(y_dims, *dt, dy_layout);
-    e->x_md = dnnl_util::ActivationDesc(xd, *dt, x_layout);
+    e->dy_md = dnnl_util::ActivationDesc(y_dims, *dt, dy_layout, block);
+    e->x_md = dnnl_util::ActivationDesc(xd, *dt, x_layout, block);
     e->w_md = dnnl_util::PlainDesc(w_dims, *dt);
     e->b_md = dnnl_util::PlainDesc(std::vector<int64_t>{M}, *dt);
     const auto strides = dnnl_util::ToDims(g.strides), dils = dnnl_util::ToDims(dil),

@@ -246,14 +246,12 @@ absl::Status MaxPoolGradDisjoint(KernelContext& ctx, const Window3& w, int64_t p
   });
 }
 
-// ---- channel_block = 16 ----------------------------------------------------------------------
-// dY, X and dX stored [N, C/16, sp..., 16] (passes/conv_layout_train.cc): each tap of a window is
-// 16 contiguous channels, one vector, and every lane finds its own first maximum in scan order
-// (the same rule as the plain paths, so the gradients are the same). Disjoint windows write dX
-// directly; overlapping ones add into an fp32 plane.
-constexpr int kLanes = 16;
-
-template <typename Io, bool kDisjoint>
+// ---- channel_block = 16 or 8 -----------------------------------------------------------------
+// dY, X and dX stored [N, C/b, sp..., b] (passes/conv_layout_train.cc): each tap of a window is
+// b contiguous channels, one vector (b = 16 on AVX-512, 8 on AVX2), and every lane finds its own
+// first maximum in scan order (the same rule as the plain paths, so the gradients are the same).
+// Disjoint windows write dX directly; overlapping ones add into an fp32 plane.
+template <typename Io, int kLanes, bool kDisjoint>
 [[gnu::always_inline]] inline void MaxPoolGradBlockedPlane(const Window3& w, const TapRanges& taps,
                                                            bool relu, const typename Io::T* xp,
                                                            const typename Io::T* dyp,
@@ -299,12 +297,12 @@ template <typename Io, bool kDisjoint>
     for (int64_t i = 0; i < in * kLanes; ++i) dxp[i] = Io::Store(acc[i]);
 }
 
-template <typename Io, bool kDisjoint>
+template <typename Io, int kLanes, bool kDisjoint>
 MT_TARGET_AVX512 void MaxPoolGradBlockedPlaneAvx512(const Window3& w, const TapRanges& taps,
                                                     bool relu, const typename Io::T* xp,
                                                     const typename Io::T* dyp,
                                                     typename Io::T* dxp, float* acc) {
-  MaxPoolGradBlockedPlane<Io, kDisjoint>(w, taps, relu, xp, dyp, dxp, acc);
+  MaxPoolGradBlockedPlane<Io, kLanes, kDisjoint>(w, taps, relu, xp, dyp, dxp, acc);
 }
 
 // The 2x2/2 pool of one blocked [H, W, 16] plane, the rule of MaxPoolGrad2x2Body with one
@@ -315,7 +313,7 @@ MT_TARGET_AVX512 void MaxPoolGradBlockedPlaneAvx512(const Window3& w, const TapR
 // codes are int32 (the lanes' width) because GCC left the stores scalar with int8 codes
 // (CIFAR-CNN's first pool, fp32, one thread: 6.1 ms one pass, 5.9 int8 codes, 2.4 now, the
 // NC<sp> kernel 2.3). `m0` and `code` hold ow * 16 entries.
-template <typename Io, bool kRelu>
+template <typename Io, int kLanes, bool kRelu>
 [[gnu::always_inline]] inline void MaxPoolGrad2x2BlockedBody(const typename Io::T* x,
                                                              const typename Io::T* dy,
                                                              typename Io::T* dx, int64_t h,
@@ -377,26 +375,25 @@ template <typename Io, bool kRelu>
   std::fill(dx + 2 * oh * row, dx + h * row, zero);  // rows past the last window
 }
 
-template <typename Io, bool kRelu>
+template <typename Io, int kLanes, bool kRelu>
 MT_TARGET_AVX512 void MaxPoolGrad2x2BlockedAvx512(const typename Io::T* x, const typename Io::T* dy,
                                                   typename Io::T* dx, int64_t h, int64_t w,
                                                   int64_t oh, int64_t ow, float* m0, int32_t* code) {
-  MaxPoolGrad2x2BlockedBody<Io, kRelu>(x, dy, dx, h, w, oh, ow, m0, code);
+  MaxPoolGrad2x2BlockedBody<Io, kLanes, kRelu>(x, dy, dx, h, w, oh, ow, m0, code);
 }
 
-template <typename Io, bool kRelu>
+template <typename Io, int kLanes, bool kRelu>
 void MaxPoolGrad2x2Blocked(const typename Io::T* x, const typename Io::T* dy, typename Io::T* dx,
                            int64_t h, int64_t w, int64_t oh, int64_t ow, float* m0, int32_t* code) {
   if (Avx512Enabled()) {
-    MaxPoolGrad2x2BlockedAvx512<Io, kRelu>(x, dy, dx, h, w, oh, ow, m0, code);
+    MaxPoolGrad2x2BlockedAvx512<Io, kLanes, kRelu>(x, dy, dx, h, w, oh, ow, m0, code);
   } else {
-    MaxPoolGrad2x2BlockedBody<Io, kRelu>(x, dy, dx, h, w, oh, ow, m0, code);
+    MaxPoolGrad2x2BlockedBody<Io, kLanes, kRelu>(x, dy, dx, h, w, oh, ow, m0, code);
   }
 }
 
-absl::Status MaxPoolGradBlocked(KernelContext& ctx, int64_t block) {
-  if (block != kLanes)
-    return ctx.Error(absl::StrCat("unsupported channel_block ", block, " (16 or 0)"));
+template <int kLanes>
+absl::Status MaxPoolGradBlocked(KernelContext& ctx) {
   const TensorView* dy = ctx.input(0);
   const TensorView* x = ctx.input(1);
   TensorView* dx = ctx.output(0);
@@ -404,7 +401,8 @@ absl::Status MaxPoolGradBlocked(KernelContext& ctx, int64_t block) {
   if (!AllFloat({dy, x, dx})) return ctx.Error("expects float tensors");
   if (dy->dtype != x->dtype || dx->dtype != x->dtype) return ctx.Error("dY, X and dX dtypes differ");
   if (x->rank() < 4 || x->dims.back() != kLanes || dx->dims != x->dims)
-    return ctx.Error("X and dX must be channel-blocked, [N, C/16, spatial..., 16], of one shape");
+    return ctx.Error(absl::StrCat("X and dX must be channel-blocked, [N, C/", kLanes, ", spatial..., ",
+                                  kLanes, "], of one shape"));
   const std::vector<int64_t> logical = dnnl_util::UnblockedDims(x->dims);
   MT_ASSIGN_OR_RETURN(Window3 w, MakeWindow3(ctx, logical, ctx.node().attr_ints("kernel_shape")));
   const int64_t planes = x->dims[0] * x->dims[1];
@@ -426,16 +424,16 @@ absl::Status MaxPoolGradBlocked(KernelContext& ctx, int64_t block) {
         const T* dyp = dy->as<T>() + p * out;
         T* dxp = dx->as<T>() + p * in;
         if (two_by_two) {  // 2-D 2x2/2 (the 1-D/2-D forms pad dims with 1)
-          relu ? MaxPoolGrad2x2Blocked<Io, true>(xp, dyp, dxp, w.in[1], w.in[2], w.out[1], w.out[2],
+          relu ? MaxPoolGrad2x2Blocked<Io, kLanes, true>(xp, dyp, dxp, w.in[1], w.in[2], w.out[1], w.out[2],
                                                  acc.data(), code.data())
-               : MaxPoolGrad2x2Blocked<Io, false>(xp, dyp, dxp, w.in[1], w.in[2], w.out[1], w.out[2],
+               : MaxPoolGrad2x2Blocked<Io, kLanes, false>(xp, dyp, dxp, w.in[1], w.in[2], w.out[1], w.out[2],
                                                   acc.data(), code.data());
         } else if (disjoint) {
-          Avx512Enabled() ? MaxPoolGradBlockedPlaneAvx512<Io, true>(w, taps, relu, xp, dyp, dxp, nullptr)
-                          : MaxPoolGradBlockedPlane<Io, true>(w, taps, relu, xp, dyp, dxp, nullptr);
+          Avx512Enabled() ? MaxPoolGradBlockedPlaneAvx512<Io, kLanes, true>(w, taps, relu, xp, dyp, dxp, nullptr)
+                          : MaxPoolGradBlockedPlane<Io, kLanes, true>(w, taps, relu, xp, dyp, dxp, nullptr);
         } else {
-          Avx512Enabled() ? MaxPoolGradBlockedPlaneAvx512<Io, false>(w, taps, relu, xp, dyp, dxp, acc.data())
-                          : MaxPoolGradBlockedPlane<Io, false>(w, taps, relu, xp, dyp, dxp, acc.data());
+          Avx512Enabled() ? MaxPoolGradBlockedPlaneAvx512<Io, kLanes, false>(w, taps, relu, xp, dyp, dxp, acc.data())
+                          : MaxPoolGradBlockedPlane<Io, kLanes, false>(w, taps, relu, xp, dyp, dxp, acc.data());
         }
       }
     });
@@ -443,8 +441,11 @@ absl::Status MaxPoolGradBlocked(KernelContext& ctx, int64_t block) {
 }
 
 absl::Status MaxPoolGradKernel(KernelContext& ctx) {
-  if (const int64_t block = ctx.node().attr_int("channel_block", 0); block != 0)
-    return MaxPoolGradBlocked(ctx, block);
+  if (const int64_t block = ctx.node().attr_int("channel_block", 0); block != 0) {
+    if (block == 16) return MaxPoolGradBlocked<16>(ctx);
+    if (block == 8) return MaxPoolGradBlocked<8>(ctx);
+    return ctx.Error(absl::StrCat("unsupported channel_block ", block, " (16, 8 or 0)"));
+  }
   MT_ASSIGN_OR_RETURN(PoolArgs a, ReadPool(ctx));
   if (Disjoint(a.w)) return MaxPoolGradDisjoint(ctx, a.w, a.planes);
   a.taps = MakeTapRanges(a.w);

@@ -337,24 +337,25 @@ TEST(GradDnnl, MaxPool2x2BitsAtEveryRowWidth) {
 
 // ---- channel_block = 16 (passes/conv_layout_train.cc) ---------------------------------------
 
-// [N, C, sp...] <-> [N, C/16, sp..., 16], element by element (any dtype: copies the bytes).
-Tensor Block(const Tensor& t) {
+// [N, C, sp...] <-> [N, C/k, sp..., k], element by element (any dtype: copies the bytes).
+Tensor Block(const Tensor& t, int64_t k) {
   const std::vector<int64_t>& d = t.dims();
   const int64_t n = d[0], c = d[1], sp = t.numel() / (n * c), es = DTypeSize(t.dtype());
-  std::vector<int64_t> bd = {n, c / 16};
+  std::vector<int64_t> bd = {n, c / k};
   bd.insert(bd.end(), d.begin() + 2, d.end());
-  bd.push_back(16);
+  bd.push_back(k);
   Tensor b(t.dtype(), bd);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t ch = 0; ch < c; ++ch)
       for (int64_t s = 0; s < sp; ++s)
-        std::memcpy(static_cast<char*>(b.data()) + (((i * (c / 16) + ch / 16) * sp + s) * 16 + ch % 16) * es,
+        std::memcpy(static_cast<char*>(b.data()) + (((i * (c / k) + ch / k) * sp + s) * k + ch % k) * es,
                     static_cast<const char*>(t.data()) + ((i * c + ch) * sp + s) * es, es);
   return b;
 }
 Tensor Unblock(const Tensor& b) {
   const std::vector<int64_t>& d = b.dims();
-  std::vector<int64_t> pd = {d[0], d[1] * 16};
+  const int64_t k = d.back();
+  std::vector<int64_t> pd = {d[0], d[1] * k};
   pd.insert(pd.end(), d.begin() + 2, d.end() - 1);
   Tensor t(b.dtype(), pd);
   const int64_t n = pd[0], c = pd[1], sp = t.numel() / (n * c), es = DTypeSize(t.dtype());
@@ -362,7 +363,7 @@ Tensor Unblock(const Tensor& b) {
     for (int64_t ch = 0; ch < c; ++ch)
       for (int64_t s = 0; s < sp; ++s)
         std::memcpy(static_cast<char*>(t.data()) + ((i * c + ch) * sp + s) * es,
-                    static_cast<const char*>(b.data()) + (((i * (c / 16) + ch / 16) * sp + s) * 16 + ch % 16) * es,
+                    static_cast<const char*>(b.data()) + (((i * (c / k) + ch / k) * sp + s) * k + ch % k) * es,
                     es);
   return t;
 }
@@ -370,9 +371,10 @@ Tensor Unblock(const Tensor& b) {
 // ConvGrad with dY (and X, dX) channel-blocked against the reference loops: a region conv
 // (X blocked, all three outputs) and an image's first conv (X plain, no dX), fp32 and bf16.
 TEST(GradDnnl, ConvGradChannelBlocked) {
+  for (int64_t k : {16, 8})
   for (DType dt : {DType::kF32, DType::kBF16}) {
     for (bool plain_x : {false, true}) {
-      SCOPED_TRACE(absl::StrCat(DTypeName(dt), plain_x ? " plain X" : " blocked X"));
+      SCOPED_TRACE(absl::StrCat(DTypeName(dt), plain_x ? " plain X" : " blocked X", " block ", k));
       const Conv2D c{.stride = plain_x ? 1 : 2, .pad = 1};
       const std::vector<int64_t> xd = plain_x ? std::vector<int64_t>{2, 3, 10, 10} : std::vector<int64_t>{2, 16, 9, 9};
       const std::vector<int64_t> wd = {32, xd[1], 3, 3};
@@ -382,9 +384,9 @@ TEST(GradDnnl, ConvGradChannelBlocked) {
       ReferenceConvGrad(c, dy, x, w, &dx, &dw);
       for (int64_t i = 0; i < dy.numel(); ++i) db[(i / (oh * oh)) % 32] += dy.GetDouble(i);
       std::vector<A> attrs = c.attrs();
-      attrs.push_back(A::Int("channel_block", 16));
-      attrs.push_back(A::Int("input_channel_block", plain_x ? 0 : 16));
-      const Tensor dyb = Block(dy), xb = plain_x ? x : Block(x);
+      attrs.push_back(A::Int("channel_block", k));
+      attrs.push_back(A::Int("input_channel_block", plain_x ? 0 : k));
+      const Tensor dyb = Block(dy, k), xb = plain_x ? x : Block(x, k);
       Graph g;
       std::vector<Value*> ins;
       for (const Tensor* t : {&dyb, &xb, static_cast<const Tensor*>(&w)}) {
@@ -410,9 +412,9 @@ TEST(GradDnnl, ConvGradChannelBlocked) {
   // A blocked operand that is not [N, C/16, sp..., 16] is refused, naming it.
   Tensor x = Random(DType::kF32, {1, 16, 5, 5}, 1), w = Random(DType::kF32, {16, 16, 3, 3}, 2);
   Tensor dy = Random(DType::kF32, {1, 16, 3, 3}, 3);
-  auto bad = MakeNode("ConvGrad", {dy, Block(x), w}, 2,
+  auto bad = MakeNode("ConvGrad", {dy, Block(x, 16), w}, 2,
                       {A::Int("channel_block", 16), A::Int("input_channel_block", 16)}, "ai.mixtrain");
-  auto got = RunCpuKernel(*bad.node, {dy, Block(x), w});
+  auto got = RunCpuKernel(*bad.node, {dy, Block(x, 16), w});
   ASSERT_FALSE(got.ok());
   EXPECT_NE(got.status().message().find("dY must be channel-blocked"), std::string::npos) << got.status().message();
 }
@@ -430,12 +432,13 @@ TEST(GradDnnl, MaxPoolGradChannelBlockedMatchesNCHW) {
   for (bool wide : {true, false}) {
     if (wide && !avx512) continue;
     cpu::Avx512Enabled() = wide;
+    for (int64_t block : {16, 8})
     for (DType dt : {DType::kF32, DType::kBF16})
       for (bool relu : {false, true})
         for (const Case& c : {Case{{2, 2}, {2, 2}, {0, 0, 0, 0}, 9, 11}, Case{{2, 2}, {2, 2}, {0, 0, 0, 0}, 32, 32},
                               Case{{3, 2}, {3, 2}, {0, 0, 0, 0}, 7, 8}, Case{{3, 3}, {2, 2}, {1, 1, 1, 1}, 9, 8}}) {
           SCOPED_TRACE(absl::StrCat(DTypeName(dt), " relu ", relu, " k ", c.k[0], "x", c.k[1], " s ", c.s[0],
-                                    " ", c.h, "x", c.w, wide ? " avx512" : " avx2"));
+                                    " ", c.h, "x", c.w, " block ", block, wide ? " avx512" : " avx2"));
           const int64_t n = 2, ch = 32;
           const int64_t oh = (c.h + c.pads[0] + c.pads[2] - c.k[0]) / c.s[0] + 1;
           const int64_t ow = (c.w + c.pads[1] + c.pads[3] - c.k[1]) / c.s[1] + 1;
@@ -448,8 +451,8 @@ TEST(GradDnnl, MaxPoolGradChannelBlockedMatchesNCHW) {
           auto plain = MakeNode("MaxPoolGrad", {dyt, xt}, 1, attrs, "ai.mixtrain");
           auto want = RunCpuKernel(*plain.node, {dyt, xt});
           ASSERT_TRUE(want.ok()) << want.status().message();
-          attrs.push_back(A::Int("channel_block", 16));
-          const Tensor dyb = Block(dyt), xb = Block(xt);
+          attrs.push_back(A::Int("channel_block", block));
+          const Tensor dyb = Block(dyt, block), xb = Block(xt, block);
           auto blocked = MakeNode("MaxPoolGrad", {dyb, xb}, 1, attrs, "ai.mixtrain");
           auto got = RunCpuKernel(*blocked.node, {dyb, xb});
           ASSERT_TRUE(got.ok()) << got.status().message();
@@ -461,7 +464,7 @@ TEST(GradDnnl, MaxPoolGradChannelBlockedMatchesNCHW) {
           std::vector<A> fwd = {A::Ints("kernel_shape", c.k), A::Ints("strides", c.s)};
           auto pool = MakeNode("MaxPool", {xt}, 1, fwd);
           auto y = RunCpuKernel(*pool.node, {xt});
-          fwd.push_back(A::Int("channel_block", 16));
+          fwd.push_back(A::Int("channel_block", block));
           auto pool_b = MakeNode("MaxPool", {xb}, 1, fwd, "ai.mixtrain");
           auto yb = RunCpuKernel(*pool_b.node, {xb});
           ASSERT_TRUE(y.ok() && yb.ok()) << y.status().message() << yb.status().message();

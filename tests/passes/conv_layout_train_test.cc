@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include "absl/strings/str_cat.h"
+
 #include "graph/verifier.h"
 #include "passes/inference.h"
 #include "passes/passes.h"
@@ -24,9 +26,12 @@ using A = Attribute;
 
 class TargetTraitsScope {
  public:
-  explicit TargetTraitsScope(bool blocked)
-      : saved_(RegisterTargetTraits(blocked ? +[] { return TargetTraits{.channel_blocked = true}; }
-                                            : +[] { return TargetTraits{.channel_blocked = false}; })) {}
+  // The training step's channel block: 16 (AVX-512), 8 (AVX2) or 0 (none).
+  explicit TargetTraitsScope(int64_t block)
+      : saved_(RegisterTargetTraits(
+            block == 16  ? +[] { return TargetTraits{.channel_blocked = true, .training_channel_block = 16}; }
+            : block == 8 ? +[] { return TargetTraits{.channel_blocked = false, .training_channel_block = 8}; }
+                         : +[] { return TargetTraits{.channel_blocked = false, .training_channel_block = 0}; })) {}
   ~TargetTraitsScope() { RegisterTargetTraits(saved_); }
 
  private:
@@ -85,21 +90,22 @@ std::vector<Tensor> Grads(const Graph& g, const Tensor& x) {
   return r.ok() ? *r : std::vector<Tensor>{};
 }
 
-absl::StatusOr<bool> RunPass(Graph& g, bool blocked_kernels) {
-  TargetTraitsScope traits(blocked_kernels);
+absl::StatusOr<bool> RunPass(Graph& g, int64_t block) {
+  TargetTraitsScope traits(block);
   return MakeConvLayoutTrainingPass()->Run(g);
 }
 
 TEST(ConvLayoutTrainPass, RegionRunsBlockedWithTheSameGradients) {
+  for (int64_t block : {16, 8})
   for (bool overlapping : {false, true}) {
-    SCOPED_TRACE(overlapping ? "3x3/2 padded second pool" : "2x2/2 pools");
+    SCOPED_TRACE(absl::StrCat(overlapping ? "3x3/2 padded second pool" : "2x2/2 pools", ", block ", block));
     G b;
     ASSERT_NO_FATAL_FAILURE(Build(b, {.overlapping_second_pool = overlapping}));
     Graph& g = b.graph();
     const Tensor x = Image(3);
     const std::vector<Tensor> before = Grads(g, x);
     ASSERT_EQ(before.size(), kParams.size());
-    auto changed = RunPass(g, true);
+    auto changed = RunPass(g, block);
     ASSERT_TRUE(changed.ok()) << changed.status().message();
     ASSERT_TRUE(*changed);
     ASSERT_TRUE(Verify(g).ok()) << Verify(g).message();
@@ -111,9 +117,9 @@ TEST(ConvLayoutTrainPass, RegionRunsBlockedWithTheSameGradients) {
       if (op != "FusedConv" && op != "MaxPool" && op != "MaxPoolGrad" && op != "ConvGrad") continue;
       ++region;
       EXPECT_EQ(n->domain(), "ai.mixtrain") << n->name();
-      EXPECT_EQ(n->attr_int("channel_block", 0), 16) << n->name();
+      EXPECT_EQ(n->attr_int("channel_block", 0), block) << n->name();
       if (op == "FusedConv" || op == "ConvGrad")
-        EXPECT_EQ(n->attr_int("input_channel_block", -1), n->input(op == "ConvGrad" ? 1 : 0)->name == "x" ? 0 : 16)
+        EXPECT_EQ(n->attr_int("input_channel_block", -1), n->input(op == "ConvGrad" ? 1 : 0)->name == "x" ? 0 : block)
             << n->name();
     }
     EXPECT_EQ(region, 8);
@@ -129,7 +135,7 @@ TEST(ConvLayoutTrainPass, RegionRunsBlockedWithTheSameGradients) {
                     1e-5 * (1 + std::fabs(before[k].data_as<float>()[i])))
             << kParams[k] << "[" << i << "]";
     }
-    auto again = RunPass(g, true);
+    auto again = RunPass(g, block);
     ASSERT_TRUE(again.ok());
     EXPECT_FALSE(*again) << "a blocked region is left as it is";
   }
@@ -140,21 +146,35 @@ TEST(ConvLayoutTrainPass, LeavesGraphsItCannotBlockWhole) {
   struct Refusal {
     const char* why;
     Net net;
-    bool blocked_kernels;
+    int64_t block;
+    bool bf16 = false;
   };
-  for (const Refusal& r : {Refusal{"no blocked kernels on this CPU", {}, false},
-                           Refusal{"output channels not a multiple of 16", {.c2 = 24}, true},
-                           Refusal{"an image with more than 4 channels", {.image_channels = 8}, true}}) {
+  for (const Refusal& r : {Refusal{"no blocked kernels on this CPU", {}, 0},
+                           Refusal{"output channels not a multiple of 16", {.c2 = 24}, 16},
+                           Refusal{"output channels not a multiple of 8", {.c2 = 12}, 8},
+                           Refusal{"an image with more than 4 channels", {.image_channels = 8}, 16},
+                           Refusal{"bf16 in 8-channel blocks", {}, 8, true}}) {
     SCOPED_TRACE(r.why);
     G b;
     ASSERT_NO_FATAL_FAILURE(Build(b, r.net));
     Graph& g = b.graph();
+    if (r.bf16) {  // the region's activations in bf16, as the precision pass leaves them
+      for (const auto& n : g.nodes())
+        for (Value* v : n->outputs())
+          if (v != nullptr && v->dtype == DType::kF32 && v->shape.rank_known && v->shape.rank() == 4)
+            v->dtype = DType::kBF16;
+    }
     const int64_t nodes = static_cast<int64_t>(g.nodes().size());
-    auto changed = RunPass(g, r.blocked_kernels);
+    auto changed = RunPass(g, r.block);
     ASSERT_TRUE(changed.ok()) << changed.status().message();
     EXPECT_FALSE(*changed);
     EXPECT_EQ(static_cast<int64_t>(g.nodes().size()), nodes);
     for (const auto& n : g.nodes()) EXPECT_EQ(n->attr_int("channel_block", 0), 0) << n->name();
+    if (r.bf16) {  // the refusal is the block's: in 16-channel blocks the same region converts
+      auto in16 = RunPass(g, 16);
+      ASSERT_TRUE(in16.ok()) << in16.status().message();
+      EXPECT_TRUE(*in16);
+    }
   }
 }
 
