@@ -315,19 +315,25 @@ MT_TARGET_AVX512 void MaxPool2x2BlockedAvx512(const typename Io::T* x, typename 
   MaxPool2x2BlockedBody<Io, kLanes>(x, y, w, oh, ow);
 }
 
-template <int kLanes>
-std::optional<absl::Status> MaxPool2x2Blocked(KernelContext& ctx, const TensorView& x, TensorView& y) {
-  if (x.rank() != 5 || x.dims.back() != kLanes) return std::nullopt;
+// The output rows and columns of blocked `x` under the node's window when it is 2x2/2 tiling
+// the input (the loop below), else {-1, -1}.
+std::pair<int64_t, int64_t> Blocked2x2Output(const KernelContext& ctx, const TensorView& x, int64_t lanes) {
+  if (x.rank() != 5 || x.dims.back() != lanes) return {-1, -1};
   TensorView logical = x;
   logical.dims = dnnl_util::UnblockedDims(x.dims);
   absl::StatusOr<WindowGeometry> g = PoolGeometry(ctx, logical);
-  if (!g.ok()) return g.status();
+  if (!g.ok()) return {-1, -1};  // the oneDNN path reports it
   for (int i = 0; i < 2; ++i)
     if (g->kernel[i] != 2 || g->strides[i] != 2 || g->dilations[i] != 1 || g->pads_begin[i] != 0 ||
         g->out[i] * 2 > logical.dims[2 + i])
-      return std::nullopt;
+      return {-1, -1};
+  return {g->out[0], g->out[1]};
+}
+
+template <int kLanes>
+absl::Status MaxPool2x2Blocked(KernelContext& ctx, const TensorView& x, TensorView& y, int64_t oh,
+                               int64_t ow) {
   const int64_t planes = x.dims[0] * x.dims[1], h = x.dims[2], w = x.dims[3];
-  const int64_t oh = g->out[0], ow = g->out[1];
   if (y.numel() != planes * oh * ow * kLanes) return ctx.Error("output allocated with unexpected dims");
   return cpu::DispatchFloat(ctx, x.dtype, [&](auto io) {
     using Io = decltype(io);
@@ -371,10 +377,15 @@ class PoolKernel final : public OpKernel {
         return ctx.Error(absl::StrCat("unsupported channel_block ", block,
                                       " (16 or 8, without channels_last)"));
       layout = Layout::kBlocked;
-      if (is_max_)
-        if (std::optional<absl::Status> done = block == 8 ? MaxPool2x2Blocked<8>(ctx, *x, *y)
-                                                          : MaxPool2x2Blocked<16>(ctx, *x, *y))
-          return *done;
+      if (is_max_) {  // the 2x2/2 loop, its geometry worked out once per X shape
+        if (x->dims != blocked_x_dims_) {
+          blocked_x_dims_ = x->dims;
+          blocked_out_ = Blocked2x2Output(ctx, *x, block);
+        }
+        if (blocked_out_.first >= 0)
+          return block == 8 ? MaxPool2x2Blocked<8>(ctx, *x, *y, blocked_out_.first, blocked_out_.second)
+                            : MaxPool2x2Blocked<16>(ctx, *x, *y, blocked_out_.first, blocked_out_.second);
+      }
     }
     std::vector<int64_t>& key = key_;
     ShapeKey(ctx, &key);
@@ -420,6 +431,8 @@ class PoolKernel final : public OpKernel {
   ShapeCache<PoolEntry> cache_;
   std::vector<int64_t> key_;  // the last call's cache key (its capacity reused)
   Fp32Staging staging_;
+  std::vector<int64_t> blocked_x_dims_;           // the blocked 2x2 loop's last X shape
+  std::pair<int64_t, int64_t> blocked_out_{-1, -1};  // and its output rows, columns (-1: not 2x2/2)
 };
 
 // Channels-last GlobalAveragePool: per image, the mean of its [sp, C] rows, accumulated in fp32.

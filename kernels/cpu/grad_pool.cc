@@ -14,8 +14,10 @@
 //
 // MaxPoolGrad with relu=1 (passes/fuse_backward.cc) also applies the gradient of the Relu whose
 // output X is: a window's gradient is kept only when its maximum is > 0.
+#include <algorithm>
 #include <array>
 #include <bit>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -392,8 +394,25 @@ void MaxPoolGrad2x2Blocked(const typename Io::T* x, const typename Io::T* dy, ty
   }
 }
 
+// A blocked MaxPoolGrad's window for one shape, worked out on its first call.
+struct BlockedPoolPlan {
+  Window3 w;
+  TapRanges taps;  // the general paths only
+  int64_t planes = 0;
+  bool disjoint = false, two_by_two = false;
+};
+
+// Per-thread scratch that grows and is kept, so a step allocates nothing after its first.
+template <typename T>
+T* ThreadScratch(size_t n) {
+  thread_local std::vector<T> buf;
+  if (buf.size() < n) buf.resize(n);
+  return buf.data();
+}
+
 template <int kLanes>
-absl::Status MaxPoolGradBlocked(KernelContext& ctx) {
+absl::Status MaxPoolGradBlocked(KernelContext& ctx, std::vector<int64_t>& key,
+                                std::optional<BlockedPoolPlan>& plan) {
   const TensorView* dy = ctx.input(0);
   const TensorView* x = ctx.input(1);
   TensorView* dx = ctx.output(0);
@@ -403,49 +422,55 @@ absl::Status MaxPoolGradBlocked(KernelContext& ctx) {
   if (x->rank() < 4 || x->dims.back() != kLanes || dx->dims != x->dims)
     return ctx.Error(absl::StrCat("X and dX must be channel-blocked, [N, C/", kLanes, ", spatial..., ",
                                   kLanes, "], of one shape"));
-  const std::vector<int64_t> logical = dnnl_util::UnblockedDims(x->dims);
-  MT_ASSIGN_OR_RETURN(Window3 w, MakeWindow3(ctx, logical, ctx.node().attr_ints("kernel_shape")));
-  const int64_t planes = x->dims[0] * x->dims[1];
-  if (dy->numel() != planes * w.out_size() * kLanes)
-    return ctx.Error("dY's shape does not match the pooling output");
-  const TapRanges taps = MakeTapRanges(w);
-  const bool disjoint = Disjoint(w);
-  const bool two_by_two = disjoint && w.in[0] == 1 && w.k[0] == 1 && w.k[1] == 2 && w.k[2] == 2;
+  if (!plan || key.size() != x->dims.size() + dy->dims.size() ||
+      !std::equal(x->dims.begin(), x->dims.end(), key.begin()) ||
+      !std::equal(dy->dims.begin(), dy->dims.end(), key.begin() + x->dims.size())) {
+    plan.reset();
+    key.assign(x->dims.begin(), x->dims.end());
+    key.insert(key.end(), dy->dims.begin(), dy->dims.end());
+    BlockedPoolPlan p;
+    MT_ASSIGN_OR_RETURN(p.w, MakeWindow3(ctx, dnnl_util::UnblockedDims(x->dims), ctx.node().attr_ints("kernel_shape")));
+    p.planes = x->dims[0] * x->dims[1];
+    if (dy->numel() != p.planes * p.w.out_size() * kLanes)
+      return ctx.Error("dY's shape does not match the pooling output");
+    p.disjoint = Disjoint(p.w);
+    p.two_by_two = p.disjoint && p.w.in[0] == 1 && p.w.k[0] == 1 && p.w.k[1] == 2 && p.w.k[2] == 2;
+    if (!p.two_by_two) p.taps = MakeTapRanges(p.w);
+    plan = std::move(p);
+  }
+  const Window3& w = plan->w;
+  const TapRanges& taps = plan->taps;
+  const bool disjoint = plan->disjoint, two_by_two = plan->two_by_two;
   const bool relu = ctx.node().attr_int("relu", 0) != 0;
   return DispatchFloat(ctx, x->dtype, [&](auto io) {
     using Io = decltype(io);
     using T = typename Io::T;
     const int64_t in = w.in_size() * kLanes, out = w.out_size() * kLanes;
-    ParallelFor(planes, 1, [&](int64_t b, int64_t e) {
-      std::vector<float> acc(two_by_two ? w.out[2] * kLanes : disjoint ? 0 : in);
-      std::vector<int32_t> code(two_by_two ? w.out[2] * kLanes : 0);
+    ParallelFor(plan->planes, 1, [&](int64_t b, int64_t e) {
+      float* acc = ThreadScratch<float>(two_by_two ? w.out[2] * kLanes : disjoint ? 0 : in);
+      int32_t* code = ThreadScratch<int32_t>(two_by_two ? w.out[2] * kLanes : 0);
       for (int64_t p = b; p < e; ++p) {
         const T* xp = x->as<T>() + p * in;
         const T* dyp = dy->as<T>() + p * out;
         T* dxp = dx->as<T>() + p * in;
         if (two_by_two) {  // 2-D 2x2/2 (the 1-D/2-D forms pad dims with 1)
           relu ? MaxPoolGrad2x2Blocked<Io, kLanes, true>(xp, dyp, dxp, w.in[1], w.in[2], w.out[1], w.out[2],
-                                                 acc.data(), code.data())
+                                                         acc, code)
                : MaxPoolGrad2x2Blocked<Io, kLanes, false>(xp, dyp, dxp, w.in[1], w.in[2], w.out[1], w.out[2],
-                                                  acc.data(), code.data());
+                                                          acc, code);
         } else if (disjoint) {
           Avx512Enabled() ? MaxPoolGradBlockedPlaneAvx512<Io, kLanes, true>(w, taps, relu, xp, dyp, dxp, nullptr)
                           : MaxPoolGradBlockedPlane<Io, kLanes, true>(w, taps, relu, xp, dyp, dxp, nullptr);
         } else {
-          Avx512Enabled() ? MaxPoolGradBlockedPlaneAvx512<Io, kLanes, false>(w, taps, relu, xp, dyp, dxp, acc.data())
-                          : MaxPoolGradBlockedPlane<Io, kLanes, false>(w, taps, relu, xp, dyp, dxp, acc.data());
+          Avx512Enabled() ? MaxPoolGradBlockedPlaneAvx512<Io, kLanes, false>(w, taps, relu, xp, dyp, dxp, acc)
+                          : MaxPoolGradBlockedPlane<Io, kLanes, false>(w, taps, relu, xp, dyp, dxp, acc);
         }
       }
     });
   });
 }
 
-absl::Status MaxPoolGradKernel(KernelContext& ctx) {
-  if (const int64_t block = ctx.node().attr_int("channel_block", 0); block != 0) {
-    if (block == 16) return MaxPoolGradBlocked<16>(ctx);
-    if (block == 8) return MaxPoolGradBlocked<8>(ctx);
-    return ctx.Error(absl::StrCat("unsupported channel_block ", block, " (16, 8 or 0)"));
-  }
+absl::Status MaxPoolGradPlain(KernelContext& ctx) {
   MT_ASSIGN_OR_RETURN(PoolArgs a, ReadPool(ctx));
   if (Disjoint(a.w)) return MaxPoolGradDisjoint(ctx, a.w, a.planes);
   a.taps = MakeTapRanges(a.w);
@@ -478,6 +503,23 @@ absl::Status MaxPoolGradKernel(KernelContext& ctx) {
     });
   });
 }
+
+// The blocked layouts keep their window between calls (the training step's pools allocate
+// nothing after the first step); NC<sp> pools work theirs out per call.
+class MaxPoolGradKernel final : public OpKernel {
+ public:
+  absl::Status Compute(KernelContext& ctx) override {
+    const int64_t block = ctx.node().attr_int("channel_block", 0);
+    if (block == 16) return MaxPoolGradBlocked<16>(ctx, key_, plan_);
+    if (block == 8) return MaxPoolGradBlocked<8>(ctx, key_, plan_);
+    if (block != 0) return ctx.Error(absl::StrCat("unsupported channel_block ", block, " (16, 8 or 0)"));
+    return MaxPoolGradPlain(ctx);
+  }
+
+ private:
+  std::vector<int64_t> key_;  // X's dims, then dY's, of the plan
+  std::optional<BlockedPoolPlan> plan_;
+};
 
 absl::Status AveragePoolGradKernel(KernelContext& ctx) {
   MT_ASSIGN_OR_RETURN(PoolArgs a, ReadPool(ctx));
@@ -520,7 +562,7 @@ absl::Status AveragePoolGradKernel(KernelContext& ctx) {
 
 MT_REGISTER_KERNELS(cpu_grad_pool) {
   r.Register({"MaxPoolGrad", "ai.mixtrain", DeviceType::kCPU, kFloatTypes, 0,
-              FnKernel(MaxPoolGradKernel)});
+              ClassKernel<MaxPoolGradKernel>()});
   r.Register({"AveragePoolGrad", "ai.mixtrain", DeviceType::kCPU, kFloatTypes, 0,
               FnKernel(AveragePoolGradKernel)});
 }

@@ -121,6 +121,12 @@ TEST_F(StepAllocations, CnnStepAllocatesOnlyInsideOneDnn) {
   // reorder primitive per operand per call (~120 allocations).
   auto [gcalls, gallocs] = by_op.at("ConvGrad");
   EXPECT_LE(gallocs, gcalls * 7 * (k + 3)) << "oneDNN makes " << k << " per reorder run";
+  // The channel-blocked pools (the training layout, on every CPU this runs on) keep their
+  // windows and scratch between calls.
+  for (const char* op : {"MaxPool", "MaxPoolGrad"}) {
+    ASSERT_TRUE(by_op.count(op)) << op << " is in fashion_cnn's step";
+    EXPECT_EQ(by_op.at(op).second, 0) << op << ": " << by_op.at(op).first << " calls";
+  }
 }
 
 }  // namespace
