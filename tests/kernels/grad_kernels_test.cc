@@ -82,6 +82,63 @@ TEST(GradKernels, Normalization) {
                      RandomF32({3}, 4), Tensor::FromVector<float>(DType::kF32, {3}, {1, 2, 0.5f})},
                     3);
 }
+// LayerNormalizationGrad at a size whose row chunks take the kernel's 8-rows-at-a-time loop and
+// its one-row tail (300 rows of 64: 16 chunks of 18-19 rows), with dX and without it, against the
+// formulas in double (x - mean over var in two passes; dX = inv (g - mean(g) - h mean(g h)),
+// g = dY * scale; dScale = sum dY h; dBias = sum dY).
+TEST(GradKernels, LayerNormGradManyShortRowsMatchesTheFormula) {
+  const int64_t rows = 300, n = 64;
+  const float eps = 1e-5f;
+  Tensor dy = RandomF32({rows, n}, 11), x = RandomF32({rows, n}, 12), scale = RandomF32({n}, 13);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data_as<float>()[i] = 3.0f + 2.0f * x.data_as<float>()[i];
+  std::vector<double> want_dx(rows * n), want_ds(n, 0.0), want_db(n, 0.0);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x.data_as<float>() + r * n;
+    const float* gr = dy.data_as<float>() + r * n;
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < n; ++i) mean += xr[i];
+    mean /= n;
+    for (int64_t i = 0; i < n; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+    const double inv = 1.0 / std::sqrt(var / n + eps);
+    double sg = 0, sgh = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const double h = (xr[i] - mean) * inv, g = double(gr[i]) * scale.data_as<float>()[i];
+      sg += g;
+      sgh += g * h;
+      want_ds[i] += gr[i] * h;
+      want_db[i] += gr[i];
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const double h = (xr[i] - mean) * inv, g = double(gr[i]) * scale.data_as<float>()[i];
+      want_dx[r * n + i] = inv * (g - sg / n - h * sgh / n);
+    }
+  }
+  auto expect = [](const Tensor& got, const std::vector<double>& want, const char* what) {
+    ASSERT_EQ(got.numel(), static_cast<int64_t>(want.size())) << what;
+    for (int64_t i = 0; i < got.numel(); ++i)
+      ASSERT_NEAR(got.GetDouble(i), want[i], 2e-5 * (1 + std::abs(want[i]))) << what << "[" << i << "]";
+  };
+  for (bool with_dx : {true, false}) {
+    SCOPED_TRACE(with_dx ? "dX, dScale, dBias" : "dScale, dBias only");
+    Graph g;
+    std::vector<Value*> ins;
+    for (const Tensor* t : {&dy, &x, &scale}) {
+      ins.push_back(g.AddValue("in" + std::to_string(ins.size()), DType::kF32, Shape::Of(t->dims())));
+      g.AddInput(ins.back());
+    }
+    std::vector<Value*> outs = {g.AddValue("dx", DType::kF32, Shape()), g.AddValue("ds", DType::kF32, Shape()),
+                                g.AddValue("db", DType::kF32, Shape())};
+    if (!with_dx) outs[0] = nullptr;
+    Node* node = g.AddNode("LayerNormalizationGrad", ins, outs, "node", "ai.mixtrain");
+    node->SetAttr(A::Float("epsilon", eps));
+    auto got = RunCpuKernel(*node, {dy, x, scale});
+    ASSERT_TRUE(got.ok()) << got.status().message();
+    if (with_dx) expect((*got)[0], want_dx, "dX");
+    expect((*got)[1], want_ds, "dScale");
+    expect((*got)[2], want_db, "dBias");
+  }
+}
+
 TEST(GradKernels, LossesGeluGatherSumTo) {
   Tensor labels = Tensor::FromVector<int64_t>(DType::kI64, {4}, {0, 2, 1, 2});
   CheckLowPrecision("SoftmaxCrossEntropyLossGrad", {Tensor::Scalar(1.0f), RandomF32({4, 3}, 1), labels}, 1);
