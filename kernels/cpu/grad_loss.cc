@@ -13,6 +13,7 @@
 #include "kernels/common/fastmath.h"
 #include "kernels/cpu/grad_util.h"
 #include "kernels/cpu/parallel.h"
+#include "kernels/cpu/simd_target.h"
 
 namespace mixtrain::cpu {
 namespace {
@@ -74,24 +75,39 @@ absl::StatusOr<LossArgs> ReadLoss(KernelContext& ctx) {
 
 // fp32 rows with the classes contiguous (N x C, what the loss pass makes of a language model's
 // N x T x V logits): softmax in float with the vectorizable fm::Exp, written straight into dX.
-void SoftmaxCrossEntropyGradRows(const LossArgs& a, const float* x, float* dx) {
-  ParallelFor(a.N, 4, [&](int64_t b, int64_t e) {
-    for (int64_t n = b; n < e; ++n) {
-      const float* __restrict xp = x + n * a.C;
-      float* __restrict dp = dx + n * a.C;
-      float mx = xp[0];
+// Compiled for AVX2 and for AVX-512 (simd_target.h): the exp polynomial is most of the work.
+[[gnu::always_inline]] inline void SoftmaxCrossEntropyGradRange(const LossArgs& a, const float* x,
+                                                                float* dx, int64_t b, int64_t e) {
+  for (int64_t n = b; n < e; ++n) {
+    const float* __restrict xp = x + n * a.C;
+    float* __restrict dp = dx + n * a.C;
+    float mx = xp[0];
 #pragma omp simd reduction(max : mx)
-      for (int64_t c = 0; c < a.C; ++c) mx = std::max(mx, xp[c]);
-      float s = 0;
+    for (int64_t c = 0; c < a.C; ++c) mx = std::max(mx, xp[c]);
+    float s = 0;
 #pragma omp simd reduction(+ : s)
-      for (int64_t c = 0; c < a.C; ++c) {
-        dp[c] = fm::Exp(xp[c] - mx);
-        s += dp[c];
-      }
-      const float k = a.coef[n] / s;
+    for (int64_t c = 0; c < a.C; ++c) {
+      dp[c] = fm::Exp(xp[c] - mx);
+      s += dp[c];
+    }
+    const float k = a.coef[n] / s;
 #pragma omp simd
-      for (int64_t c = 0; c < a.C; ++c) dp[c] *= k;
-      if (a.label[n] >= 0) dp[a.label[n]] -= a.coef[n];
+    for (int64_t c = 0; c < a.C; ++c) dp[c] *= k;
+    if (a.label[n] >= 0) dp[a.label[n]] -= a.coef[n];
+  }
+}
+MT_TARGET_AVX512 void SoftmaxCrossEntropyGradRangeAvx512(const LossArgs& a, const float* x, float* dx,
+                                                         int64_t b, int64_t e) {
+  SoftmaxCrossEntropyGradRange(a, x, dx, b, e);
+}
+
+void SoftmaxCrossEntropyGradRows(const LossArgs& a, const float* x, float* dx) {
+  const bool avx512 = Avx512Enabled();
+  ParallelFor(a.N, 4, [&](int64_t b, int64_t e) {
+    if (avx512) {
+      SoftmaxCrossEntropyGradRangeAvx512(a, x, dx, b, e);
+    } else {
+      SoftmaxCrossEntropyGradRange(a, x, dx, b, e);
     }
   });
 }
