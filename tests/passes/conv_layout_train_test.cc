@@ -42,6 +42,9 @@ struct Net {
   int64_t image_channels = 3;
   int64_t c1 = 16, c2 = 32;
   bool overlapping_second_pool = false;
+  // The second conv adds its input (c2 == c1), a gradient summed from the conv's dX and the skip
+  // path; its pooled input is also a graph output, read back in ONNX's layout.
+  bool residual = false;
 };
 
 const std::vector<std::string> kParams = {"w1", "b1", "w2", "b2"};
@@ -56,8 +59,12 @@ void Build(G& b, const Net& net) {
   Value* h = b.Op1("Relu", {b.Op1("Conv", {x, b.Param("w1", {net.c1, net.image_channels, 3, 3}, 1),
                                            b.Param("b1", {net.c1}, 2)}, conv)});
   h = b.Op1("MaxPool", {h}, {A::Ints("kernel_shape", {2, 2}), A::Ints("strides", {2, 2})});
-  h = b.Op1("Relu", {b.Op1("Conv", {h, b.Param("w2", {net.c2, net.c1, 3, 3}, 3), b.Param("b2", {net.c2}, 4)},
-                           conv)});
+  Value* c2 = b.Op1("Conv", {h, b.Param("w2", {net.c2, net.c1, 3, 3}, 3), b.Param("b2", {net.c2}, 4)}, conv);
+  if (net.residual) {
+    g.AddOutput(h);
+    c2 = b.Op1("Add", {c2, h});
+  }
+  h = b.Op1("Relu", {c2});
   h = b.Op1("MaxPool", {h},
             net.overlapping_second_pool
                 ? std::vector<A>{A::Ints("kernel_shape", {3, 3}), A::Ints("strides", {2, 2}), A::Ints("pads", {1, 1, 1, 1})}
@@ -138,6 +145,55 @@ TEST(ConvLayoutTrainPass, RegionRunsBlockedWithTheSameGradients) {
     auto again = RunPass(g, block);
     ASSERT_TRUE(again.ok());
     EXPECT_FALSE(*again) << "a blocked region is left as it is";
+  }
+}
+
+// A residual conv whose input is also a graph output: the residual Add (which stays outside
+// the conv: its gradient reads the conv output's shape, a second reader, so fuse_conv_epilogue
+// leaves it) and the skip path's gradient sum run outside the region on converted values, the
+// graph output keeps ONNX's layout and values, and the gradients stay the same.
+TEST(ConvLayoutTrainPass, ResidualConvAndAGraphOutputOfTheRegion) {
+  for (int64_t block : {16, 8}) {
+    SCOPED_TRACE(absl::StrCat("block ", block));
+    G b;
+    ASSERT_NO_FATAL_FAILURE(Build(b, {.c1 = 16, .c2 = 16, .residual = true}));
+    Graph& g = b.graph();
+    const Tensor x = Image(3);
+    std::string pooled;  // the first pool's output, a graph output of the region
+    for (const Value* v : g.outputs())
+      if (v->shape.rank_known && v->shape.rank() == 4) pooled = v->name;
+    ASSERT_FALSE(pooled.empty());
+    auto run = [&](std::vector<std::string> names) {
+      auto sess = Session::Create(g);
+      EXPECT_TRUE(sess.ok()) << sess.status().message();
+      auto r = (*sess)->Run({{"x", x}}, names);
+      EXPECT_TRUE(r.ok()) << r.status().message();
+      return r.ok() ? *r : std::vector<Tensor>{};
+    };
+    std::vector<std::string> names = {pooled};
+    for (const std::string& p : kParams) names.push_back("grad/" + p);
+    const std::vector<Tensor> before = run(names);
+    ASSERT_EQ(before.size(), names.size());
+    auto changed = RunPass(g, block);
+    ASSERT_TRUE(changed.ok()) << changed.status().message();
+    ASSERT_TRUE(*changed);
+    ASSERT_TRUE(Verify(g).ok()) << Verify(g).message();
+    ASSERT_TRUE(InferShapes(g).ok());
+    for (const auto& n : g.nodes())
+      if (n->op_type() == "FusedConv") EXPECT_EQ(n->attr_int("channel_block", 0), block) << n->name();
+    const Value* out = g.FindValue(pooled);
+    ASSERT_NE(out, nullptr);
+    EXPECT_TRUE(g.IsGraphOutput(out));
+    EXPECT_EQ(out->shape.rank(), 4) << "the graph output keeps ONNX's layout";
+    const std::vector<Tensor> after = run(names);
+    ASSERT_EQ(after.size(), before.size());
+    for (size_t k = 0; k < before.size(); ++k) {
+      ASSERT_EQ(after[k].dims(), before[k].dims()) << names[k];
+      for (int64_t i = 0; i < before[k].numel(); ++i)
+        ASSERT_NEAR(after[k].data_as<float>()[i], before[k].data_as<float>()[i],
+                    1e-5 * (1 + std::fabs(before[k].data_as<float>()[i])))
+            << names[k] << "[" << i << "]";
+    }
   }
 }
 
