@@ -97,6 +97,20 @@ std::vector<Tensor> Grads(const Graph& g, const Tensor& x) {
   return r.ok() ? *r : std::vector<Tensor>{};
 }
 
+// The blocked step's results against the unblocked one's: the same primitives and pooling
+// rule in another layout, so equal up to the order of oneDNN's sums.
+void ExpectSame(const std::vector<Tensor>& after, const std::vector<Tensor>& before,
+                const std::vector<std::string>& names) {
+  ASSERT_EQ(after.size(), before.size());
+  for (size_t k = 0; k < before.size(); ++k) {
+    ASSERT_EQ(after[k].dims(), before[k].dims()) << names[k];
+    for (int64_t i = 0; i < before[k].numel(); ++i)
+      ASSERT_NEAR(after[k].data_as<float>()[i], before[k].data_as<float>()[i],
+                  1e-5 * (1 + std::fabs(before[k].data_as<float>()[i])))
+          << names[k] << "[" << i << "]";
+  }
+}
+
 absl::StatusOr<bool> RunPass(Graph& g, int64_t block) {
   TargetTraitsScope traits(block);
   return MakeConvLayoutTrainingPass()->Run(g);
@@ -133,15 +147,7 @@ TEST(ConvLayoutTrainPass, RegionRunsBlockedWithTheSameGradients) {
     // Conversions only at the edges: the last pool's output out, the loss gradient in.
     EXPECT_EQ(CountOps(g, "Transpose"), 2);
     // The parameters' gradients keep ONNX's layout and values.
-    const std::vector<Tensor> after = Grads(g, x);
-    ASSERT_EQ(after.size(), before.size());
-    for (size_t k = 0; k < before.size(); ++k) {
-      ASSERT_EQ(after[k].dims(), before[k].dims()) << kParams[k];
-      for (int64_t i = 0; i < before[k].numel(); ++i)
-        ASSERT_NEAR(after[k].data_as<float>()[i], before[k].data_as<float>()[i],
-                    1e-5 * (1 + std::fabs(before[k].data_as<float>()[i])))
-            << kParams[k] << "[" << i << "]";
-    }
+    ASSERT_NO_FATAL_FAILURE(ExpectSame(Grads(g, x), before, kParams));
     auto again = RunPass(g, block);
     ASSERT_TRUE(again.ok());
     EXPECT_FALSE(*again) << "a blocked region is left as it is";
@@ -185,15 +191,7 @@ TEST(ConvLayoutTrainPass, ResidualConvAndAGraphOutputOfTheRegion) {
     ASSERT_NE(out, nullptr);
     EXPECT_TRUE(g.IsGraphOutput(out));
     EXPECT_EQ(out->shape.rank(), 4) << "the graph output keeps ONNX's layout";
-    const std::vector<Tensor> after = run(names);
-    ASSERT_EQ(after.size(), before.size());
-    for (size_t k = 0; k < before.size(); ++k) {
-      ASSERT_EQ(after[k].dims(), before[k].dims()) << names[k];
-      for (int64_t i = 0; i < before[k].numel(); ++i)
-        ASSERT_NEAR(after[k].data_as<float>()[i], before[k].data_as<float>()[i],
-                    1e-5 * (1 + std::fabs(before[k].data_as<float>()[i])))
-            << names[k] << "[" << i << "]";
-    }
+    ASSERT_NO_FATAL_FAILURE(ExpectSame(run(names), before, names));
   }
 }
 
