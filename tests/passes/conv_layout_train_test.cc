@@ -1,9 +1,10 @@
 // The conv_layout_train pass: a training step's conv region (forward convs and pools, their
 // gradients) rewritten channel-blocked. The rewritten step must compute the same gradients (the
 // same primitives and pooling rule, in another layout), keep the parameters' layout, and convert
-// only at the region's edges; where one op of the region cannot run blocked, or the CPU has no
-// blocked kernels, the graph stays as it is. The traits are forced here, so both outcomes are
-// checked on every CPU (the blocked kernels exist everywhere; AVX-512 only makes them fast).
+// only at the region's edges; an op that cannot run blocked stays as it is with the ops that
+// depend on it, and with no blocked kernels the graph stays as it is. The traits are forced here,
+// so every outcome is checked on every CPU (the blocked kernels exist everywhere; AVX-512 and
+// AVX2 only make them fast).
 #include <cmath>
 
 #include <gtest/gtest.h>
@@ -45,6 +46,8 @@ struct Net {
   // The second conv adds its input (c2 == c1), a gradient summed from the conv's dX and the skip
   // path; its pooled input is also a graph output, read back in ONNX's layout.
   bool residual = false;
+  // No pools, and a Sigmoid after each conv's Relu: no conv feeds another region op.
+  bool lone_convs = false;
 };
 
 const std::vector<std::string> kParams = {"w1", "b1", "w2", "b2"};
@@ -58,17 +61,22 @@ void Build(G& b, const Net& net) {
   const std::vector<A> conv = {A::Ints("pads", {1, 1, 1, 1})};
   Value* h = b.Op1("Relu", {b.Op1("Conv", {x, b.Param("w1", {net.c1, net.image_channels, 3, 3}, 1),
                                            b.Param("b1", {net.c1}, 2)}, conv)});
-  h = b.Op1("MaxPool", {h}, {A::Ints("kernel_shape", {2, 2}), A::Ints("strides", {2, 2})});
+  h = net.lone_convs ? b.Op1("Sigmoid", {h})
+                     : b.Op1("MaxPool", {h}, {A::Ints("kernel_shape", {2, 2}), A::Ints("strides", {2, 2})});
   Value* c2 = b.Op1("Conv", {h, b.Param("w2", {net.c2, net.c1, 3, 3}, 3), b.Param("b2", {net.c2}, 4)}, conv);
   if (net.residual) {
     g.AddOutput(h);
     c2 = b.Op1("Add", {c2, h});
   }
   h = b.Op1("Relu", {c2});
-  h = b.Op1("MaxPool", {h},
-            net.overlapping_second_pool
-                ? std::vector<A>{A::Ints("kernel_shape", {3, 3}), A::Ints("strides", {2, 2}), A::Ints("pads", {1, 1, 1, 1})}
-                : std::vector<A>{A::Ints("kernel_shape", {2, 2}), A::Ints("strides", {2, 2})});
+  if (net.lone_convs) {
+    h = b.Op1("Sigmoid", {h});
+  } else {
+    h = b.Op1("MaxPool", {h},
+              net.overlapping_second_pool
+                  ? std::vector<A>{A::Ints("kernel_shape", {3, 3}), A::Ints("strides", {2, 2}), A::Ints("pads", {1, 1, 1, 1})}
+                  : std::vector<A>{A::Ints("kernel_shape", {2, 2}), A::Ints("strides", {2, 2})});
+  }
   gradcheck::AppendWeightedSumLoss(b, {h});
   AutodiffOptions opt;
   opt.freeze = "c_.*";
@@ -154,10 +162,10 @@ TEST(ConvLayoutTrainPass, RegionRunsBlockedWithTheSameGradients) {
   }
 }
 
-// A residual conv whose input is also a graph output: the residual Add (which stays outside
-// the conv: its gradient reads the conv output's shape, a second reader, so fuse_conv_epilogue
-// leaves it) and the skip path's gradient sum run outside the region on converted values, the
-// graph output keeps ONNX's layout and values, and the gradients stay the same.
+// A residual conv whose input is also a graph output: fuse_conv_epilogue folds the Add into the
+// conv (FusedConv's Z, the skip path, read blocked); the skip path's gradient sum runs outside the
+// region on converted values, the graph output keeps ONNX's layout and values, and the gradients
+// stay the same.
 TEST(ConvLayoutTrainPass, ResidualConvAndAGraphOutputOfTheRegion) {
   for (int64_t block : {16, 8}) {
     SCOPED_TRACE(absl::StrCat("block ", block));
@@ -185,8 +193,15 @@ TEST(ConvLayoutTrainPass, ResidualConvAndAGraphOutputOfTheRegion) {
     ASSERT_TRUE(*changed);
     ASSERT_TRUE(Verify(g).ok()) << Verify(g).message();
     ASSERT_TRUE(InferShapes(g).ok());
+    // Both convs run blocked, the second reading its Z (the skip path) blocked too.
+    int blocked_convs = 0, with_z = 0;
     for (const auto& n : g.nodes())
-      if (n->op_type() == "FusedConv") EXPECT_EQ(n->attr_int("channel_block", 0), block) << n->name();
+      if (n->op_type() == "FusedConv" || n->op_type() == "Conv") {
+        blocked_convs += n->attr_int("channel_block", 0) == block;
+        with_z += n->num_inputs() > 3 && n->input(3) != nullptr && n->input(3)->shape.rank() == 5;
+      }
+    EXPECT_EQ(blocked_convs, 2);
+    EXPECT_EQ(with_z, 1);
     const Value* out = g.FindValue(pooled);
     ASSERT_NE(out, nullptr);
     EXPECT_TRUE(g.IsGraphOutput(out));
@@ -195,8 +210,48 @@ TEST(ConvLayoutTrainPass, ResidualConvAndAGraphOutputOfTheRegion) {
   }
 }
 
-// All or nothing: one op that cannot run blocked keeps the whole graph in ONNX's layout.
-TEST(ConvLayoutTrainPass, LeavesGraphsItCannotBlockWhole) {
+// A conv whose output channels do not fill blocks stays in ONNX's layout with its pool and their
+// gradients; the ops before it still run blocked, converted where the two meet, and the
+// gradients stay the same.
+TEST(ConvLayoutTrainPass, PartialRegionAroundAConvThatCannotBlock) {
+  for (auto [block, c2] : {std::pair<int64_t, int64_t>{16, 24}, {8, 12}}) {
+    SCOPED_TRACE(absl::StrCat("block ", block, ", second conv ", c2, " channels"));
+    G b;
+    ASSERT_NO_FATAL_FAILURE(Build(b, {.c2 = c2}));
+    Graph& g = b.graph();
+    const Tensor x = Image(3);
+    const std::vector<Tensor> before = Grads(g, x);
+    auto changed = RunPass(g, block);
+    ASSERT_TRUE(changed.ok()) << changed.status().message();
+    ASSERT_TRUE(*changed);
+    ASSERT_TRUE(Verify(g).ok()) << Verify(g).message();
+    ASSERT_TRUE(InferShapes(g).ok());
+    // The ops of the first conv (16 channels) are blocked, those of the second are not.
+    int blocked = 0, plain = 0;
+    for (const auto& n : g.nodes()) {
+      const std::string& op = n->op_type();
+      if (op != "FusedConv" && op != "MaxPool" && op != "MaxPoolGrad" && op != "ConvGrad") continue;
+      const int64_t channels = op == "ConvGrad" || op == "MaxPoolGrad"
+                                   ? Shape(n->input(op == "ConvGrad" ? 0 : 1)->shape).dims[1].value
+                                   : n->output(0)->shape.dims[1].value;
+      if (n->attr_int("channel_block", 0) == block) {
+        ++blocked;
+        EXPECT_EQ(channels, 16 / block) << n->name() << ": the first conv's ops";
+      } else {
+        ++plain;
+        EXPECT_EQ(n->attr_int("channel_block", 0), 0) << n->name();
+      }
+    }
+    EXPECT_EQ(blocked, 4);
+    EXPECT_EQ(plain, 4);
+    ASSERT_NO_FATAL_FAILURE(ExpectSame(Grads(g, x), before, kParams));
+  }
+}
+
+// Nothing to block: no blocked kernels, or the first conv cannot run blocked (then no later op
+// reads a blocked value), or the dtype has no blocked kernels, or a lone conv whose output only
+// ops outside the region read (a stem conv before a norm).
+TEST(ConvLayoutTrainPass, LeavesGraphsWithNothingToBlock) {
   struct Refusal {
     const char* why;
     Net net;
@@ -204,10 +259,10 @@ TEST(ConvLayoutTrainPass, LeavesGraphsItCannotBlockWhole) {
     bool bf16 = false;
   };
   for (const Refusal& r : {Refusal{"no blocked kernels on this CPU", {}, 0},
-                           Refusal{"output channels not a multiple of 16", {.c2 = 24}, 16},
-                           Refusal{"output channels not a multiple of 8", {.c2 = 12}, 8},
-                           Refusal{"an image with more than 4 channels", {.image_channels = 8}, 16},
-                           Refusal{"bf16 in 8-channel blocks", {}, 8, true}}) {
+                           Refusal{"an image with more than 4 channels (the first conv, so every op after it)",
+                                   {.image_channels = 8}, 16},
+                           Refusal{"bf16 in 8-channel blocks", {}, 8, true},
+                           Refusal{"lone convs (each read by a Sigmoid)", {.lone_convs = true}, 16}}) {
     SCOPED_TRACE(r.why);
     G b;
     ASSERT_NO_FATAL_FAILURE(Build(b, r.net));
