@@ -215,14 +215,21 @@ MT_TARGET_AVX512 void MaxPool2x2Avx512(const typename Io::T* x, typename Io::T* 
   MaxPool2x2Body<Io>(x, y, w, oh, ow);
 }
 
+// Whether 2-D windows tile [N, C, H, W] `dims` (kernel == stride, no dilation, no padding, every
+// window inside), the case our own MaxPool loops take.
+bool TilesInput2D(const WindowGeometry& g, const std::vector<int64_t>& dims) {
+  for (int i = 0; i < 2; ++i)
+    if (g.kernel[i] != g.strides[i] || g.dilations[i] != 1 || g.pads_begin[i] != 0 ||
+        g.out[i] * g.strides[i] > dims[2 + i])
+      return false;
+  return true;
+}
+
 std::optional<absl::Status> MaxPoolDisjoint2D(KernelContext& ctx, const TensorView& x, TensorView& y) {
   if (x.rank() != 4) return std::nullopt;
   absl::StatusOr<WindowGeometry> g = PoolGeometry(ctx, x);
   if (!g.ok()) return g.status();
-  for (int i = 0; i < 2; ++i)
-    if (g->kernel[i] != g->strides[i] || g->dilations[i] != 1 || g->pads_begin[i] != 0 ||
-        g->out[i] * g->strides[i] > x.dims[2 + i])
-      return std::nullopt;
+  if (!TilesInput2D(*g, x.dims)) return std::nullopt;
   const int64_t planes = x.dims[0] * x.dims[1], h = x.dims[2], w = x.dims[3];
   const int64_t oh = g->out[0], ow = g->out[1], kh = g->kernel[0], kw = g->kernel[1];
   if (y.numel() != planes * oh * ow) return ctx.Error("output allocated with unexpected dims");
@@ -323,10 +330,7 @@ std::pair<int64_t, int64_t> Blocked2x2Output(const KernelContext& ctx, const Ten
   logical.dims = dnnl_util::UnblockedDims(x.dims);
   absl::StatusOr<WindowGeometry> g = PoolGeometry(ctx, logical);
   if (!g.ok()) return {-1, -1};  // the oneDNN path reports it
-  for (int i = 0; i < 2; ++i)
-    if (g->kernel[i] != 2 || g->strides[i] != 2 || g->dilations[i] != 1 || g->pads_begin[i] != 0 ||
-        g->out[i] * 2 > logical.dims[2 + i])
-      return {-1, -1};
+  if (!TilesInput2D(*g, logical.dims) || g->kernel[0] != 2 || g->kernel[1] != 2) return {-1, -1};
   return {g->out[0], g->out[1]};
 }
 

@@ -44,15 +44,20 @@ void ForElement(size_t esize, Fn&& fn) {
   }
 }
 
+// The offset `strides` give element i of a dense walk over `dims` (rank of them).
+__device__ __forceinline__ int64_t DimsOffset(int rank, const int64_t* dims, const int64_t* strides, int64_t i) {
+  int64_t off = 0;
+  for (int d = rank - 1; d >= 0; --d) {
+    off += (i % dims[d]) * strides[d];
+    i /= dims[d];
+  }
+  return off;
+}
+
 // The offset Transpose-like strides give element i of a dense walk over t.out_dims.
 template <typename Args>
 __device__ __forceinline__ int64_t StridedOffset(const Args& t, int64_t i) {
-  int64_t off = 0;
-  for (int d = t.rank - 1; d >= 0; --d) {
-    off += (i % t.out_dims[d]) * t.in_strides[d];
-    i /= t.out_dims[d];
-  }
-  return off;
+  return DimsOffset(t.rank, t.out_dims, t.in_strides, i);
 }
 
 // Max that lets NaN win, as the CPU's softmax rows do.

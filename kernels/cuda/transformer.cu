@@ -18,12 +18,7 @@ namespace {
 
 // The mask offset of row r (MaskedRowsArgs).
 __device__ __forceinline__ int64_t MaskOffset(const MaskedRowsArgs& a, int64_t r) {
-  int64_t off = 0;
-  for (int d = a.rank - 1; d >= 0; --d) {
-    off += (r % a.row_dims[d]) * a.mask_step[d];
-    r /= a.row_dims[d];
-  }
-  return off;
+  return DimsOffset(a.rank, a.row_dims, a.mask_step, r);
 }
 
 // Element i of a row whose mask starts at m (null: no mask).
