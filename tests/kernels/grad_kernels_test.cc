@@ -189,6 +189,31 @@ TEST(GradKernels, SoftmaxCrossEntropyRowsMatchTheFormula) {
   }
 }
 
+// The row kernel subtracts each row's max before exp: logits of 200 (exp overflows float past
+// 88.7) at the first, a middle and the tail position (past the last full vector of 37 classes)
+// give the one-hot softmax, and a NaN logit makes its whole row NaN, wherever the max is.
+TEST(GradKernels, SoftmaxCrossEntropyRowsLargeLogitsAndNaN) {
+  constexpr int64_t kN = 4, kC = 37;
+  std::vector<float> x(kN * kC, 0.0f);
+  const int64_t hot[3] = {0, 17, 36};
+  for (int64_t i = 0; i < 3; ++i) x[i * kC + hot[i]] = 200.0f;
+  x[3 * kC + 36] = std::nanf("");
+  x[3 * kC + 2] = 200.0f;
+  std::vector<Tensor> ins{Tensor::Scalar(1.0f), Tensor::FromVector<float>(DType::kF32, {kN, kC}, x),
+                          Tensor::FromVector<int64_t>(DType::kI64, {kN}, {1, 1, 1, 1})};
+  auto n = MakeNode("SoftmaxCrossEntropyLossGrad", ins, 1, {A::String("reduction", "sum")}, "ai.mixtrain");
+  auto r = RunCpuKernel(*n.node, ins);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Tensor& dx = (*r)[0];
+  for (int64_t i = 0; i < 3; ++i) {
+    for (int64_t c = 0; c < kC; ++c) {
+      const double want = (c == hot[i] ? 1.0 : 0.0) - (c == 1 ? 1.0 : 0.0);
+      EXPECT_NEAR(dx.GetDouble(i * kC + c), want, 1e-6) << "row " << i << " class " << c;
+    }
+  }
+  for (int64_t c = 0; c < kC; ++c) EXPECT_TRUE(std::isnan(dx.GetDouble(3 * kC + c))) << "class " << c;
+}
+
 // Kernel errors a malformed graph can cause name the node instead of crashing.
 TEST(GradKernels, BadLabelIsAnError) {
   Tensor bad = Tensor::FromVector<int64_t>(DType::kI64, {2}, {0, 7});
