@@ -63,7 +63,11 @@ double Median(std::vector<double> v) {
 }
 
 // --train: the whole training step (forward, loss, backward, optimizer) of a Trainer on random
-// inputs and labels 0/1, as `mixtrain train` would build it with --dtype and --loss.
+// inputs and labels 0/1, as `mixtrain train` would build it with --dtype and --loss. Every step
+// reads its loss back, as a training loop that logs each step does: the loss value itself is not
+// needed for the gradients, so without the read the step would skip computing it (the peers in
+// tools/bench always compute theirs), and on a GPU the read makes each timed step wait for the
+// device instead of timing only the launches.
 absl::Status BenchTrain(const cli::Args& args, const std::string& path, int64_t batch, int64_t warmup,
                         int64_t iters, ElementType dtype, const std::map<std::string, int64_t>& sym) {
   TrainConfig c;
@@ -82,12 +86,12 @@ absl::Status BenchTrain(const cli::Args& args, const std::string& path, int64_t 
     MIXTRAIN_ASSIGN_OR_RETURN(feeds[in.name], RandomTensor(in.type, ConcreteDims(in, batch, sym), rng));
   }
   using Clock = std::chrono::steady_clock;
-  for (int64_t i = 0; i < warmup; ++i) MIXTRAIN_RETURN_IF_ERROR(t->Step(feeds, {.read_loss = false}).status());
+  for (int64_t i = 0; i < warmup; ++i) MIXTRAIN_RETURN_IF_ERROR(t->Step(feeds, {.read_loss = true}).status());
   t->SetProfiling(args.flag("profile"));
   std::vector<double> ms;
   for (int64_t i = 0; i < iters; ++i) {
     auto t0 = Clock::now();
-    MIXTRAIN_RETURN_IF_ERROR(t->Step(feeds, {.read_loss = false}).status());
+    MIXTRAIN_RETURN_IF_ERROR(t->Step(feeds, {.read_loss = true}).status());
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
   const ResolvedPrecision p = t->precision();
