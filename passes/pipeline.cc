@@ -11,12 +11,13 @@
 namespace mixtrain {
 namespace {
 
-// Forward fusions whose fused op has a gradient rule, run before autodiff so it differentiates
-// the fused op: an exported erf-GELU is five ops forward and nine backward, one GeluGrad fused;
+// Forward rewrites run before autodiff so it differentiates their result: fold_views leaves
+// attention's head split one copy (or none) where exporters make several, so the backward has
+// as few; the fusions' fused ops have gradient rules: an exported erf-GELU is five ops forward and nine backward, one GeluGrad fused;
 // attention's Softmax(Where(mask, scale * X)) differentiates to one SoftmaxGrad instead of seven
 // ops. Both are exact rewrites (passes/fuse_gelu.cc, passes/fuse_softmax.cc).
 absl::Status AddForwardFusions(std::vector<std::unique_ptr<Pass>>& ps) {
-  for (const char* name : {"fuse_gelu", "fuse_softmax"}) {
+  for (const char* name : {"fold_views", "fuse_gelu", "fuse_softmax"}) {
     MT_ASSIGN_OR_RETURN(std::unique_ptr<Pass> fusion, CreatePassByName(name));
     ps.push_back(std::move(fusion));
   }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/ops/movement_ops_util.h"
+#include "graph/sym_dim.h"
 #include "graph/ops/movement_params.h"
 #include "graph/shape_inference.h"
 
@@ -104,6 +105,13 @@ absl::Status InferReshape(InferContext& ctx) {
         return ctx.Error(absl::StrCat("cannot reshape ", in.shape.ToString(), " to ",
                                       Shape(out).ToString(), ": element counts differ"));
       }
+    } else if (infer_at >= 0) {
+      // Symbolic: [64, N, 256] -> [64, -1, 64] makes the -1 "4*N" when the dims are monomials.
+      std::vector<Dim> rest = out;
+      rest.erase(rest.begin() + infer_at);
+      std::optional<sym::Mono> pi = sym::ProductOf(in.shape.dims), po = sym::ProductOf(rest);
+      if (pi && po)
+        if (std::optional<sym::Mono> q = sym::Divide(*pi, *po)) out[infer_at] = sym::ToDim(*q);
     }
   }
   ctx.output(0).shape = Shape(std::move(out));

@@ -2,6 +2,8 @@
 // known value, turning shapes into dim vectors, products of dims, prefixing param errors.
 #pragma once
 
+#include "graph/sym_dim.h"
+
 #include <optional>
 #include <vector>
 
@@ -59,8 +61,9 @@ inline Shape UnknownDimsOfLength(const Shape& shape_of_shape_input) {
 }
 
 // Product of dims: a number when all are known; a lone symbol times known 1s stays the symbol;
-// otherwise unknown.
+// symbols and numbers multiply as monomials ("64*N", graph/sym_dim.h); otherwise unknown.
 inline Dim Product(const std::vector<Dim>& dims) {
+  if (std::optional<sym::Mono> m = sym::ProductOf(dims)) return sym::ToDim(*m);
   int64_t p = 1;
   const Dim* sym = nullptr;
   int unknown = 0;

@@ -173,7 +173,16 @@ TEST(MovementShapeTest, RulesKeepSymbolsAndResolveFromValues) {
   EXPECT_EQ(Infer("Reshape", {x, Known(heads)}), Shape({N, T, 4, 16}));
   EXPECT_EQ(Infer("Reshape", {x, ShapeOnly(heads)}), Shape({Dim(), Dim(), Dim(), Dim()}));
   Tensor merge = I64({-1, 64});
-  EXPECT_EQ(Infer("Reshape", {x, Known(merge)}), Shape({Dim(), 64}));
+  // Symbols multiply and divide as monomials (graph/sym_dim.h): the -1 of [N, T, 64] -> [-1, 64]
+  // is N*T, and [64, N, 256] -> [64, -1, 64] is 4*N, the spelling torch's exporters use.
+  EXPECT_EQ(Infer("Reshape", {x, Known(merge)}), Shape({Dim::Symbol("N*T"), 64}));
+  EXPECT_EQ(Infer("Reshape", {Sym(DType::kF32, {64, N, 256}), Known(I64({64, -1, 64}))}),
+            Shape({64, Dim::Symbol("4*N"), 64}));
+  EXPECT_EQ(Infer("Reshape", {Sym(DType::kF32, {64, Dim::Symbol("4*N"), 64}), Known(I64({-1, 4, 64, 64}))}),
+            Shape({N, 4, 64, 64}));
+  // ...but a -1 that is no monomial quotient stays unknown: [N, 3] -> [2, -1].
+  EXPECT_EQ(Infer("Reshape", {Sym(DType::kF32, {N, 3}), Known(I64({2, -1}))}), Shape({2, Dim()}));
+  EXPECT_EQ(Infer("Flatten", {x}, {Attribute::Int("axis", 2)}), Shape({Dim::Symbol("N*T"), 64}));
   EXPECT_EQ(Infer("Flatten", {Sym(DType::kF32, {N, 1, 28, 28})}), Shape({N, 784}));
   EXPECT_EQ(Infer("Transpose", {x}, {Attribute::Ints("perm", {0, 2, 1})}), Shape({N, 64, T}));
   EXPECT_EQ(Infer("Concat", {x, Sym(DType::kF32, {N, 3, 64})}, {Attribute::Int("axis", 1)}),
