@@ -79,6 +79,7 @@ absl::Status CheckCudaKernels(const Graph& model, const CheckOptions& options, M
     std::unique_ptr<Graph> step = model.Clone();
     MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(c, *step, /*native_bf16=*/true));
     recipe.cpu_layouts = false;  // planned for the GPU
+    recipe.fp32_grad_products = false;
     MT_RETURN_IF_ERROR(PrepareModel(*step, recipe));
     std::unique_ptr<Graph> eval = step->Clone();
     MT_RETURN_IF_ERROR(BuildTrainingStep(*step, recipe).status());

@@ -156,6 +156,7 @@ absl::StatusOr<std::vector<std::string>> BuildTrainingStep(Graph& g, const Train
   ps.push_back(MakeFuseConvEpiloguePass());
   ps.push_back(MakeFuseBackwardPass());
   ps.push_back(MakeFuseMatMulTrainingPass());
+  if (r.fp32_grad_products && r.low != DType::kF32) ps.push_back(MakeFp32GradProductsPass());
   if (r.cpu_layouts) ps.push_back(MakeConvLayoutTrainingPass());
   ps.push_back(MakeOptimizerPass(r.optimizer));
   ps.push_back(MakeCleanupPass());

@@ -39,6 +39,9 @@ struct TrainingRecipe {
   // The step runs on the CPU: its conv region is channel-blocked where the CPU has the kernels
   // (MakeConvLayoutTrainingPass). Other devices keep ONNX's layouts.
   bool cpu_layouts = true;
+  // The step runs on the CPU, whose products can read bf16 and write fp32: AMP's weight
+  // gradients come out fp32 (MakeFp32GradProductsPass). Other devices keep the Casts.
+  bool fp32_grad_products = true;
 };
 
 // Resolves `config` for `model` (its first output when the config names none). `native_bf16`:

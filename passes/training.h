@@ -88,6 +88,11 @@ std::unique_ptr<Pass> MakeFuseBackwardPass();
 // autodiff, so every backward reader is already in place.
 std::unique_ptr<Pass> MakeFuseConvEpiloguePass();
 
+// Products on bf16/fp16 operands whose result is only cast to fp32 (AMP's weight gradients)
+// write fp32 themselves (passes/fp32_grad_products.cc): no rounding to the low type, no Cast.
+// Runs after fuse_matmul, for the CPU only (the CUDA products take one dtype).
+std::unique_ptr<Pass> MakeFp32GradProductsPass();
+
 // The training step's conv region channel-blocked, forward and backward, where the CPU has the
 // kernels (passes/conv_layout_train.cc). Runs after the backward fusions, for the CPU only.
 std::unique_ptr<Pass> MakeConvLayoutTrainingPass();

@@ -148,6 +148,7 @@ absl::Status Trainer::BuildOn(std::unique_ptr<Graph> model, std::shared_ptr<Devi
   // MIXTRAIN_TRAIN_LAYOUT=plain keeps ONNX's layouts on the CPU too (benchmarks compare both).
   const char* layout = std::getenv("MIXTRAIN_TRAIN_LAYOUT");
   recipe.cpu_layouts = on_cpu && !(layout != nullptr && std::string(layout) == "plain");
+  recipe.fp32_grad_products = on_cpu;
   precision_.preset = recipe.preset;
   precision_.low = recipe.low;
   precision_.scaling = !recipe.scaling ? "off" : recipe.dynamic_scaling ? "dynamic" : "static";

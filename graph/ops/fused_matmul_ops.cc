@@ -6,7 +6,9 @@
 //   R  = act(alpha * (A' @ B') + bias) + Z                      (MatMul's numpy batch broadcast)
 //   Y  = Transpose(R, perm_y)
 // Attributes: perm_a, perm_b, perm_y (ints, full permutations; 1-D operands take none), alpha
-// (float, default 1), activation ("" | "Relu" | "Gelu" (erf) | "GeluTanh" | "Sigmoid" | "Tanh").
+// (float, default 1), activation ("" | "Relu" | "Gelu" (erf) | "GeluTanh" | "Sigmoid" | "Tanh"),
+// to (int, an ONNX float type: Y's type when it differs from A's; only without bias and Z: the
+// training step's weight gradients come out fp32 from bf16 operands, passes/fp32_grad_products.cc).
 // bias holds R's last dim N (shape [N], or [1, ..., 1, N]); Z has R's shape and excludes perm_y.
 // The residual Z comes after the activation because that is where transformers add it
 // (x + Linear(Gelu(...))); the permutations are read/written in place as strided views.
@@ -38,6 +40,13 @@ absl::Status InferFusedMatMul(InferContext& ctx) {
   const TypeInfo& b = ctx.input(1);
   if (!a.present || !b.present) return ctx.Error("needs inputs A and B");
   ctx.output(0).dtype = a.dtype;
+  if (ctx.node().has_attr("to")) {
+    auto to = FromOnnxType(static_cast<int32_t>(ctx.node().attr_int("to", 0)));
+    if (!to.ok() || !(*to == DType::kF32 || *to == DType::kF16 || *to == DType::kBF16))
+      return ctx.Error("to must be a float type");
+    if (ctx.input(2).present || ctx.input(3).present) return ctx.Error("to is not supported with bias or Z");
+    ctx.output(0).dtype = *to;
+  }
   if (!a.shape.rank_known || !b.shape.rank_known) return absl::OkStatus();
   if (a.shape.rank() == 0 || b.shape.rank() == 0) return ctx.Error("operands must not be scalars");
   const bool vec = a.shape.rank() == 1 || b.shape.rank() == 1;
@@ -72,7 +81,7 @@ MT_REGISTER_OP_SCHEMAS(fused_matmul_ops, {{"FusedMatMul", "ai.mixtrain", InferFu
 MT_REGISTER_ONNX_SCHEMAS(fused_matmul) {
   AddMixtrainSchema("FusedMatMul",
                     {{"A", "T", false}, {"B", "T", false}, {"bias", "T", true}, {"Z", "T", true}},
-                    {{"Y", "T", false}});
+                    {{"Y", "U", false}});
 }
 
 }  // namespace mixtrain

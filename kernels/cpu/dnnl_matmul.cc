@@ -81,15 +81,19 @@ KContiguousCopy ChooseKContiguousCopy(const MatMulSpec& s, const std::string& im
   return KContiguousCopy::kNone;
 }
 
+// `out_dtype`: C's type where it differs from A's and B's (FusedMatMul's `to`: bf16 operands,
+// an fp32 result, which oneDNN accumulates in fp32 anyway); kUndefined: the same.
 absl::StatusOr<std::unique_ptr<MatMulEntry>> Build(const KernelContext& ctx, const MatMulSpec& s,
-                                                   DType dtype) {
+                                                   DType dtype, DType out_dtype = DType::kUndefined) {
   auto dt = dnnl_util::ToDnnl(dnnl_util::ComputeType(dtype));
   if (!dt.ok()) return ctx.Error(std::string(dt.status().message()));
+  auto out_dt = dnnl_util::ToDnnl(dnnl_util::ComputeType(out_dtype == DType::kUndefined ? dtype : out_dtype));
+  if (!out_dt.ok()) return ctx.Error(std::string(out_dt.status().message()));
   auto e = std::make_unique<MatMulEntry>();
   MT_RETURN_IF_ERROR(Guard(ctx, "building matmul", [&] {
     e->a_md = dnnl_util::StridedDesc(s.a_dims, s.a_strides, *dt);
     e->b_md = dnnl_util::StridedDesc(s.b_dims, s.b_strides, *dt);
-    e->c_md = dnnl_util::StridedDesc(s.c_dims, s.c_strides, *dt);
+    e->c_md = dnnl_util::StridedDesc(s.c_dims, s.c_strides, *out_dt);
     dnnl::memory::desc w_md =
         s.pack_b ? dnnl::memory::desc(dnnl_util::ToDims(s.b_dims), *dt, dnnl::memory::format_tag::any)
                  : e->b_md;
@@ -151,7 +155,7 @@ absl::StatusOr<std::unique_ptr<MatMulEntry>> Build(const KernelContext& ctx, con
         e->b_copy.emplace(e->b_md, w_md);
       }
       if (!Dense(s.c_dims, s.c_strides)) {
-        c_md = dnnl_util::PlainDesc(s.c_dims, *dt);
+        c_md = dnnl_util::PlainDesc(s.c_dims, *out_dt);
         e->c_copy.emplace(c_md, e->c_md);
       }
       pd = make_pd(a_md, w_md, c_md);
@@ -345,7 +349,10 @@ class MatMulKernel final : public OpKernel {
     const TensorView* z = ctx.input(3);
     TensorView* y = ctx.output(0);
     if (a == nullptr || b == nullptr || y == nullptr) return ctx.Error("needs A, B and Y");
-    if (a->dtype != b->dtype || y->dtype != a->dtype || (bias && bias->dtype != a->dtype) ||
+    // Y may be wider than A and B (`to`: bf16/fp16 operands, an fp32 result) without an epilogue
+    // operand; otherwise every dtype is A's.
+    const bool wide_y = y->dtype == DType::kF32 && IsLowFloat(a->dtype) && !bias && !z;
+    if (a->dtype != b->dtype || (y->dtype != a->dtype && !wide_y) || (bias && bias->dtype != a->dtype) ||
         (z && z->dtype != a->dtype))
       return ctx.Error("A, B, bias, Z and Y dtypes differ");
     if (y->numel() == 0) return absl::OkStatus();
@@ -377,7 +384,7 @@ class MatMulKernel final : public OpKernel {
       s.alpha = alpha_;
       s.activation = act;
       s.pack_b = ctx.input_constant(1);
-      MT_ASSIGN_OR_RETURN(auto built, Build(ctx, s, a->dtype));
+      MT_ASSIGN_OR_RETURN(auto built, Build(ctx, s, a->dtype, y->dtype));
       e = cache_.Insert(key, std::move(built));
     }
     staging_.Begin();

@@ -207,5 +207,57 @@ TEST(FusedMatMulKernel, PrepackedWeightsOfMatMulAndGemm) {
   }
 }
 
+
+// `to` = f32 on bf16/fp16 operands (the training step's weight gradients,
+// passes/fp32_grad_products.cc): Y is the fp32 sum of the low-precision products, here A^T B
+// with A stored [K, M] as a weight gradient reads it. Against the sum in double of the same
+// rounded inputs its error is fp32 accumulation's (1e-5 relative to sum |a b|); the same product
+// written in the low type is off by its rounding, more than 30x that.
+TEST(FusedMatMulKernel, WideOutputFromLowPrecisionOperands) {
+  constexpr int64_t kK = 300, kM = 24, kN = 40;
+  for (DType dt : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(DTypeName(dt));
+    Tensor a = ToType(Random({kK, kM}, 11), dt), b = ToType(Random({kK, kN}, 12), dt);
+    Tensor af = ToF32(a), bf = ToF32(b);
+    auto run = [&](bool wide) {
+      std::vector<Attribute> attrs = {Attribute::Ints("perm_a", {1, 0})};
+      if (wide) attrs.push_back(Attribute::Int("to", 1));
+      auto node = MakeNode("FusedMatMul", {a, b}, 1, attrs, "ai.mixtrain");
+      auto out = RunCpuKernel(*node.node, {a, b}, 20);
+      EXPECT_TRUE(out.ok()) << out.status();
+      return out.ok() ? (*out)[0] : Tensor();
+    };
+    Tensor wide = run(true), low = run(false);
+    ASSERT_EQ(wide.dtype(), DType::kF32);
+    ASSERT_EQ(low.dtype(), dt);
+    ASSERT_EQ(wide.dims(), (std::vector<int64_t>{kM, kN}));
+    double err_wide = 0, err_low = 0;
+    for (int64_t m = 0; m < kM; ++m) {
+      for (int64_t n = 0; n < kN; ++n) {
+        double sum = 0, mag = 0;
+        for (int64_t k = 0; k < kK; ++k) {
+          const double p = static_cast<double>(af.data_as<float>()[k * kM + m]) * bf.data_as<float>()[k * kN + n];
+          sum += p;
+          mag += std::fabs(p);
+        }
+        err_wide = std::max(err_wide, std::fabs(wide.GetDouble(m * kN + n) - sum) / mag);
+        err_low = std::max(err_low, std::fabs(low.GetDouble(m * kN + n) - sum) / mag);
+      }
+    }
+    EXPECT_LT(err_wide, 1e-5);
+    EXPECT_GT(err_low, 30 * err_wide);
+  }
+}
+
+// `to` with a bias or Z is refused by the shape rule, and a Y wider than A only for low A.
+TEST(FusedMatMulKernel, WideOutputRules) {
+  Tensor a = ToType(Random({4, 5}, 1), DType::kBF16), b = ToType(Random({5, 3}, 2), DType::kBF16);
+  Tensor bias = ToType(Random({3}, 3), DType::kBF16);
+  auto with_bias = MakeNode("FusedMatMul", {a, b, bias}, 1, {Attribute::Int("to", 1)}, "ai.mixtrain");
+  EXPECT_FALSE(RunCpuKernel(*with_bias.node, {a, b, bias}, 20).ok());
+  auto bad_to = MakeNode("FusedMatMul", {a, b}, 1, {Attribute::Int("to", 7)}, "ai.mixtrain");  // int64
+  EXPECT_FALSE(RunCpuKernel(*bad_to.node, {a, b}, 20).ok());
+}
+
 }  // namespace
 }  // namespace mixtrain

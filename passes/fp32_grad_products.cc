@@ -1,0 +1,90 @@
+// fp32_grad_products (training pass, after autodiff and fuse_matmul; CPU steps): a matrix
+// product on bf16/fp16 operands whose result is only cast to fp32 writes fp32 itself,
+//   Cast(Gemm(A, B), to = f32)        =>  FusedMatMul(A, B, perm_a/perm_b from transA/transB,
+//   Cast(FusedMatMul(A, B), to = f32)      alpha, to = f32)
+// (no bias, C or Z). Under AMP every weight gradient is such a product: the precision pass casts
+// the fp32 master weight to bf16 for the forward, so the gradient arrives at the bf16 copy and is
+// cast back to fp32 for the optimizer. oneDNN accumulates the product in fp32 either way; the
+// Cast rounded that sum to bf16 (8 significant bits) and widened it again, one more pass over the
+// gradient. Writing fp32 skips the pass and the rounding, so the optimizer sees the gradient
+// PyTorch's autocast would give it before its own bf16 rounding of the weight copy's gradient.
+// Exact in the sense that matters: the result is the unrounded fp32 sum the kernel computed.
+// CPU only (TrainingRecipe::fp32_grad_products): the CUDA kernels take one dtype per product.
+#include <vector>
+
+#include "graph/dtype.h"
+#include "graph/onnx_export.h"
+#include "passes/fusion_match.h"
+#include "passes/pass_registry.h"
+#include "passes/training.h"
+
+namespace mixtrain {
+namespace {
+
+using fusion::IsMixtrain;
+using fusion::IsOnnx;
+using fusion::SoleConsumer;
+
+constexpr int64_t kOnnxFloat = 1;  // TensorProto.FLOAT
+
+// Whether `p` is a product this pass can widen: Gemm without C, 2-D, or FusedMatMul without
+// bias, Z, activation or `to`; bf16/fp16 operands.
+bool Widenable(const Node& p) {
+  if (p.output(0) == nullptr || p.input(0) == nullptr || p.input(1) == nullptr) return false;
+  if (!IsLowFloat(p.input(0)->dtype) || p.input(1)->dtype != p.input(0)->dtype) return false;
+  if (IsOnnx(p, "Gemm"))
+    return p.input(2) == nullptr && p.input(0)->shape.rank_known && p.input(0)->shape.rank() == 2 &&
+           p.input(1)->shape.rank_known && p.input(1)->shape.rank() == 2;
+  if (IsMixtrain(p, "FusedMatMul"))
+    return p.input(2) == nullptr && p.input(3) == nullptr && p.attr_string("activation", "").empty() &&
+           !p.has_attr("to");
+  return false;
+}
+
+class Fp32GradProductsPass final : public Pass {
+ public:
+  absl::string_view name() const override { return "fp32_grad_products"; }
+
+  absl::StatusOr<bool> Run(Graph& g) override {
+    std::vector<Node*> casts;
+    for (const auto& n : g.nodes())
+      if (IsOnnx(*n, "Cast") && n->attr_int("to", 0) == kOnnxFloat && n->input(0) != nullptr &&
+          n->output(0) != nullptr && n->input(0)->producer != nullptr)
+        casts.push_back(n.get());
+    bool changed = false;
+    for (Node* cast : casts) {
+      Value* low = cast->input(0);
+      Node* p = low->producer;
+      if (!Widenable(*p) || SoleConsumer(g, low) != cast) continue;
+      Value* y = cast->output(0);
+      g.RemoveNode(cast);  // y stays, without producer, for the product to write
+      if (IsMixtrain(*p, "FusedMatMul")) {
+        p->SetAttr(Attribute::Int("to", kOnnxFloat));
+        g.SetNodeOutput(p, 0, y);
+      } else {  // Gemm(A, B, transA, transB, alpha) -> the same FusedMatMul
+        Node* f = g.AddNode("FusedMatMul", {p->input(0), p->input(1)}, {}, g.UniqueName(p->name()),
+                            kMixtrainDomain);
+        if (p->attr_int("transA", 0) != 0) f->SetAttr(Attribute::Ints("perm_a", {1, 0}));
+        if (p->attr_int("transB", 0) != 0) f->SetAttr(Attribute::Ints("perm_b", {1, 0}));
+        const float alpha = p->attr_float("alpha", 1.0f);
+        if (alpha != 1.0f) f->SetAttr(Attribute::Float("alpha", alpha));
+        f->SetAttr(Attribute::Int("to", kOnnxFloat));
+        g.RemoveNode(p);
+        g.SetNodeOutput(f, 0, y);
+      }
+      changed = true;
+    }
+    if (!changed) return false;
+    if (!g.opset_imports.contains(kMixtrainDomain)) g.opset_imports[kMixtrainDomain] = 1;
+    MT_RETURN_IF_ERROR(g.TopoSort());
+    return true;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> MakeFp32GradProductsPass() { return std::make_unique<Fp32GradProductsPass>(); }
+
+MT_REGISTER_PASS(fp32_grad_products, [] { return MakeFp32GradProductsPass(); });
+
+}  // namespace mixtrain

@@ -1,0 +1,111 @@
+// The fp32_grad_products pass on an AMP (bf16) MLP, differentiated as the training step is: the
+// weight gradients' Gemm + Cast pairs become FusedMatMuls that write fp32, and their values are
+// the products the Casts rounded (within bf16's rounding of each other, not all equal); products
+// with an epilogue operand, or whose low result something else reads, stay as they are.
+#include <cmath>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "graph/verifier.h"
+#include "passes/passes.h"
+#include "passes/precision.h"
+#include "passes/training.h"
+#include "tests/passes/autodiff_test_util.h"
+#include "tests/passes/inference_test_util.h"
+
+namespace mixtrain {
+namespace {
+
+using gradcheck::G;
+using inference_test::Count;
+
+// x [8, 16] -> MatMul w1 -> Relu -> MatMul w2 [32, 5] -> weighted-sum loss, in bf16 AMP, then
+// autodiff and fuse_matmul (training variant); `widen` runs the pass after them.
+std::unique_ptr<Graph> Step(bool widen) {
+  G b;
+  Graph& g = b.graph();
+  Value* x = g.AddValue("x", DType::kF32, Shape::Of({8, 16}));
+  g.AddInput(x);
+  Value* h = b.Op1("Relu", {b.Op1("MatMul", {x, b.Param("w1", {16, 32}, 1)})});
+  Value* y = b.Op1("MatMul", {h, b.Param("w2", {32, 5}, 2)});
+  gradcheck::AppendWeightedSumLoss(b, {y});
+  std::unique_ptr<Graph> out = g.Clone();
+  PassManager pm;
+  pm.Add(MakePrecisionPass(PrecisionPolicy::Default(PrecisionPreset::kAmp, DType::kBF16)));
+  AutodiffOptions ad;
+  ad.freeze = "c_.*";
+  pm.Add(MakeAutodiffPass(ad));
+  pm.Add(MakeFuseMatMulTrainingPass());
+  if (widen) pm.Add(MakeFp32GradProductsPass());
+  pm.Add(MakeCleanupPass());
+  absl::Status st = pm.Run(*out);
+  EXPECT_TRUE(st.ok()) << st;
+  return out;
+}
+
+TEST(Fp32GradProducts, WeightGradientsComeOutFp32) {
+  std::unique_ptr<Graph> base = Step(false), wide = Step(true);
+  ASSERT_TRUE(Verify(*wide).ok()) << Verify(*wide);
+  EXPECT_EQ(Count(*wide, "Cast"), Count(*base, "Cast") - 2);
+  for (const char* p : {"grad/w1", "grad/w2"}) {
+    const Value* v = wide->FindValue(p);
+    ASSERT_NE(v, nullptr) << p;
+    ASSERT_NE(v->producer, nullptr) << p;
+    // The gradient is the product's own output (an Identity may name it).
+    const Node* n = v->producer->op_type() == "Identity" ? v->producer->input(0)->producer : v->producer;
+    ASSERT_NE(n, nullptr) << p;
+    EXPECT_EQ(n->op_type(), "FusedMatMul") << p;
+    EXPECT_EQ(n->attr_int("to", 0), 1) << p;
+    EXPECT_EQ(n->input(0)->dtype, DType::kBF16) << p;
+    EXPECT_EQ(v->dtype, DType::kF32) << p;
+  }
+  auto feeds = inference_test::Feeds(*base, 8);
+  std::vector<Tensor> a = inference_test::RunGraph(*base, feeds), w = inference_test::RunGraph(*wide, feeds);
+  ASSERT_EQ(a.size(), w.size());
+  int64_t differ = 0, total = 0;
+  for (size_t o = 0; o < a.size(); ++o) {
+    const std::string& name = base->outputs()[o]->name;
+    if (name.rfind("grad/w", 0) != 0) {
+      inference_test::ExpectClose({w[o]}, {a[o]}, 0);  // the loss and other outputs are unchanged
+      continue;
+    }
+    for (int64_t i = 0; i < a[o].numel(); ++i) {
+      const double rounded = a[o].GetDouble(i), exact = w[o].GetDouble(i);
+      EXPECT_NEAR(rounded, exact, std::ldexp(std::fabs(exact), -8) + 1e-30) << name << " " << i;
+      differ += rounded != exact;
+      ++total;
+    }
+  }
+  EXPECT_GT(differ, total / 2);  // most fp32 sums are not bf16 numbers
+}
+
+// A product with a bias, or whose bf16 result is also read elsewhere, keeps its Cast.
+TEST(Fp32GradProducts, LeavesProductsItCannotWiden) {
+  for (int variant = 0; variant < 2; ++variant) {
+    G b;
+    Graph& g = b.graph();
+    Value* x = g.AddValue("x", DType::kBF16, Shape::Of({4, 6}));
+    g.AddInput(x);
+    Value* w = g.AddValue("w", DType::kBF16, Shape::Of({6, 3}));
+    g.AddInput(w);
+    std::vector<Value*> ins = {x, w};
+    if (variant == 0) {
+      Value* bias = g.AddValue("bias", DType::kBF16, Shape::Of({3}));
+      g.AddInput(bias);
+      ins.push_back(bias);
+    }
+    Value* p = b.Op1("Gemm", ins);
+    Value* wide = b.Op1("Cast", {p}, {Attribute::Int("to", 1)});
+    g.AddOutput(wide);
+    if (variant == 1) g.AddOutput(p);
+    ASSERT_TRUE(InferShapes(g).ok());
+    auto pass = MakeFp32GradProductsPass();
+    auto changed = pass->Run(g);
+    ASSERT_TRUE(changed.ok());
+    EXPECT_FALSE(*changed) << "variant " << variant;
+    EXPECT_EQ(Count(g, "Cast"), 1);
+  }
+}
+
+}  // namespace
+}  // namespace mixtrain
