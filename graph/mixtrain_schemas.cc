@@ -57,7 +57,7 @@ void RegisterMixtrainSchemas() {
 // Gradient ops of the autodiff pass (passes/grad_rules_*.cc; shapes in graph/ops/grad_ops.cc).
 MT_REGISTER_ONNX_SCHEMAS(grad_ops) {
   AddMixtrainSchema("ConvGrad", {{"dY", "T", false}, {"X", "T", false}, {"W", "T", false}},
-      {{"dX", "T", true}, {"dW", "T", true}, {"dB", "T", true}});
+      {{"dX", "T", true}, {"dW", "U", true}, {"dB", "U", true}});
   AddMixtrainSchema("MaxPoolGrad", {{"dY", "T", false}, {"X", "T", false}}, {{"dX", "T", false}});
   AddMixtrainSchema("ReluGrad", {{"dY", "T", false}, {"Y", "T", false}}, {{"dX", "T", false}});
   AddMixtrainSchema("AveragePoolGrad", {{"dY", "T", false}, {"X", "T", false}}, {{"dX", "T", false}});

@@ -9,7 +9,9 @@
 // gradient. Writing fp32 skips the pass and the rounding, so the optimizer sees the gradient
 // PyTorch's autocast would give it before its own bf16 rounding of the weight copy's gradient.
 // Exact in the sense that matters: the result is the unrounded fp32 sum the kernel computed.
-// CPU only (TrainingRecipe::fp32_grad_products): the CUDA kernels take one dtype per product.
+// ConvGrad's dW and dB the same way (`weights_to`). CPU only (TrainingRecipe::
+// fp32_grad_products): the CUDA kernels take one dtype per product.
+#include <utility>
 #include <vector>
 
 #include "graph/dtype.h"
@@ -39,6 +41,37 @@ bool Widenable(const Node& p) {
     return p.input(2) == nullptr && p.input(3) == nullptr && p.attr_string("activation", "").empty() &&
            !p.has_attr("to");
   return false;
+}
+
+// ConvGrad(dY, X, W) whose dW (and dB, when it has one) only Casts to fp32 read: both come out
+// fp32 (`weights_to`), from oneDNN's backward-weights convolution, which sums in fp32 too.
+bool WidenConvGrads(Graph& g) {
+  std::vector<Node*> grads;
+  for (const auto& n : g.nodes())
+    if (IsMixtrain(*n, "ConvGrad") && !n->has_attr("weights_to") && n->input(1) != nullptr &&
+        IsLowFloat(n->input(1)->dtype))
+      grads.push_back(n.get());
+  bool changed = false;
+  for (Node* n : grads) {
+    std::vector<std::pair<size_t, Node*>> casts;  // (output, its Cast)
+    bool ok = n->output(1) != nullptr;
+    for (size_t i = 1; ok && i < 3; ++i) {
+      Value* v = n->output(i);
+      if (v == nullptr) continue;
+      Node* c = SoleConsumer(g, v);
+      ok = c != nullptr && IsOnnx(*c, "Cast") && c->attr_int("to", 0) == kOnnxFloat && c->output(0) != nullptr;
+      if (ok) casts.emplace_back(i, c);
+    }
+    if (!ok) continue;
+    for (auto [i, c] : casts) {
+      Value* y = c->output(0);
+      g.RemoveNode(c);
+      g.SetNodeOutput(n, i, y);
+    }
+    n->SetAttr(Attribute::Int("weights_to", kOnnxFloat));
+    changed = true;
+  }
+  return changed;
 }
 
 class Fp32GradProductsPass final : public Pass {
@@ -74,6 +107,7 @@ class Fp32GradProductsPass final : public Pass {
       }
       changed = true;
     }
+    changed |= WidenConvGrads(g);
     if (!changed) return false;
     if (!g.opset_imports.contains(kMixtrainDomain)) g.opset_imports[kMixtrainDomain] = 1;
     MT_RETURN_IF_ERROR(g.TopoSort());

@@ -21,12 +21,21 @@ absl::Status Like(InferContext& ctx) {
 
 // SumToShape(grad, shape): the output has the shape given by the contents of input 1.
 // ConvGrad(dY, X, W) -> dX, dW, dB: dX like X, dW like W, dB a vector of W's output channels.
+// `weights_to` (an ONNX float type): dW and dB in that type instead of the inputs' (AMP's fp32
+// weight gradients from bf16 operands, passes/fp32_grad_products.cc).
 absl::Status InferConvGrad(InferContext& ctx) {
   MT_RETURN_IF_ERROR((Like<1, 2>(ctx)));
   if (ctx.num_outputs() > 2 && ctx.output(2).present) {
     const TypeInfo& w = ctx.input(2);
     ctx.output(2).dtype = ctx.input(0).dtype;
     if (w.shape.rank_known && w.shape.rank() > 0) ctx.output(2).shape = Shape(std::vector<Dim>{w.shape.dims[0]});
+  }
+  if (ctx.node().has_attr("weights_to")) {
+    auto to = FromOnnxType(static_cast<int32_t>(ctx.node().attr_int("weights_to", 0)));
+    if (!to.ok() || !(*to == DType::kF32 || *to == DType::kF16 || *to == DType::kBF16))
+      return ctx.Error("weights_to must be a float type");
+    for (size_t i = 1; i < 3 && i < ctx.num_outputs(); ++i)
+      if (ctx.output(i).present) ctx.output(i).dtype = *to;
   }
   return absl::OkStatus();
 }

@@ -32,6 +32,7 @@ using dnnl_util::Guard;
 
 struct ConvGradEntry {
   dnnl::memory::desc dy_md, x_md, w_md, b_md;  // ONNX layouts, compute dtype
+  dnnl::memory::desc dw_md, db_md;             // dW's and dB's: w_md's and b_md's or fp32 ones
   // convolution_backward_data (DIFF_DST, WEIGHTS -> DIFF_SRC) and _weights (DIFF_DST, SRC ->
   // DIFF_WEIGHTS, DIFF_BIAS), bound (dnnl_util::BoundPrimitive); empty when not wanted.
   dnnl_util::BoundPrimitive bwd_data, bwd_weights;
@@ -48,9 +49,10 @@ int64_t Product(const std::vector<int64_t>& v) {
   return p;
 }
 
+// `wide_dw`: dW and dB are fp32 while dY, X and W are bf16/fp16 (`weights_to`).
 absl::StatusOr<std::unique_ptr<ConvGradEntry>> BuildConvGrad(const KernelContext& ctx,
                                                              bool want_dx, bool want_dw,
-                                                             bool want_db) {
+                                                             bool want_db, bool wide_dw) {
   const TensorView& dy = *ctx.input(0);
   const TensorView& x = *ctx.input(1);
   const TensorView& w = *ctx.input(2);
@@ -99,6 +101,9 @@ absl::StatusOr<std::unique_ptr<ConvGradEntry>> BuildConvGrad(const KernelContext
     e->x_md = dnnl_util::ActivationDesc(xd, *dt, x_layout, block);
     e->w_md = dnnl_util::PlainDesc(w_dims, *dt);
     e->b_md = dnnl_util::PlainDesc(std::vector<int64_t>{M}, *dt);
+    const dnnl::memory::data_type dw_dt = wide_dw ? dnnl::memory::data_type::f32 : *dt;
+    e->dw_md = dnnl_util::PlainDesc(w_dims, dw_dt);
+    e->db_md = dnnl_util::PlainDesc(std::vector<int64_t>{M}, dw_dt);
     const auto strides = dnnl_util::ToDims(g.strides), dils = dnnl_util::ToDims(dil),
                pl = dnnl_util::ToDims(g.pads_begin), pr = dnnl_util::ToDims(g.pads_end_effective);
     const dnnl::memory::desc x_any = any(xd), w_any = any(w_dims), y_any = any(y_dims);
@@ -129,8 +134,9 @@ absl::StatusOr<std::unique_ptr<ConvGradEntry>> BuildConvGrad(const KernelContext
       e->bwd_data.Arg(DNNL_ARG_DIFF_SRC, copy(e->dx, e->x_md, pd.diff_src_desc(), true));
     }
     if (want_dw) {
+      const dnnl::memory::desc dw_any(dnnl_util::ToDims(w_dims), dw_dt, tag::any);
       dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, x_any,
-                                                 w_any, want_db ? e->b_md : no_bias, y_any,
+                                                 dw_any, want_db ? e->db_md : no_bias, y_any,
                                                  strides, dils, pl, pr);
       dnnl::convolution_backward_weights::primitive_desc pd(d, dnnl_util::Engine(), hint);
       e->bwd_weights = dnnl_util::BoundPrimitive(dnnl::convolution_backward_weights(pd));
@@ -138,8 +144,8 @@ absl::StatusOr<std::unique_ptr<ConvGradEntry>> BuildConvGrad(const KernelContext
       e->bwd_weights.Arg(DNNL_ARG_DIFF_DST, e->dy_shared ? *dy_data
                                                          : copy(e->dy_w, e->dy_md, pd.diff_dst_desc(), false));
       e->bwd_weights.Arg(DNNL_ARG_SRC, copy(e->x_w, e->x_md, pd.src_desc(), false));
-      e->bwd_weights.Arg(DNNL_ARG_DIFF_WEIGHTS, copy(e->dw, e->w_md, pd.diff_weights_desc(), true));
-      if (want_db) e->bwd_weights.Arg(DNNL_ARG_DIFF_BIAS, e->b_md);
+      e->bwd_weights.Arg(DNNL_ARG_DIFF_WEIGHTS, copy(e->dw, e->dw_md, pd.diff_weights_desc(), true));
+      if (want_db) e->bwd_weights.Arg(DNNL_ARG_DIFF_BIAS, e->db_md);
     }
   }));
   return e;
@@ -171,9 +177,13 @@ class ConvGradKernel final : public OpKernel {
     TensorView* dw = ctx.output(1);
     TensorView* db = ctx.output(2);
     if (!dy || !x || !w) return ctx.Error("needs inputs dY, X and W");
-    for (const TensorView* t : {dy, w, static_cast<const TensorView*>(dx),
-                                static_cast<const TensorView*>(dw), static_cast<const TensorView*>(db)})
+    // dW and dB may be fp32 from low-precision operands (`weights_to`); every other dtype is X's.
+    const bool wide_dw = IsLowFloat(x->dtype) && ((dw && dw->dtype == DType::kF32) || (db && db->dtype == DType::kF32));
+    for (const TensorView* t : {dy, w, static_cast<const TensorView*>(dx)})
       if (t && t->dtype != x->dtype) return ctx.Error("dY, X, W, dX, dW and dB dtypes differ");
+    for (const TensorView* t : {static_cast<const TensorView*>(dw), static_cast<const TensorView*>(db)})
+      if (t && t->dtype != (wide_dw ? DType::kF32 : x->dtype))
+        return ctx.Error("dY, X, W, dX, dW and dB dtypes differ");
     if (dx && dx->dims != x->dims) return ctx.Error("dX must have X's shape");
     if (dw && dw->dims != w->dims) return ctx.Error("dW must have W's shape");
     if (db && !dw) return ctx.Error("dB comes with dW only");
@@ -186,7 +196,7 @@ class ConvGradKernel final : public OpKernel {
     key.push_back(db != nullptr);
     ConvGradEntry* e = cache_.Find(key);
     if (e == nullptr) {
-      MT_ASSIGN_OR_RETURN(auto built, BuildConvGrad(ctx, dx != nullptr, dw != nullptr, db != nullptr));
+      MT_ASSIGN_OR_RETURN(auto built, BuildConvGrad(ctx, dx != nullptr, dw != nullptr, db != nullptr, wide_dw));
       e = cache_.Insert(key, std::move(built));
     }
     if (dy->numel() == 0 || x->numel() == 0) {  // empty batch or channels: zero gradients

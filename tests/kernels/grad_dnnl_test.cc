@@ -99,6 +99,39 @@ void CheckConvGrad(DType dt, const Conv2D& c, std::vector<int64_t> x_dims,
   ExpectClose((*got)[2], db, rel, "dB");
 }
 
+// weights_to = f32 on bf16 operands (AMP's conv weight gradients, passes/fp32_grad_products.cc):
+// dW and dB come out fp32, as exact as fp32 sums of the bf16 products (1e-5 of the largest),
+// dX stays bf16; without it dW is bf16 and off by its rounding, far more. Also under the AVX2
+// cap, where the operands are widened to fp32 first (no native bf16 there).
+TEST(GradDnnl, ConvGradWideWeightGradients) {
+  const Conv2D c{.pad = 1};
+  Tensor x = Random(DType::kBF16, {4, 8, 9, 9}, 1), w = Random(DType::kBF16, {16, 8, 3, 3}, 2);
+  Tensor dy = Random(DType::kBF16, {4, 16, 9, 9}, 3);
+  std::vector<double> dx, dw, db(16, 0.0);
+  ReferenceConvGrad(c, dy, x, w, &dx, &dw);
+  for (int64_t i = 0; i < dy.numel(); ++i) db[(i / 81) % 16] += dy.GetDouble(i);
+  std::vector<A> attrs = c.attrs();
+  attrs.push_back(A::Int("weights_to", 1));
+  auto wide = MakeNode("ConvGrad", {dy, x, w}, 3, attrs, "ai.mixtrain");
+  auto got = RunCpuKernel(*wide.node, {dy, x, w});
+  ASSERT_TRUE(got.ok()) << got.status().message();
+  EXPECT_EQ((*got)[0].dtype(), DType::kBF16);
+  ASSERT_EQ((*got)[1].dtype(), DType::kF32);
+  ASSERT_EQ((*got)[2].dtype(), DType::kF32);
+  ExpectClose((*got)[0], dx, 1e-2, "dX");
+  ExpectClose((*got)[1], dw, 1e-5, "dW");
+  ExpectClose((*got)[2], db, 1e-5, "dB");
+  auto low = MakeNode("ConvGrad", {dy, x, w}, 3, c.attrs(), "ai.mixtrain");
+  auto rounded = RunCpuKernel(*low.node, {dy, x, w});
+  ASSERT_TRUE(rounded.ok()) << rounded.status().message();
+  double err_wide = 0, err_low = 0;
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    err_wide = std::max(err_wide, std::abs((*got)[1].GetDouble(i) - dw[i]));
+    err_low = std::max(err_low, std::abs((*rounded)[1].GetDouble(i) - dw[i]));
+  }
+  EXPECT_GT(err_low, 30 * err_wide);
+}
+
 TEST(GradDnnl, ConvGradBlockedShapes) {
   for (DType dt : {DType::kF32, DType::kBF16}) {
     SCOPED_TRACE(DTypeName(dt));

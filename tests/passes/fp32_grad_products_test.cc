@@ -1,7 +1,9 @@
 // The fp32_grad_products pass on an AMP (bf16) MLP, differentiated as the training step is: the
-// weight gradients' Gemm + Cast pairs become FusedMatMuls that write fp32, and their values are
+// weight gradients' Gemm + Cast pairs become FusedMatMuls that write fp32 (a conv's ConvGrad its
+// dW and dB), and their values are
 // the products the Casts rounded (within bf16's rounding of each other, not all equal); products
 // with an epilogue operand, or whose low result something else reads, stay as they are.
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -19,15 +21,24 @@ namespace {
 using gradcheck::G;
 using inference_test::Count;
 
-// x [8, 16] -> MatMul w1 -> Relu -> MatMul w2 [32, 5] -> weighted-sum loss, in bf16 AMP, then
-// autodiff and fuse_matmul (training variant); `widen` runs the pass after them.
-std::unique_ptr<Graph> Step(bool widen) {
+// x [8, 16] -> MatMul w1 -> Relu -> MatMul w2 [32, 5] (or, `conv`, x [2, 3, 8, 8] -> Conv w1
+// [4, 3, 3, 3] + b1 -> Relu) -> weighted-sum loss, in bf16 AMP, then autodiff and fuse_matmul
+// (training variant); `widen` runs the pass after them.
+std::unique_ptr<Graph> Step(bool widen, bool conv = false) {
   G b;
   Graph& g = b.graph();
-  Value* x = g.AddValue("x", DType::kF32, Shape::Of({8, 16}));
-  g.AddInput(x);
-  Value* h = b.Op1("Relu", {b.Op1("MatMul", {x, b.Param("w1", {16, 32}, 1)})});
-  Value* y = b.Op1("MatMul", {h, b.Param("w2", {32, 5}, 2)});
+  Value* y;
+  if (conv) {
+    Value* x = g.AddValue("x", DType::kF32, Shape::Of({2, 3, 8, 8}));
+    g.AddInput(x);
+    y = b.Op1("Relu", {b.Op1("Conv", {x, b.Param("w1", {4, 3, 3, 3}, 1), b.Param("b1", {4}, 2)},
+                             {Attribute::Ints("pads", {1, 1, 1, 1})})});
+  } else {
+    Value* x = g.AddValue("x", DType::kF32, Shape::Of({8, 16}));
+    g.AddInput(x);
+    Value* h = b.Op1("Relu", {b.Op1("MatMul", {x, b.Param("w1", {16, 32}, 1)})});
+    y = b.Op1("MatMul", {h, b.Param("w2", {32, 5}, 2)});
+  }
   gradcheck::AppendWeightedSumLoss(b, {y});
   std::unique_ptr<Graph> out = g.Clone();
   PassManager pm;
@@ -41,6 +52,43 @@ std::unique_ptr<Graph> Step(bool widen) {
   absl::Status st = pm.Run(*out);
   EXPECT_TRUE(st.ok()) << st;
   return out;
+}
+
+// The gradients of `params` in `base` (without the pass) and `wide` (with it): within bf16's
+// rounding of each other, and most of them different (fp32 sums are rarely bf16 numbers).
+void ExpectRoundingApart(const Graph& base, const Graph& wide, const std::vector<std::string>& params) {
+  auto feeds = inference_test::Feeds(base, 8);
+  std::vector<Tensor> a = inference_test::RunGraph(base, feeds), w = inference_test::RunGraph(wide, feeds);
+  ASSERT_EQ(a.size(), w.size());
+  int64_t differ = 0, total = 0;
+  for (size_t o = 0; o < a.size(); ++o) {
+    const std::string& name = base.outputs()[o]->name;
+    if (std::find(params.begin(), params.end(), name) == params.end()) {
+      inference_test::ExpectClose({w[o]}, {a[o]}, 0);  // the loss and other outputs are unchanged
+      continue;
+    }
+    for (int64_t i = 0; i < a[o].numel(); ++i) {
+      const double rounded = a[o].GetDouble(i), exact = w[o].GetDouble(i);
+      EXPECT_NEAR(rounded, exact, std::ldexp(std::fabs(exact), -8) + 1e-30) << name << " " << i;
+      differ += rounded != exact;
+      ++total;
+    }
+  }
+  EXPECT_GT(differ, total / 2);
+}
+
+TEST(Fp32GradProducts, ConvWeightAndBiasGradientsComeOutFp32) {
+  std::unique_ptr<Graph> base = Step(false, true), wide = Step(true, true);
+  ASSERT_TRUE(Verify(*wide).ok()) << Verify(*wide);
+  EXPECT_EQ(Count(*wide, "Cast"), Count(*base, "Cast") - 2);
+  const Node* cg = nullptr;
+  for (const auto& n : wide->nodes())
+    if (n->op_type() == "ConvGrad") cg = n.get();
+  ASSERT_NE(cg, nullptr);
+  EXPECT_EQ(cg->attr_int("weights_to", 0), 1);
+  EXPECT_EQ(cg->output(1)->dtype, DType::kF32);
+  EXPECT_EQ(cg->output(2)->dtype, DType::kF32);
+  ExpectRoundingApart(*base, *wide, {"grad/w1", "grad/b1"});
 }
 
 TEST(Fp32GradProducts, WeightGradientsComeOutFp32) {
@@ -59,24 +107,7 @@ TEST(Fp32GradProducts, WeightGradientsComeOutFp32) {
     EXPECT_EQ(n->input(0)->dtype, DType::kBF16) << p;
     EXPECT_EQ(v->dtype, DType::kF32) << p;
   }
-  auto feeds = inference_test::Feeds(*base, 8);
-  std::vector<Tensor> a = inference_test::RunGraph(*base, feeds), w = inference_test::RunGraph(*wide, feeds);
-  ASSERT_EQ(a.size(), w.size());
-  int64_t differ = 0, total = 0;
-  for (size_t o = 0; o < a.size(); ++o) {
-    const std::string& name = base->outputs()[o]->name;
-    if (name.rfind("grad/w", 0) != 0) {
-      inference_test::ExpectClose({w[o]}, {a[o]}, 0);  // the loss and other outputs are unchanged
-      continue;
-    }
-    for (int64_t i = 0; i < a[o].numel(); ++i) {
-      const double rounded = a[o].GetDouble(i), exact = w[o].GetDouble(i);
-      EXPECT_NEAR(rounded, exact, std::ldexp(std::fabs(exact), -8) + 1e-30) << name << " " << i;
-      differ += rounded != exact;
-      ++total;
-    }
-  }
-  EXPECT_GT(differ, total / 2);  // most fp32 sums are not bf16 numbers
+  ExpectRoundingApart(*base, *wide, {"grad/w1", "grad/w2"});
 }
 
 // A product with a bias, or whose bf16 result is also read elsewhere, keeps its Cast.
