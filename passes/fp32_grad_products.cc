@@ -9,8 +9,8 @@
 // gradient. Writing fp32 skips the pass and the rounding, so the optimizer sees the gradient
 // PyTorch's autocast would give it before its own bf16 rounding of the weight copy's gradient.
 // Exact in the sense that matters: the result is the unrounded fp32 sum the kernel computed.
-// ConvGrad's dW and dB the same way (`weights_to`). CPU only (TrainingRecipe::
-// fp32_grad_products): the CUDA kernels take one dtype per product.
+// ConvGrad's dW and dB, and the norm gradients' dScale and dBias, the same way (`params_to`).
+// CPU only (TrainingRecipe::fp32_grad_products): the CUDA kernels take one dtype per product.
 #include <utility>
 #include <vector>
 
@@ -43,32 +43,35 @@ bool Widenable(const Node& p) {
   return false;
 }
 
-// ConvGrad(dY, X, W) whose dW (and dB, when it has one) only Casts to fp32 read: both come out
-// fp32 (`weights_to`), from oneDNN's backward-weights convolution, which sums in fp32 too.
-bool WidenConvGrads(Graph& g) {
+// ConvGrad(dY, X, W), LayerNormalizationGrad and BatchNormalizationGrad(dY, X, scale, ...)
+// whose parameter gradients (outputs 1 and 2) only Casts to fp32 read: they come out fp32
+// (`params_to`). oneDNN's backward-weights convolution sums in fp32 and writes fp32 from bf16;
+// the norm gradients' kernels sum in double and store to whatever type the output has.
+bool WidenParamGrads(Graph& g) {
   std::vector<Node*> grads;
   for (const auto& n : g.nodes())
-    if (IsMixtrain(*n, "ConvGrad") && !n->has_attr("weights_to") && n->input(1) != nullptr &&
-        IsLowFloat(n->input(1)->dtype))
+    if ((IsMixtrain(*n, "ConvGrad") || IsMixtrain(*n, "LayerNormalizationGrad") ||
+         IsMixtrain(*n, "BatchNormalizationGrad")) && !n->has_attr("params_to"))
       grads.push_back(n.get());
   bool changed = false;
   for (Node* n : grads) {
     std::vector<std::pair<size_t, Node*>> casts;  // (output, its Cast)
-    bool ok = n->output(1) != nullptr;
+    bool ok = true;
     for (size_t i = 1; ok && i < 3; ++i) {
       Value* v = n->output(i);
       if (v == nullptr) continue;
       Node* c = SoleConsumer(g, v);
-      ok = c != nullptr && IsOnnx(*c, "Cast") && c->attr_int("to", 0) == kOnnxFloat && c->output(0) != nullptr;
+      ok = IsLowFloat(v->dtype) && c != nullptr && IsOnnx(*c, "Cast") &&
+           c->attr_int("to", 0) == kOnnxFloat && c->output(0) != nullptr;
       if (ok) casts.emplace_back(i, c);
     }
-    if (!ok) continue;
+    if (!ok || casts.empty()) continue;
     for (auto [i, c] : casts) {
       Value* y = c->output(0);
       g.RemoveNode(c);
       g.SetNodeOutput(n, i, y);
     }
-    n->SetAttr(Attribute::Int("weights_to", kOnnxFloat));
+    n->SetAttr(Attribute::Int("params_to", kOnnxFloat));
     changed = true;
   }
   return changed;
@@ -107,7 +110,7 @@ class Fp32GradProductsPass final : public Pass {
       }
       changed = true;
     }
-    changed |= WidenConvGrads(g);
+    changed |= WidenParamGrads(g);
     if (!changed) return false;
     if (!g.opset_imports.contains(kMixtrainDomain)) g.opset_imports[kMixtrainDomain] = 1;
     MT_RETURN_IF_ERROR(g.TopoSort());

@@ -19,10 +19,20 @@ absl::Status Like(InferContext& ctx) {
   return absl::OkStatus();
 }
 
-// SumToShape(grad, shape): the output has the shape given by the contents of input 1.
+// `params_to` (an ONNX float type) on ConvGrad, LayerNormalizationGrad and
+// BatchNormalizationGrad: the parameter gradients (outputs 1 and 2) in that type instead of the
+// parameters' (AMP's fp32 gradients from bf16 operands, passes/fp32_grad_products.cc).
+absl::Status ParamsTo(InferContext& ctx) {
+  if (!ctx.node().has_attr("params_to")) return absl::OkStatus();
+  auto to = FromOnnxType(static_cast<int32_t>(ctx.node().attr_int("params_to", 0)));
+  if (!to.ok() || !(*to == DType::kF32 || *to == DType::kF16 || *to == DType::kBF16))
+    return ctx.Error("params_to must be a float type");
+  for (size_t i = 1; i < 3 && i < ctx.num_outputs(); ++i)
+    if (ctx.output(i).present) ctx.output(i).dtype = *to;
+  return absl::OkStatus();
+}
+
 // ConvGrad(dY, X, W) -> dX, dW, dB: dX like X, dW like W, dB a vector of W's output channels.
-// `weights_to` (an ONNX float type): dW and dB in that type instead of the inputs' (AMP's fp32
-// weight gradients from bf16 operands, passes/fp32_grad_products.cc).
 absl::Status InferConvGrad(InferContext& ctx) {
   MT_RETURN_IF_ERROR((Like<1, 2>(ctx)));
   if (ctx.num_outputs() > 2 && ctx.output(2).present) {
@@ -30,16 +40,16 @@ absl::Status InferConvGrad(InferContext& ctx) {
     ctx.output(2).dtype = ctx.input(0).dtype;
     if (w.shape.rank_known && w.shape.rank() > 0) ctx.output(2).shape = Shape(std::vector<Dim>{w.shape.dims[0]});
   }
-  if (ctx.node().has_attr("weights_to")) {
-    auto to = FromOnnxType(static_cast<int32_t>(ctx.node().attr_int("weights_to", 0)));
-    if (!to.ok() || !(*to == DType::kF32 || *to == DType::kF16 || *to == DType::kBF16))
-      return ctx.Error("weights_to must be a float type");
-    for (size_t i = 1; i < 3 && i < ctx.num_outputs(); ++i)
-      if (ctx.output(i).present) ctx.output(i).dtype = *to;
-  }
-  return absl::OkStatus();
+  return ParamsTo(ctx);
 }
 
+// (dY, X, scale, ...) -> dX like X, dScale and dBias like scale (or `params_to`).
+absl::Status InferNormGrad(InferContext& ctx) {
+  MT_RETURN_IF_ERROR((Like<1, 2, 2>(ctx)));
+  return ParamsTo(ctx);
+}
+
+// SumToShape(grad, shape): the output has the shape given by the contents of input 1.
 absl::Status InferSumToShape(InferContext& ctx) {
   ctx.output(0).dtype = ctx.input(0).dtype;
   const TypeInfo& s = ctx.input(1);
@@ -59,8 +69,8 @@ MT_REGISTER_OP_SCHEMAS(grad_ops, {
     // (dY, Y) -> dX = dY where Y > 0, else 0: Relu's input gradient from its output
     {"ReluGrad", "ai.mixtrain", Like<0>, kOpIndexAligned | kOpOverwritesInput0},
     {"AveragePoolGrad", "ai.mixtrain", Like<1>},                 // (dY, X) -> dX
-    {"BatchNormalizationGrad", "ai.mixtrain", Like<1, 2, 2>},    // (dY, X, scale, mean, var)
-    {"LayerNormalizationGrad", "ai.mixtrain", Like<1, 2, 2>},    // (dY, X, scale)
+    {"BatchNormalizationGrad", "ai.mixtrain", InferNormGrad},    // (dY, X, scale, mean, var)
+    {"LayerNormalizationGrad", "ai.mixtrain", InferNormGrad},    // (dY, X, scale)
     {"SoftmaxCrossEntropyLossGrad", "ai.mixtrain", Like<1>},     // (dL, scores, labels[, w])
     {"NegativeLogLikelihoodLossGrad", "ai.mixtrain", Like<1>},   // (dL, input, target[, w])
     {"GeluGrad", "ai.mixtrain", Like<1>},                        // (dY, X) -> dX

@@ -49,7 +49,7 @@ int64_t Product(const std::vector<int64_t>& v) {
   return p;
 }
 
-// `wide_dw`: dW and dB are fp32 while dY, X and W are bf16/fp16 (`weights_to`).
+// `wide_dw`: dW and dB are fp32 while dY, X and W are bf16/fp16 (`params_to`).
 absl::StatusOr<std::unique_ptr<ConvGradEntry>> BuildConvGrad(const KernelContext& ctx,
                                                              bool want_dx, bool want_dw,
                                                              bool want_db, bool wide_dw) {
@@ -177,7 +177,7 @@ class ConvGradKernel final : public OpKernel {
     TensorView* dw = ctx.output(1);
     TensorView* db = ctx.output(2);
     if (!dy || !x || !w) return ctx.Error("needs inputs dY, X and W");
-    // dW and dB may be fp32 from low-precision operands (`weights_to`); every other dtype is X's.
+    // dW and dB may be fp32 from low-precision operands (`params_to`); every other dtype is X's.
     const bool wide_dw = IsLowFloat(x->dtype) && ((dw && dw->dtype == DType::kF32) || (db && db->dtype == DType::kF32));
     for (const TensorView* t : {dy, w, static_cast<const TensorView*>(dx)})
       if (t && t->dtype != x->dtype) return ctx.Error("dY, X, W, dX, dW and dB dtypes differ");

@@ -99,7 +99,7 @@ void CheckConvGrad(DType dt, const Conv2D& c, std::vector<int64_t> x_dims,
   ExpectClose((*got)[2], db, rel, "dB");
 }
 
-// weights_to = f32 on bf16 operands (AMP's conv weight gradients, passes/fp32_grad_products.cc):
+// params_to = f32 on bf16 operands (AMP's conv weight gradients, passes/fp32_grad_products.cc):
 // dW and dB come out fp32, as exact as fp32 sums of the bf16 products (1e-5 of the largest),
 // dX stays bf16; without it dW is bf16 and off by its rounding, far more. Also under the AVX2
 // cap, where the operands are widened to fp32 first (no native bf16 there).
@@ -111,7 +111,7 @@ TEST(GradDnnl, ConvGradWideWeightGradients) {
   ReferenceConvGrad(c, dy, x, w, &dx, &dw);
   for (int64_t i = 0; i < dy.numel(); ++i) db[(i / 81) % 16] += dy.GetDouble(i);
   std::vector<A> attrs = c.attrs();
-  attrs.push_back(A::Int("weights_to", 1));
+  attrs.push_back(A::Int("params_to", 1));
   auto wide = MakeNode("ConvGrad", {dy, x, w}, 3, attrs, "ai.mixtrain");
   auto got = RunCpuKernel(*wide.node, {dy, x, w});
   ASSERT_TRUE(got.ok()) << got.status().message();

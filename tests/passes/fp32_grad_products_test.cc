@@ -1,6 +1,6 @@
 // The fp32_grad_products pass on an AMP (bf16) MLP, differentiated as the training step is: the
 // weight gradients' Gemm + Cast pairs become FusedMatMuls that write fp32 (a conv's ConvGrad its
-// dW and dB), and their values are
+// dW and dB, a LayerNorm's gradient its dScale and dBias), and their values are
 // the products the Casts rounded (within bf16's rounding of each other, not all equal); products
 // with an epilogue operand, or whose low result something else reads, stay as they are.
 #include <algorithm>
@@ -21,14 +21,23 @@ namespace {
 using gradcheck::G;
 using inference_test::Count;
 
-// x [8, 16] -> MatMul w1 -> Relu -> MatMul w2 [32, 5] (or, `conv`, x [2, 3, 8, 8] -> Conv w1
-// [4, 3, 3, 3] + b1 -> Relu) -> weighted-sum loss, in bf16 AMP, then autodiff and fuse_matmul
+// x [8, 16] -> MatMul w1 -> Relu -> MatMul w2 [32, 5] (or a Conv w1 [4, 3, 3, 3] + b1 -> Relu on
+// x [2, 3, 8, 8], or MatMul w1 -> LayerNorm -> MatMul w2) -> weighted-sum loss, in bf16 AMP, then autodiff and fuse_matmul
 // (training variant); `widen` runs the pass after them.
-std::unique_ptr<Graph> Step(bool widen, bool conv = false) {
+enum class Net { kMlp, kConv, kLayerNorm };
+
+std::unique_ptr<Graph> Step(bool widen, Net net = Net::kMlp) {
   G b;
   Graph& g = b.graph();
   Value* y;
-  if (conv) {
+  if (net == Net::kLayerNorm) {  // x [8, 16] -> MatMul w1 -> LayerNorm(s1, b1)
+    Value* x = g.AddValue("x", DType::kF32, Shape::Of({8, 16}));
+    g.AddInput(x);
+    Value* h = b.Op1("MatMul", {x, b.Param("w1", {16, 32}, 1)});
+    Value* n = b.Op1("LayerNormalization", {h, b.Param("s1", {32}, 2), b.Param("b1", {32}, 3)},
+                     {Attribute::Int("axis", -1)});
+    y = b.Op1("MatMul", {n, b.Param("w2", {32, 5}, 4)});  // so the policy runs the norm in bf16
+  } else if (net == Net::kConv) {
     Value* x = g.AddValue("x", DType::kF32, Shape::Of({2, 3, 8, 8}));
     g.AddInput(x);
     y = b.Op1("Relu", {b.Op1("Conv", {x, b.Param("w1", {4, 3, 3, 3}, 1), b.Param("b1", {4}, 2)},
@@ -78,17 +87,32 @@ void ExpectRoundingApart(const Graph& base, const Graph& wide, const std::vector
 }
 
 TEST(Fp32GradProducts, ConvWeightAndBiasGradientsComeOutFp32) {
-  std::unique_ptr<Graph> base = Step(false, true), wide = Step(true, true);
+  std::unique_ptr<Graph> base = Step(false, Net::kConv), wide = Step(true, Net::kConv);
   ASSERT_TRUE(Verify(*wide).ok()) << Verify(*wide);
   EXPECT_EQ(Count(*wide, "Cast"), Count(*base, "Cast") - 2);
   const Node* cg = nullptr;
   for (const auto& n : wide->nodes())
     if (n->op_type() == "ConvGrad") cg = n.get();
   ASSERT_NE(cg, nullptr);
-  EXPECT_EQ(cg->attr_int("weights_to", 0), 1);
+  EXPECT_EQ(cg->attr_int("params_to", 0), 1);
   EXPECT_EQ(cg->output(1)->dtype, DType::kF32);
   EXPECT_EQ(cg->output(2)->dtype, DType::kF32);
   ExpectRoundingApart(*base, *wide, {"grad/w1", "grad/b1"});
+}
+
+TEST(Fp32GradProducts, LayerNormScaleAndBiasGradientsComeOutFp32) {
+  std::unique_ptr<Graph> base = Step(false, Net::kLayerNorm), wide = Step(true, Net::kLayerNorm);
+  ASSERT_TRUE(Verify(*wide).ok()) << Verify(*wide);
+  EXPECT_EQ(Count(*wide, "Cast"), Count(*base, "Cast") - 4);  // w1's, w2's, s1's and b1's
+  const Node* ln = nullptr;
+  for (const auto& n : wide->nodes())
+    if (n->op_type() == "LayerNormalizationGrad") ln = n.get();
+  ASSERT_NE(ln, nullptr);
+  EXPECT_EQ(ln->attr_int("params_to", 0), 1);
+  EXPECT_EQ(ln->input(1)->dtype, DType::kBF16);
+  EXPECT_EQ(ln->output(1)->dtype, DType::kF32);
+  EXPECT_EQ(ln->output(2)->dtype, DType::kF32);
+  ExpectRoundingApart(*base, *wide, {"grad/w1", "grad/w2", "grad/s1", "grad/b1"});
 }
 
 TEST(Fp32GradProducts, WeightGradientsComeOutFp32) {
