@@ -90,9 +90,7 @@ TEST(Fp32GradProducts, ConvWeightAndBiasGradientsComeOutFp32) {
   std::unique_ptr<Graph> base = Step(false, Net::kConv), wide = Step(true, Net::kConv);
   ASSERT_TRUE(Verify(*wide).ok()) << Verify(*wide);
   EXPECT_EQ(Count(*wide, "Cast"), Count(*base, "Cast") - 2);
-  const Node* cg = nullptr;
-  for (const auto& n : wide->nodes())
-    if (n->op_type() == "ConvGrad") cg = n.get();
+  const Node* cg = inference_test::Find(*wide, "ConvGrad");
   ASSERT_NE(cg, nullptr);
   EXPECT_EQ(cg->attr_int("params_to", 0), 1);
   EXPECT_EQ(cg->output(1)->dtype, DType::kF32);
@@ -104,9 +102,7 @@ TEST(Fp32GradProducts, LayerNormScaleAndBiasGradientsComeOutFp32) {
   std::unique_ptr<Graph> base = Step(false, Net::kLayerNorm), wide = Step(true, Net::kLayerNorm);
   ASSERT_TRUE(Verify(*wide).ok()) << Verify(*wide);
   EXPECT_EQ(Count(*wide, "Cast"), Count(*base, "Cast") - 4);  // w1's, w2's, s1's and b1's
-  const Node* ln = nullptr;
-  for (const auto& n : wide->nodes())
-    if (n->op_type() == "LayerNormalizationGrad") ln = n.get();
+  const Node* ln = inference_test::Find(*wide, "LayerNormalizationGrad");
   ASSERT_NE(ln, nullptr);
   EXPECT_EQ(ln->attr_int("params_to", 0), 1);
   EXPECT_EQ(ln->input(1)->dtype, DType::kBF16);
