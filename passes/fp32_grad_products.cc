@@ -1,4 +1,5 @@
-// fp32_grad_products (training pass, after autodiff and fuse_matmul; CPU steps): a matrix
+// fp32_grad_products (training pass, after autodiff and fuse_matmul; bf16 AMP steps on the CPU:
+// under fp16 the gradients' overflow is what the loss scaler watches, as in PyTorch): a matrix
 // product on bf16/fp16 operands whose result is only cast to fp32 writes fp32 itself,
 //   Cast(Gemm(A, B), to = f32)        =>  FusedMatMul(A, B, perm_a/perm_b from transA/transB,
 //   Cast(FusedMatMul(A, B), to = f32)      alpha, to = f32)
@@ -9,7 +10,8 @@
 // gradient. Writing fp32 skips the pass and the rounding, so the optimizer sees the gradient
 // PyTorch's autocast would give it before its own bf16 rounding of the weight copy's gradient.
 // Exact in the sense that matters: the result is the unrounded fp32 sum the kernel computed.
-// ConvGrad's dW and dB, and the norm gradients' dScale and dBias, the same way (`params_to`).
+// ConvGrad's dW and dB, and the norm gradients' dScale and dBias, the same way (`params_to`);
+// a bias gradient's ReduceSum becomes ai.mixtrain ReduceSum with `to`.
 // CPU only (TrainingRecipe::fp32_grad_products): the CUDA kernels take one dtype per product.
 #include <utility>
 #include <vector>
@@ -77,6 +79,47 @@ bool WidenParamGrads(Graph& g) {
   return changed;
 }
 
+bool IsView(const Node& n) {
+  return IsOnnx(n, "Squeeze") || IsOnnx(n, "Unsqueeze") || IsOnnx(n, "Reshape") || IsOnnx(n, "Flatten");
+}
+
+// Cast(views(ReduceSum(x)), to = f32) with x bf16/fp16 (a linear layer's bias gradient: the
+// output gradient summed over tokens, squeezed to the bias's shape) => views(ai.mixtrain
+// ReduceSum(x, to = f32)): the reduction already sums in double.
+bool WidenReduceSum(Graph& g, Node* cast) {
+  std::vector<Node*> views;  // from the Cast up
+  Node* reader = cast;
+  Value* v = cast->input(0);
+  Node* p = v->producer;
+  while (p != nullptr && IsView(*p) && SoleConsumer(g, v) == reader) {
+    views.push_back(p);
+    reader = p;
+    v = p->input(0);
+    p = v->producer;
+  }
+  if (p == nullptr || !IsOnnx(*p, "ReduceSum") || p->input(0) == nullptr ||
+      !IsLowFloat(p->input(0)->dtype) || SoleConsumer(g, v) != reader)
+    return false;
+  std::vector<Value*> ins(p->inputs().begin(), p->inputs().end());
+  std::vector<Attribute> attrs = p->attributes();
+  const std::string name = p->name();
+  Value* y = cast->output(0);
+  g.RemoveNode(cast);
+  g.RemoveNode(p);  // v stays for the new reduction to write
+  Node* r = g.AddNode("ReduceSum", ins, {}, g.UniqueName(name), kMixtrainDomain);
+  for (Attribute& a : attrs) r->SetAttr(std::move(a));
+  r->SetAttr(Attribute::Int("to", kOnnxFloat));
+  v->dtype = DType::kF32;
+  if (views.empty()) {
+    g.SetNodeOutput(r, 0, y);
+    return true;
+  }
+  g.SetNodeOutput(r, 0, v);
+  for (size_t i = 1; i < views.size(); ++i) views[i]->output(0)->dtype = DType::kF32;
+  g.SetNodeOutput(views.front(), 0, y);
+  return true;
+}
+
 class Fp32GradProductsPass final : public Pass {
  public:
   absl::string_view name() const override { return "fp32_grad_products"; }
@@ -91,6 +134,10 @@ class Fp32GradProductsPass final : public Pass {
     for (Node* cast : casts) {
       Value* low = cast->input(0);
       Node* p = low->producer;
+      if (WidenReduceSum(g, cast)) {
+        changed = true;
+        continue;
+      }
       if (!Widenable(*p) || SoleConsumer(g, low) != cast) continue;
       Value* y = cast->output(0);
       g.RemoveNode(cast);  // y stays, without producer, for the product to write

@@ -156,7 +156,10 @@ absl::StatusOr<std::vector<std::string>> BuildTrainingStep(Graph& g, const Train
   ps.push_back(MakeFuseConvEpiloguePass());
   ps.push_back(MakeFuseBackwardPass());
   ps.push_back(MakeFuseMatMulTrainingPass());
-  if (r.fp32_grad_products && r.low != DType::kF32) ps.push_back(MakeFp32GradProductsPass());
+  // bf16 only: bf16 has fp32's range, so widening changes only the rounding; under fp16 a
+  // gradient's overflow is what the loss scaler watches (as PyTorch's GradScaler does), and an
+  // fp32 sum would hide it.
+  if (r.fp32_grad_products && r.low == DType::kBF16) ps.push_back(MakeFp32GradProductsPass());
   if (r.cpu_layouts) ps.push_back(MakeConvLayoutTrainingPass());
   ps.push_back(MakeOptimizerPass(r.optimizer));
   ps.push_back(MakeCleanupPass());

@@ -39,7 +39,7 @@ struct TrainingRecipe {
   // The step runs on the CPU: its conv region is channel-blocked where the CPU has the kernels
   // (MakeConvLayoutTrainingPass). Other devices keep ONNX's layouts.
   bool cpu_layouts = true;
-  // The step runs on the CPU, whose products can read bf16 and write fp32: AMP's weight
+  // The step runs on the CPU, whose products can read bf16 and write fp32: bf16 AMP's parameter
   // gradients come out fp32 (MakeFp32GradProductsPass). Other devices keep the Casts.
   bool fp32_grad_products = true;
 };

@@ -90,7 +90,8 @@ std::unique_ptr<Pass> MakeFuseConvEpiloguePass();
 
 // Products on bf16/fp16 operands whose result is only cast to fp32 (AMP's weight gradients)
 // write fp32 themselves (passes/fp32_grad_products.cc): no rounding to the low type, no Cast.
-// Runs after fuse_matmul, for the CPU only (the CUDA products take one dtype).
+// Runs after fuse_matmul, for bf16 AMP on the CPU only (the CUDA products take one dtype; under
+// fp16 the loss scaler watches the gradients' overflow).
 std::unique_ptr<Pass> MakeFp32GradProductsPass();
 
 // The training step's conv region channel-blocked, forward and backward, where the CPU has the

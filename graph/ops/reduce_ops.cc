@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/ops/movement_params.h"
 #include "graph/ops/reduce_params.h"
+#include "graph/mixtrain_schemas.h"
 #include "graph/shape_inference.h"
 
 namespace mixtrain {
@@ -50,6 +51,17 @@ absl::Status InferReduce(InferContext& ctx) {
   return absl::OkStatus();
 }
 
+// ai.mixtrain ReduceSum(data, axes?): ONNX's ReduceSum (opset 13 form) whose output has the
+// type `to` (an ONNX float type): AMP's bias gradients summed from bf16 into fp32
+// (passes/fp32_grad_products.cc).
+absl::Status InferWideReduceSum(InferContext& ctx) {
+  MT_RETURN_IF_ERROR(InferReduce(ctx));
+  auto to = FromOnnxType(static_cast<int32_t>(ctx.node().attr_int("to", 1)));
+  if (!to.ok() || *to != DType::kF32) return ctx.Error("to must be float (1)");
+  ctx.output(0).dtype = *to;
+  return absl::OkStatus();
+}
+
 absl::Status InferArgMax(InferContext& ctx) {
   const TypeInfo& x = ctx.input(0);
   if (!x.present) return ctx.Error("needs input data");
@@ -78,9 +90,14 @@ absl::Status InferCumSum(InferContext& ctx) {
 
 MT_REGISTER_OP_SCHEMAS(reduce_ops, {{"ReduceMean", "", InferReduce},
                                     {"ReduceSum", "", InferReduce},
+                                    {"ReduceSum", "ai.mixtrain", InferWideReduceSum},
                                     {"ReduceMax", "", InferReduce},
                                     {"ReduceSumSquare", "", InferReduce},
                                     {"ArgMax", "", InferArgMax},
                                     {"CumSum", "", InferCumSum}});
+
+MT_REGISTER_ONNX_SCHEMAS(reduce_ops) {
+  AddMixtrainSchema("ReduceSum", {{"data", "T", false}, {"axes", "I", true}}, {{"reduced", "U", false}});
+}
 
 }  // namespace mixtrain

@@ -32,9 +32,12 @@ enum class ReduceKind { kSum, kMean, kMax, kSumSquare };
 
 // The arithmetic of one reduction kind for one storage type. C is what Io loads to (float,
 // double or int64); sums accumulate in double (or int64), max in C.
-template <typename Io, ReduceKind K>
+// OutIo: the output's storage, Io's unless the output is wider (ai.mixtrain ReduceSum's `to`:
+// bf16 in, fp32 out, AMP's bias gradients).
+template <typename Io, ReduceKind K, typename OutIo = Io>
 struct ReduceOp {
   using T = typename Io::T;
+  using OutT = typename OutIo::T;
   using C = decltype(Io::Load(T{}));
   static constexpr bool kMax = K == ReduceKind::kMax;
   using Acc = std::conditional_t<kMax, C, std::conditional_t<std::is_integral_v<C>, int64_t, double>>;
@@ -54,12 +57,12 @@ struct ReduceOp {
     if constexpr (kMax) return (v > a || v != v) ? v : a;
     else return a + v;
   }
-  static T Finish(Acc a, int64_t count) {
+  static OutT Finish(Acc a, int64_t count) {
     if constexpr (K == ReduceKind::kMean) {
       if constexpr (std::is_integral_v<Acc>) a = count > 0 ? a / count : 0;
       else a = a / static_cast<Acc>(count);  // 0/0 = NaN for an empty set, like numpy
     }
-    return Io::Store(static_cast<C>(a));
+    return OutIo::Store(static_cast<C>(a));
   }
 };
 
@@ -98,7 +101,7 @@ typename Op::Acc FoldRow(typename Op::Acc a, const typename Op::T* row, int64_t 
 
 // Each output is the reduction of one contiguous row of R inputs.
 template <typename Op>
-void ReduceRows(const typename Op::T* x, typename Op::T* y, int64_t outer, int64_t R) {
+void ReduceRows(const typename Op::T* x, typename Op::OutT* y, int64_t outer, int64_t R) {
   ParallelFor(outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(R, 1)),
               [&](int64_t b, int64_t e) {
                 for (int64_t o = b; o < e; ++o) {
@@ -114,7 +117,7 @@ void ReduceRows(const typename Op::T* x, typename Op::T* y, int64_t outer, int64
 // combined in slice order. Column chunks alone would give such a reduction one work item, run on
 // one thread.
 template <typename Op>
-void ReduceColumnsSliced(const typename Op::T* x, typename Op::T* y, int64_t outer, int64_t R,
+void ReduceColumnsSliced(const typename Op::T* x, typename Op::OutT* y, int64_t outer, int64_t R,
                          int64_t inner) {
   using Acc = typename Op::Acc;
   const int64_t S = std::clamp<int64_t>(R / 64, 1, 16);
@@ -148,7 +151,7 @@ void ReduceColumnsSliced(const typename Op::T* x, typename Op::T* y, int64_t out
 // row by row into a buffer so the inner loop is a plain vectorizable elementwise update.
 // Few outputs over many rows go to ReduceColumnsSliced.
 template <typename Op>
-void ReduceColumns(const typename Op::T* x, typename Op::T* y, int64_t outer, int64_t R,
+void ReduceColumns(const typename Op::T* x, typename Op::OutT* y, int64_t outer, int64_t R,
                    int64_t inner) {
   const int64_t chunks = (inner + kChunk - 1) / kChunk;
   if (outer * chunks < 4 && R >= 256 && inner <= 4 * kChunk) {
@@ -168,7 +171,7 @@ void ReduceColumns(const typename Op::T* x, typename Op::T* y, int64_t outer, in
                     for (int64_t i = 0; i < len; ++i)
                       acc[i] = Op::Combine(acc[i], Op::Map(Op::Load(src[i])));
                   }
-                  typename Op::T* dst = y + o * inner + i0;
+                  typename Op::OutT* dst = y + o * inner + i0;
                   for (int64_t i = 0; i < len; ++i) dst[i] = Op::Finish(acc[i], R);
                 }
               });
@@ -178,7 +181,7 @@ void ReduceColumns(const typename Op::T* x, typename Op::T* y, int64_t outer, in
 // When the last group is reduced (a bias gradient's ReduceSum over N, H, W of [N, C, H, W]),
 // the odometer walks only the other reduced groups and each step folds a contiguous run.
 template <typename Op>
-void ReduceGeneral(const typename Op::T* x, typename Op::T* y, const Groups& g, int64_t out_n,
+void ReduceGeneral(const typename Op::T* x, typename Op::OutT* y, const Groups& g, int64_t out_n,
                    int64_t count) {
   const int64_t ng = static_cast<int64_t>(g.size());
   DimList stride(ng);
@@ -230,7 +233,7 @@ void ReduceGeneral(const typename Op::T* x, typename Op::T* y, const Groups& g, 
 template <typename Op>
 void RunReduce(const TensorView& xv, TensorView& yv, const std::vector<bool>& mask) {
   const auto* x = xv.as<typename Op::T>();
-  auto* y = yv.as<typename Op::T>();
+  auto* y = yv.as<typename Op::OutT>();
   const int64_t out_n = yv.numel();
   int64_t count = 1;
   for (int64_t i = 0; i < xv.rank(); ++i)
@@ -283,6 +286,15 @@ class ReduceKernel final : public OpKernel {
       mask_ = *std::move(mask);
       dims_ = x.dims;
       ready_ = true;
+    }
+    if (y.dtype != x.dtype) {  // ai.mixtrain ReduceSum `to` = f32 from bf16/fp16
+      if (K != ReduceKind::kSum || y.dtype != DType::kF32 || !IsLowFloat(x.dtype))
+        return ctx.Error(absl::StrCat("cannot reduce ", DTypeName(x.dtype), " into ", DTypeName(y.dtype)));
+      if (x.dtype == DType::kBF16)
+        RunReduce<ReduceOp<red::BF16Io, K, red::F32Io>>(x, y, mask_);
+      else
+        RunReduce<ReduceOp<red::F16Io, K, red::F32Io>>(x, y, mask_);
+      return absl::OkStatus();
     }
     return DispatchNumeric(ctx, x.dtype, [&](auto io) { RunReduce<ReduceOp<decltype(io), K>>(x, y, mask_); });
   }
@@ -403,6 +415,9 @@ MT_REGISTER_KERNELS(cpu_reduce) {
   };
   auto cls = [&r](const char* op, KernelFactory f) { r.Register({op, "", DeviceType::kCPU, kNumericTypes, 0, f}); };
   cls("ReduceSum", ClassKernel<ReduceKernel<ReduceKind::kSum>>());
+  // ReduceSum with an fp32 output from bf16/fp16 (`to`; passes/fp32_grad_products.cc).
+  r.Register({"ReduceSum", "ai.mixtrain", DeviceType::kCPU, {DType::kBF16, DType::kF16}, 0,
+              ClassKernel<ReduceKernel<ReduceKind::kSum>>()});
   cls("ReduceMean", ClassKernel<ReduceKernel<ReduceKind::kMean>>());
   cls("ReduceMax", ClassKernel<ReduceKernel<ReduceKind::kMax>>());
   cls("ReduceSumSquare", ClassKernel<ReduceKernel<ReduceKind::kSumSquare>>());

@@ -1,6 +1,7 @@
 // The fp32_grad_products pass on an AMP (bf16) MLP, differentiated as the training step is: the
 // weight gradients' Gemm + Cast pairs become FusedMatMuls that write fp32 (a conv's ConvGrad its
-// dW and dB, a LayerNorm's gradient its dScale and dBias), and their values are
+// dW and dB, a LayerNorm's gradient its dScale and dBias, a bias's ReduceSum becomes
+// ai.mixtrain ReduceSum), and their values are
 // the products the Casts rounded (within bf16's rounding of each other, not all equal); products
 // with an epilogue operand, or whose low result something else reads, stay as they are.
 #include <algorithm>
@@ -8,11 +9,14 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "graph/half.h"
+#include "graph/onnx_export.h"
 #include "graph/verifier.h"
 #include "passes/passes.h"
 #include "passes/precision.h"
 #include "passes/training.h"
 #include "tests/passes/autodiff_test_util.h"
+#include "tests/kernels/kernel_test_util.h"
 #include "tests/passes/inference_test_util.h"
 
 namespace mixtrain {
@@ -24,13 +28,18 @@ using inference_test::Count;
 // x [8, 16] -> MatMul w1 -> Relu -> MatMul w2 [32, 5] (or a Conv w1 [4, 3, 3, 3] + b1 -> Relu on
 // x [2, 3, 8, 8], or MatMul w1 -> LayerNorm -> MatMul w2) -> weighted-sum loss, in bf16 AMP, then autodiff and fuse_matmul
 // (training variant); `widen` runs the pass after them.
-enum class Net { kMlp, kConv, kLayerNorm };
+enum class Net { kMlp, kConv, kLayerNorm, kBias };
 
 std::unique_ptr<Graph> Step(bool widen, Net net = Net::kMlp) {
   G b;
   Graph& g = b.graph();
   Value* y;
-  if (net == Net::kLayerNorm) {  // x [8, 16] -> MatMul w1 -> LayerNorm(s1, b1)
+  if (net == Net::kBias) {  // x [2, 8, 16] -> MatMul w1 + b1 -> MatMul w2: b1's gradient sums over 2 x 8
+    Value* x = g.AddValue("x", DType::kF32, Shape::Of({2, 8, 16}));
+    g.AddInput(x);
+    Value* h = b.Op1("Add", {b.Op1("MatMul", {x, b.Param("w1", {16, 32}, 1)}), b.Param("b1", {32}, 2)});
+    y = b.Op1("MatMul", {h, b.Param("w2", {32, 5}, 3)});
+  } else if (net == Net::kLayerNorm) {  // x [8, 16] -> MatMul w1 -> LayerNorm(s1, b1)
     Value* x = g.AddValue("x", DType::kF32, Shape::Of({8, 16}));
     g.AddInput(x);
     Value* h = b.Op1("MatMul", {x, b.Param("w1", {16, 32}, 1)});
@@ -109,6 +118,43 @@ TEST(Fp32GradProducts, LayerNormScaleAndBiasGradientsComeOutFp32) {
   EXPECT_EQ(ln->output(1)->dtype, DType::kF32);
   EXPECT_EQ(ln->output(2)->dtype, DType::kF32);
   ExpectRoundingApart(*base, *wide, {"grad/w1", "grad/w2", "grad/s1", "grad/b1"});
+}
+
+TEST(Fp32GradProducts, BiasGradientsComeOutFp32) {
+  std::unique_ptr<Graph> base = Step(false, Net::kBias), wide = Step(true, Net::kBias);
+  ASSERT_TRUE(Verify(*wide).ok()) << Verify(*wide);
+  EXPECT_EQ(Count(*wide, "Cast"), Count(*base, "Cast") - 3);  // w1's, w2's and b1's
+  int wide_sums = 0;  // the loss's own ReduceSums stay ONNX's, in fp32
+  for (const auto& n : wide->nodes())
+    if (n->op_type() == "ReduceSum" && n->domain() == kMixtrainDomain) {
+      ++wide_sums;
+      EXPECT_EQ(n->input(0)->dtype, DType::kBF16);
+      EXPECT_EQ(n->attr_int("to", 0), 1);
+    }
+  EXPECT_EQ(wide_sums, 1);
+  EXPECT_EQ(wide->FindValue("grad/b1")->dtype, DType::kF32);
+  ExpectRoundingApart(*base, *wide, {"grad/w1", "grad/w2", "grad/b1"});
+}
+
+// ai.mixtrain ReduceSum's kernel: bf16 summed into fp32 as the double sum rounded once.
+TEST(Fp32GradProducts, WideReduceSumKernel) {
+  Tensor x(DType::kBF16, {3, 70, 5});
+  for (int64_t i = 0; i < x.numel(); ++i)
+    x.data_as<uint16_t>()[i] = FloatToBFloat16(0.37f * static_cast<float>((i * 7919) % 101) - 17.0f);
+  for (bool keepdims : {false, true}) {
+    auto n = testing_util::MakeNode("ReduceSum", {x, Tensor::FromVector<int64_t>(DType::kI64, {2}, {0, 1})}, 1,
+                                    {Attribute::Int("to", 1), Attribute::Int("keepdims", keepdims)}, "ai.mixtrain");
+    auto out = testing_util::RunCpuKernel(*n.node, {x, Tensor::FromVector<int64_t>(DType::kI64, {2}, {0, 1})});
+    ASSERT_TRUE(out.ok()) << out.status();
+    const Tensor& y = (*out)[0];
+    ASSERT_EQ(y.dtype(), DType::kF32);
+    ASSERT_EQ(y.numel(), 5);
+    for (int64_t c = 0; c < 5; ++c) {
+      double want = 0;
+      for (int64_t i = c; i < x.numel(); i += 5) want += x.GetDouble(i);
+      EXPECT_EQ(y.GetDouble(c), static_cast<double>(static_cast<float>(want))) << c;
+    }
+  }
 }
 
 TEST(Fp32GradProducts, WeightGradientsComeOutFp32) {
