@@ -105,15 +105,17 @@ bool WidenReduceSum(Graph& g, Node* cast) {
   const std::string name = p->name();
   Value* y = cast->output(0);
   g.RemoveNode(cast);
-  g.RemoveNode(p);  // v stays for the new reduction to write
+  // Without views the reduction's old output dies with it (the Cast was its only reader), and
+  // the new one writes the Cast's; with views, the first view still reads it.
+  g.RemoveNode(p);
   Node* r = g.AddNode("ReduceSum", ins, {}, g.UniqueName(name), kMixtrainDomain);
   for (Attribute& a : attrs) r->SetAttr(std::move(a));
   r->SetAttr(Attribute::Int("to", kOnnxFloat));
-  v->dtype = DType::kF32;
   if (views.empty()) {
     g.SetNodeOutput(r, 0, y);
     return true;
   }
+  v->dtype = DType::kF32;
   g.SetNodeOutput(r, 0, v);
   for (size_t i = 1; i < views.size(); ++i) views[i]->output(0)->dtype = DType::kF32;
   g.SetNodeOutput(views.front(), 0, y);

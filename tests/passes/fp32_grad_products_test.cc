@@ -176,6 +176,31 @@ TEST(Fp32GradProducts, WeightGradientsComeOutFp32) {
   ExpectRoundingApart(*base, *wide, {"grad/w1", "grad/w2"});
 }
 
+// Cast(ReduceSum(x)) with no view between (what the dump fuzzer found: the old sum's value dies
+// with the Cast, and was written to after).
+TEST(Fp32GradProducts, ReduceSumReadByTheCastAlone) {
+  G b;
+  Graph& g = b.graph();
+  Value* x = g.AddValue("x", DType::kBF16, Shape::Of({4, 6}));
+  g.AddInput(x);
+  Value* s = b.Op1("ReduceSum", {x, b.Ints({0})}, {Attribute::Int("keepdims", 0)});
+  Value* y = b.Op1("Cast", {s}, {Attribute::Int("to", 1)});
+  g.AddOutput(y);
+  ASSERT_TRUE(InferShapes(g).ok());
+  std::unique_ptr<Graph> before = g.Clone();
+  auto changed = MakeFp32GradProductsPass()->Run(g);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  EXPECT_TRUE(*changed);
+  ASSERT_TRUE(Verify(g).ok()) << Verify(g);
+  EXPECT_EQ(Count(g, "Cast"), 0);
+  ASSERT_EQ(g.outputs()[0]->producer->domain(), kMixtrainDomain);
+  auto feeds = inference_test::Feeds(*before, 1);
+  std::vector<Tensor> wide = inference_test::RunGraph(g, feeds), low = inference_test::RunGraph(*before, feeds);
+  ASSERT_EQ(wide.size(), 1u);
+  for (int64_t i = 0; i < 6; ++i)
+    EXPECT_NEAR(wide[0].GetDouble(i), low[0].GetDouble(i), std::ldexp(std::fabs(wide[0].GetDouble(i)), -8));
+}
+
 // A product with a bias, or whose bf16 result is also read elsewhere, keeps its Cast.
 TEST(Fp32GradProducts, LeavesProductsItCannotWiden) {
   for (int variant = 0; variant < 2; ++variant) {
