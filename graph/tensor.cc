@@ -1,3 +1,4 @@
+#include <limits>
 #include "graph/tensor.h"
 
 #include <cstdlib>
@@ -68,7 +69,13 @@ int64_t Tensor::GetInt(int64_t i) const {
     MT_CHECK(i >= 0 && i < numel()) << "index " << i << " out of range";
     return data_as<int64_t>()[i];
   }
-  return static_cast<int64_t>(GetDouble(i));
+  // Float contents as ints (a float tensor where a model wants ints, e.g. a fuzzed Reshape
+  // shape): NaN reads as 0 and values past int64 saturate, since converting them is undefined.
+  const double d = GetDouble(i);
+  if (d != d) return 0;
+  if (d >= 9.223372036854775807e18) return std::numeric_limits<int64_t>::max();
+  if (d <= -9.223372036854775808e18) return std::numeric_limits<int64_t>::min();
+  return static_cast<int64_t>(d);
 }
 
 std::vector<int64_t> Tensor::ToInt64Vector() const {

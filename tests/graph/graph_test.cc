@@ -1,6 +1,11 @@
 // Graph IR: value/node links, topological sort, clone.
 #include "graph/graph.h"
 
+#include <cmath>
+#include <limits>
+
+#include "graph/tensor.h"
+
 #include <gtest/gtest.h>
 
 namespace mixtrain {
@@ -66,6 +71,21 @@ TEST(GraphTest, CloneIsDeep) {
   EXPECT_EQ(cm->input(1), c->FindValue("w"));
   EXPECT_TRUE(c->FindValue("w")->initializer->Identical(*w->initializer));
   EXPECT_EQ(c->UniqueName("mul"), "mul_1");
+}
+
+}  // namespace
+}  // namespace mixtrain
+
+namespace mixtrain {
+namespace {
+
+// Float contents read as ints (a fuzzed Reshape whose shape is a float tensor with NaN: the
+// conversion was undefined behavior): NaN is 0, values past int64 saturate, the rest truncate.
+TEST(TensorTest, GetIntOfFloatsIsDefinedForEveryValue) {
+  Tensor t = Tensor::FromVector<float>(DType::kF32, {6}, {std::nanf(""), INFINITY, -INFINITY, 1e30f, -2.75f, 7.5f});
+  EXPECT_EQ(t.ToInt64Vector(), (std::vector<int64_t>{0, std::numeric_limits<int64_t>::max(),
+                                                     std::numeric_limits<int64_t>::min(),
+                                                     std::numeric_limits<int64_t>::max(), -2, 7}));
 }
 
 }  // namespace
