@@ -194,6 +194,7 @@ struct Plan {
   std::optional<std::vector<int64_t>> reshape_in;
   std::vector<Mono> merged;  // the source's merged factors
   std::vector<int64_t> perm;  // empty: none
+  std::vector<Mono> permuted;  // the transpose's output dims, when there is one
   std::optional<std::vector<int64_t>> reshape_out;
   int nodes() const { return (reshape_in ? 1 : 0) + (perm.empty() ? 0 : 1) + (reshape_out ? 1 : 0); }
 };
@@ -235,9 +236,8 @@ std::optional<Plan> MakePlan(const View& v, const std::vector<Mono>& src, const 
       cur = p.merged;
     }
     p.perm = perm;
-    std::vector<Mono> t;
-    for (int64_t i : perm) t.push_back(cur[i]);
-    cur = std::move(t);
+    for (int64_t i : perm) p.permuted.push_back(cur[i]);
+    cur = p.permuted;
   }
   if (!(cur == out_dims)) {
     p.reshape_out = Target(out_dims, &cur);
@@ -279,9 +279,7 @@ void Emit(Graph& g, const View& v, const Plan& plan, Value* out, const std::stri
     cur = AddReshape(g, cur, *plan.reshape_in, last() ? out : nullptr, cur_dims, base);
   }
   if (!plan.perm.empty()) {
-    std::vector<Mono> t;
-    for (int64_t i : plan.perm) t.push_back(cur_dims[i]);
-    cur_dims = std::move(t);
+    cur_dims = plan.permuted;
     Value* y = last() ? out : g.AddValue(g.UniqueName(base + "_t"), cur->dtype, ShapeOf(cur_dims));
     Node* tr = g.AddNode("Transpose", {cur}, {y}, g.UniqueName(base + "_transpose"));
     tr->SetAttr(Attribute::Ints("perm", plan.perm));

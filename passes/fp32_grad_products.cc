@@ -31,6 +31,14 @@ using fusion::SoleConsumer;
 
 constexpr int64_t kOnnxFloat = 1;  // TensorProto.FLOAT
 
+// Removes `cast` and makes output i of `n` the value the Cast wrote (n's old output i, which only
+// the Cast read, goes with it).
+void TakeCastOutput(Graph& g, Node* cast, Node* n, size_t i) {
+  Value* y = cast->output(0);
+  g.RemoveNode(cast);
+  g.SetNodeOutput(n, i, y);
+}
+
 // Whether `p` is a product this pass can widen: Gemm without C, 2-D, or FusedMatMul without
 // bias, Z, activation or `to`; bf16/fp16 operands.
 bool Widenable(const Node& p) {
@@ -68,11 +76,7 @@ bool WidenParamGrads(Graph& g) {
       if (ok) casts.emplace_back(i, c);
     }
     if (!ok || casts.empty()) continue;
-    for (auto [i, c] : casts) {
-      Value* y = c->output(0);
-      g.RemoveNode(c);
-      g.SetNodeOutput(n, i, y);
-    }
+    for (auto [i, c] : casts) TakeCastOutput(g, c, n, i);
     n->SetAttr(Attribute::Int("params_to", kOnnxFloat));
     changed = true;
   }
@@ -103,22 +107,19 @@ bool WidenReduceSum(Graph& g, Node* cast) {
   std::vector<Value*> ins(p->inputs().begin(), p->inputs().end());
   std::vector<Attribute> attrs = p->attributes();
   const std::string name = p->name();
-  Value* y = cast->output(0);
-  g.RemoveNode(cast);
-  // Without views the reduction's old output dies with it (the Cast was its only reader), and
-  // the new one writes the Cast's; with views, the first view still reads it.
-  g.RemoveNode(p);
   Node* r = g.AddNode("ReduceSum", ins, {}, g.UniqueName(name), kMixtrainDomain);
   for (Attribute& a : attrs) r->SetAttr(std::move(a));
   r->SetAttr(Attribute::Int("to", kOnnxFloat));
-  if (views.empty()) {
-    g.SetNodeOutput(r, 0, y);
+  if (views.empty()) {  // r writes the Cast's value; the old sum, read by nothing now, goes with p
+    TakeCastOutput(g, cast, r, 0);
+    g.RemoveNode(p);
     return true;
   }
+  TakeCastOutput(g, cast, views.front(), 0);
+  g.RemoveNode(p);  // v stays: the last view reads it, and r writes it now, in fp32
   v->dtype = DType::kF32;
   g.SetNodeOutput(r, 0, v);
   for (size_t i = 1; i < views.size(); ++i) views[i]->output(0)->dtype = DType::kF32;
-  g.SetNodeOutput(views.front(), 0, y);
   return true;
 }
 
@@ -141,11 +142,9 @@ class Fp32GradProductsPass final : public Pass {
         continue;
       }
       if (!Widenable(*p) || SoleConsumer(g, low) != cast) continue;
-      Value* y = cast->output(0);
-      g.RemoveNode(cast);  // y stays, without producer, for the product to write
       if (IsMixtrain(*p, "FusedMatMul")) {
         p->SetAttr(Attribute::Int("to", kOnnxFloat));
-        g.SetNodeOutput(p, 0, y);
+        TakeCastOutput(g, cast, p, 0);
       } else {  // Gemm(A, B, transA, transB, alpha) -> the same FusedMatMul
         Node* f = g.AddNode("FusedMatMul", {p->input(0), p->input(1)}, {}, g.UniqueName(p->name()),
                             kMixtrainDomain);
@@ -154,8 +153,8 @@ class Fp32GradProductsPass final : public Pass {
         const float alpha = p->attr_float("alpha", 1.0f);
         if (alpha != 1.0f) f->SetAttr(Attribute::Float("alpha", alpha));
         f->SetAttr(Attribute::Int("to", kOnnxFloat));
+        TakeCastOutput(g, cast, f, 0);
         g.RemoveNode(p);
-        g.SetNodeOutput(f, 0, y);
       }
       changed = true;
     }
