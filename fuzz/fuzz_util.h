@@ -20,9 +20,15 @@ namespace mixtrain::fuzz {
 // A folder of this process's own (under /dev/shm when there is one: no disk writes per input),
 // made on first use. Paths in it are stable, so a crashing input is replayed the same way.
 // Never destroyed: the atexit handler that removes the folder runs after static destructors.
+// A process that crashes cannot remove its folder, and in libFuzzer's fork mode every crash is a
+// process: tools/fuzz/run.sh names a parent folder of its own in MIXTRAIN_FUZZ_SCRATCH and
+// removes it, with whatever the crashed jobs left, when the run ends.
 inline const std::string& ScratchDir() {
   static const std::string* dir = [] {
-    auto* tmpl = new std::string(access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp");
+    const char* parent = std::getenv("MIXTRAIN_FUZZ_SCRATCH");
+    auto* tmpl = new std::string(parent != nullptr && *parent != '\0' ? parent
+                                 : access("/dev/shm", W_OK) == 0   ? "/dev/shm"
+                                                                   : "/tmp");
     *tmpl += "/mixtrain_fuzz_XXXXXX";
     MT_CHECK(mkdtemp(tmpl->data()) != nullptr) << "cannot make a scratch folder " << *tmpl;
     // Removed at a normal exit; libFuzzer's crash exits leave it (it holds only the last input).

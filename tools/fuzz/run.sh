@@ -34,6 +34,15 @@ done
 export ASAN_OPTIONS="abort_on_error=1:detect_leaks=0:suppressions=$PWD/fuzz/sanitizer/asan.supp"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1:suppressions=$PWD/fuzz/sanitizer/ubsan.supp"
 export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=passive
+# Each fuzzer process's scratch folder goes under one of this run's own, removed when the run
+# ends: the jobs that crash (fork mode runs every input batch in a child) cannot remove theirs.
+shm=/tmp
+[ -w /dev/shm ] && shm=/dev/shm
+MIXTRAIN_FUZZ_SCRATCH=$(mktemp -d "$shm/mixtrain_fuzz_run.XXXXXX") || exit 2
+export MIXTRAIN_FUZZ_SCRATCH
+trap 'rm -rf "$MIXTRAIN_FUZZ_SCRATCH"' EXIT
+# A libomp registration file left empty by a killed process crashes the next libomp with its pid.
+tools/ci/clean_stale_omp_shm.sh
 
 run_one() {
   local t=$1
