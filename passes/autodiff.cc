@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "graph/check.h"
 #include "graph/shape_inference.h"
+#include "passes/training.h"
 #include "passes/parameters.h"
 #include "passes/pass_registry.h"
 #include "passes/passes.h"
@@ -171,9 +172,16 @@ absl::StatusOr<bool> AutodiffPass::Run(Graph& g) {
     }
     if (!any_dy || !any_need) continue;
     absl::Status st;
-    if (row == nullptr)
+    if (row == nullptr) {
+      std::string why;
+      if (n->domain().empty() && (n->op_type() == "LSTM" || n->op_type() == "GRU" || n->op_type() == "RNN"))
+        why = WhyRnnNotUnrolled(*n).empty()
+                  ? std::string(": the unroll_rnn pass writes it out in differentiable ops; run it first")
+                  : absl::StrCat(": training unrolls recurrent ops (unroll_rnn), but not this one: ",
+                                 WhyRnnNotUnrolled(*n));
       st = absl::UnimplementedError(absl::StrCat("no gradient rule for op ", n->op_type(),
-                                                 " (node '", n->name(), "')"));
+                                                 " (node '", n->name(), "')", why));
+    }
     GradContext ctx(*n, b, std::move(dy), std::move(needs));
     if (st.ok()) st = row->rule(ctx);
     if (!st.ok()) {

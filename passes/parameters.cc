@@ -88,7 +88,8 @@ InitializerClass Classify(const Graph& g, const Value* v, const TorchExportInfo&
   // (a transposed Linear weight) and train.
   if (absl::StartsWith(v->name, "onnx::") && v->initializer->numel() == 1)
     return {R::kConstant, "exporter scalar (onnx:: name)"};
-  if (v->metadata.contains(kFoldedMetadata)) return {R::kConstant, "folded by canonicalization"};
+  if (auto it = v->metadata.find(kFoldedMetadata); it != v->metadata.end())
+    return {R::kConstant, it->second == kPassConstant ? "a pass's constant" : "folded by canonicalization"};
   return {R::kParameter, "float initializer"};
 }
 

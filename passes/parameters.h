@@ -36,8 +36,11 @@ struct InitializerClass {
   std::string reason;  // why, in a few words ("torch.export kind BUFFER")
 };
 
-// Metadata key the canonicalization pass sets on initializers it made by folding.
+// Metadata key the canonicalization pass sets on initializers it made by folding (the value is
+// the folded op), and other forward passes on float constants they add (kPassConstant): such
+// initializers never train.
 inline constexpr char kFoldedMetadata[] = "mixtrain.folded";
+inline constexpr char kPassConstant[] = "pass constant";
 // The dynamo exporter's metadata: per value, its graph's signature, what a folded value came from.
 inline constexpr char kTorchExportKind[] = "pkg.torch.export.graph_signature.InputSpec.kind";
 inline constexpr char kTorchExportSignature[] = "pkg.torch.export.ExportedProgram.graph_signature";

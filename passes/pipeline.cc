@@ -11,13 +11,14 @@
 namespace mixtrain {
 namespace {
 
-// Forward rewrites run before autodiff so it differentiates their result: fold_views leaves
+// Forward rewrites run before autodiff so it differentiates their result: unroll_rnn writes
+// recurrent ops out step by step (their only gradient), fold_views leaves
 // attention's head split one copy (or none) where exporters make several, so the backward has
 // as few; the fusions' fused ops have gradient rules: an exported erf-GELU is five ops forward and nine backward, one GeluGrad fused;
 // attention's Softmax(Where(mask, scale * X)) differentiates to one SoftmaxGrad instead of seven
 // ops. Both are exact rewrites (passes/fuse_gelu.cc, passes/fuse_softmax.cc).
 absl::Status AddForwardFusions(std::vector<std::unique_ptr<Pass>>& ps) {
-  for (const char* name : {"fold_views", "fuse_gelu", "fuse_softmax"}) {
+  for (const char* name : {"unroll_rnn", "fold_views", "fuse_gelu", "fuse_softmax"}) {
     MT_ASSIGN_OR_RETURN(std::unique_ptr<Pass> fusion, CreatePassByName(name));
     ps.push_back(std::move(fusion));
   }
@@ -177,6 +178,8 @@ absl::StatusOr<std::vector<std::string>> BuildTrainingStep(Graph& g, const Train
 absl::Status BuildEvalGraph(Graph& g, const TrainingRecipe& r) {
   ToInferenceForm(g);
   std::vector<std::unique_ptr<Pass>> ps;
+  // Evaluation computes what the step computes (and needs no recurrent kernel, which CUDA lacks).
+  ps.push_back(MakeUnrollRnnPass());
   ps.push_back(MakeLossPass(r.loss));
   if (r.preset != PrecisionPreset::kFp32) ps.push_back(MakePrecisionPass(r.policy));
   ps.push_back(MakeCleanupPass());

@@ -78,6 +78,12 @@ struct OptimizerOptions {
   bool fixed_order = false;
   int64_t bucket_bytes = int64_t{25} << 20;
 };
+// RNN/GRU/LSTM nodes with a static sequence length written out step by step in ONNX ops
+// (passes/unroll_rnn.cc), so autodiff differentiates them. The first forward rewrite.
+std::unique_ptr<Pass> MakeUnrollRnnPass();
+// Why unroll_rnn leaves recurrent node `n` as it is (a symbolic sequence length, sequence_lens,
+// ...), or "" when it unrolls it. Autodiff names it when such a node needs a gradient.
+std::string WhyRnnNotUnrolled(const Node& n);
 // Exact fusions of the backward graph (passes/fuse_backward.cc): a Relu's gradient folded into
 // the MaxPoolGrad that reads the Relu's output. Runs after autodiff.
 std::unique_ptr<Pass> MakeFuseBackwardPass();

@@ -122,8 +122,8 @@ absl::Status RecurrentKernel(KernelContext& ctx) {
               hact = per_dir > 2 ? acts[d * per_dir + 2] : f;
     for (int64_t n = 0; n < batch; ++n) {
       for (int64_t j = 0; j < hid; ++j) {
-        hprev[j] = h0.empty() ? 0 : h0[(d * batch + n) * hid + j];
-        cprev[j] = c0.empty() ? 0 : c0[(d * batch + n) * hid + j];
+        hprev[j] = h0.empty() ? 0 : h0[state_at(d, n) + j];
+        cprev[j] = c0.empty() ? 0 : c0[state_at(d, n) + j];
       }
       const int64_t len = std::min(lens[n], seq);
       for (int64_t s = 0; s < len; ++s) {
