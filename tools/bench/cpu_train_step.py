@@ -15,8 +15,9 @@ Without onnxruntime-training its rows read n/a and the rest still runs.
         [--model-dir build/bench-models] [--mixtrain-arg=FLAG ...] [--json OUT]
 
 Models: fashion_cnn, gpt_mini, mlp, resnet_mini are the committed models/*.onnx (PyTorch classes in
-models/export_models.py); cifar_cnn and transformer_cls are defined in tools/bench/train_models.py
-and exported on first use into --model-dir (see that file). Default batch: 64, but cifar_cnn 256
+models/export_models.py); cifar_cnn, transformer_cls and lstm_cls (not in the default set) are
+defined in tools/bench/train_models.py and exported on first use into --model-dir (see that
+file). Default batch: 64, but cifar_cnn 256
 and transformer_cls 32; --batch-size overrides every model's. Inputs are one random batch (and
 random labels) per model, written to an .npz that every runner reads.
 
@@ -71,10 +72,10 @@ sys.path.insert(0, HERE)
 sys.path.insert(1, os.path.join(ROOT, "models"))
 
 COMMITTED = ("fashion_cnn", "gpt_mini", "mlp", "resnet_mini")  # models/*.onnx
-EXPORTED = ("cifar_cnn", "transformer_cls")                     # tools/bench/train_models.py
+EXPORTED = ("cifar_cnn", "transformer_cls", "lstm_cls")         # tools/bench/train_models.py
 DEFAULT_BATCH = {"fashion_cnn": 64, "gpt_mini": 64, "mlp": 64, "resnet_mini": 64,
-                 "cifar_cnn": 256, "transformer_cls": 32}
-INPUT_NAME = {"gpt_mini": "tokens", "transformer_cls": "tokens"}  # others: "input"
+                 "cifar_cnn": 256, "transformer_cls": 32, "lstm_cls": 64}
+INPUT_NAME = {"gpt_mini": "tokens", "transformer_cls": "tokens", "lstm_cls": "tokens"}  # others: "input"
 DATA_REPS = 4  # copies of the example batch in mixtrain's --data file
 
 # Runner names (table rows) and the child --runner value of the Python ones.

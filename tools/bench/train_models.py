@@ -13,6 +13,9 @@ pip packages: torch, onnx, onnxscript (torch's default exporter needs it)
     N x 64 in ("tokens", vocabulary 1000), token + learned positional embeddings (d_model 256,
     4 heads, feed-forward 1024, GELU, no dropout), final LayerNorm, mean over the sequence,
     Linear(256->10): N x 10 logits out.
+  * lstm_cls: a 2-layer nn.LSTM classifier; int64 token ids N x 64 in ("tokens", vocabulary
+    1000), embedding 128, hidden 256, batch_first, Linear(256->10) on the last step: N x 10
+    logits out. Both exporters write ONNX LSTM nodes, which mixtrain's training unrolls.
   * gpt2_small: GPT-2 small's shape (124M parameters; 12 pre-LayerNorm blocks, d 768, 12 heads,
     1024 tokens, vocabulary 50257, tanh GELU, untied head), attention in plain ops; int64 token
     ids N x 1024 in ("tokens"), N x 1024 x 50257 logits out (labels N x 1024). Its .onnx file is
@@ -41,6 +44,7 @@ SEED = 0
 CIFAR_CLASSES = 10
 TF_VOCAB, TF_SEQ, TF_DIM, TF_HEADS, TF_FF, TF_LAYERS, TF_CLASSES = 1000, 64, 256, 4, 1024, 4, 10
 G2_VOCAB, G2_SEQ, G2_DIM, G2_HEADS, G2_LAYERS = 50257, 1024, 768, 12, 12
+LS_VOCAB, LS_SEQ, LS_EMB, LS_HIDDEN, LS_LAYERS, LS_CLASSES = 1000, 64, 128, 256, 2, 10
 
 
 class CifarCnn(nn.Module):
@@ -146,9 +150,26 @@ class Gpt2Small(nn.Module):
         return self.head(self.ln_f(x))
 
 
-MODELS = {"cifar_cnn": CifarCnn, "transformer_cls": TransformerCls, "gpt2_small": Gpt2Small}
-INPUT_NAMES = {"cifar_cnn": "input", "transformer_cls": "tokens", "gpt2_small": "tokens"}
-NUM_CLASSES = {"cifar_cnn": CIFAR_CLASSES, "transformer_cls": TF_CLASSES, "gpt2_small": None}
+class LstmCls(nn.Module):
+    """2-layer nn.LSTM sequence classifier; int64 tokens N x 64 in, N x 10 logits out."""
+
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(LS_VOCAB, LS_EMB)
+        self.rnn = nn.LSTM(LS_EMB, LS_HIDDEN, num_layers=LS_LAYERS, batch_first=True)
+        self.head = nn.Linear(LS_HIDDEN, LS_CLASSES)
+
+    def forward(self, tokens):
+        y, _ = self.rnn(self.tok(tokens))
+        return self.head(y[:, -1])
+
+
+MODELS = {"cifar_cnn": CifarCnn, "transformer_cls": TransformerCls, "gpt2_small": Gpt2Small,
+          "lstm_cls": LstmCls}
+INPUT_NAMES = {"cifar_cnn": "input", "transformer_cls": "tokens", "gpt2_small": "tokens",
+               "lstm_cls": "tokens"}
+NUM_CLASSES = {"cifar_cnn": CIFAR_CLASSES, "transformer_cls": TF_CLASSES, "gpt2_small": None,
+               "lstm_cls": LS_CLASSES}
 
 
 def build(name):
@@ -163,6 +184,8 @@ def example_input(name, batch):
         return torch.randn(batch, 3, 32, 32, generator=gen)
     if name == "gpt2_small":
         return torch.randint(0, G2_VOCAB, (batch, G2_SEQ), generator=gen)
+    if name == "lstm_cls":
+        return torch.randint(0, LS_VOCAB, (batch, LS_SEQ), generator=gen)
     return torch.randint(0, TF_VOCAB, (batch, TF_SEQ), generator=gen)
 
 

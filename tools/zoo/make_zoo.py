@@ -5,11 +5,11 @@ the framework's loss and gradients, and 10 Adam steps.
 
 pip packages (the versions these files were generated with; CPU only, no network past PyPI):
     torch==2.15.0 onnx==1.23.2 onnxscript==0.7.2 onnx-ir==1.1.0 numpy==2.4.6 transformers==5.24.0
-    timm==1.0.31 onnxruntime==1.32.0 (optional: forward check)
+    timm==1.0.31 torchvision==0.29.2 onnxruntime==1.32.0 (optional: forward check)
     tensorflow-cpu==2.21.0 keras==3.15.1 tf2onnx==1.17.0 protobuf==7.36.2 (optional: keras_mlp)
 
     python3 -m venv /tmp/zoo-venv
-    /tmp/zoo-venv/bin/pip install torch onnx onnxscript numpy transformers timm onnxruntime \
+    /tmp/zoo-venv/bin/pip install torch onnx onnxscript numpy transformers timm torchvision onnxruntime \
         tensorflow-cpu tf2onnx
     OMP_NUM_THREADS=1 /tmp/zoo-venv/bin/python tools/zoo/make_zoo.py            # every model
     OMP_NUM_THREADS=1 /tmp/zoo-venv/bin/python tools/zoo/make_zoo.py NAME ...   # some models
@@ -315,6 +315,66 @@ def build_nn_mix():
     return NNMix(), {"x": torch.randn(BATCH, 3, 16, 16)}, class_labels(5)
 
 
+def make_lstm_classifier():
+    torch = torch_mod()
+    from torch import nn
+
+    class LstmClassifier(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(30, 8)
+            self.rnn = nn.LSTM(8, 12, num_layers=2, batch_first=True, bidirectional=True)
+            self.fc = nn.Linear(24, 5)
+
+        def forward(self, tokens):
+            y, _ = self.rnn(self.emb(tokens))   # N T 24
+            return self.fc(y[:, -1])
+
+    return LstmClassifier(), {"tokens": torch.randint(0, 30, (BATCH, 10))}, class_labels(5)
+
+
+@register("lstm_ts", "torchscript", 14,
+          notes="nn.Embedding -> 2-layer bidirectional nn.LSTM (batch_first) -> Linear on the "
+                "last step; ONNX LSTM nodes whose W/R/B are Slice/Concat/Unsqueeze of the "
+                "parameters (torch's gate order re-ordered to ONNX's)")
+def build_lstm_ts():
+    return make_lstm_classifier()
+
+
+@register("gru_ts", "torchscript", 14, dynamic=True,
+          notes="nn.GRU (batch_first, given an initial state computed from the input) on float "
+                "sequences, mean over time -> Linear; symbolic batch; ONNX GRU with "
+                "linear_before_reset=1")
+def build_gru_ts():
+    torch = torch_mod()
+    from torch import nn
+
+    class GruRegressor(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.h0 = nn.Linear(6, 10)
+            self.rnn = nn.GRU(6, 10, batch_first=True)
+            self.fc = nn.Linear(10, 4)
+
+        def forward(self, x):
+            h0 = torch.tanh(self.h0(x[:, 0])).unsqueeze(0)   # 1 N 10
+            y, _ = self.rnn(x, h0)
+            return self.fc(y.mean(dim=1))
+
+    return GruRegressor(), {"x": torch.randn(BATCH, 7, 6)}, class_labels(4)
+
+
+@register("shufflenet_tv", "torchscript", 17,
+          notes="torchvision.models.ShuffleNetV2(stages_repeats=[2, 2, 2], stages_out_channels="
+                "[24, 24, 48, 96, 256], num_classes=5) (torchvision's class; the published widths "
+                "make files > 2 MB), 3x64x64: channel shuffle as Reshape/Transpose/Reshape, "
+                "chunk as Split")
+def build_shufflenet_tv():
+    import torchvision
+    m = torchvision.models.ShuffleNetV2([2, 2, 2], [24, 24, 48, 96, 256], num_classes=5)
+    return m, {"x": image((BATCH, 3, 64, 64))}, class_labels(5)
+
+
 # --- dynamo-exporter models ------------------------------------------------------------------------
 
 @register("resnet10t_timm", "dynamo", 18,
@@ -383,6 +443,23 @@ def build_groupnorm_cnn():
             return self.fc(self.body(x))
 
     return GroupNormCNN(), {"x": torch.randn(BATCH, 3, 16, 16)}, class_labels(5)
+
+
+@register("lstm_dynamo", "dynamo", 18,
+          notes="lstm_ts's model through the dynamo exporter")
+def build_lstm_dynamo():
+    return make_lstm_classifier()
+
+
+@register("vit_tv", "dynamo", 18,
+          notes="torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, "
+                "num_heads=2, hidden_dim=32, mlp_dim=64, num_classes=5) (torchvision's class at a "
+                "tiny size; its encoder is nn.MultiheadAttention), 3x32x32")
+def build_vit_tv():
+    import torchvision
+    m = torchvision.models.VisionTransformer(image_size=32, patch_size=8, num_layers=2, num_heads=2,
+                                             hidden_dim=32, mlp_dim=64, num_classes=5)
+    return m, {"x": image((BATCH, 3, 32, 32))}, class_labels(5)
 
 
 @register("tfm_encoder_dynamo", "dynamo", 18, optimize=True,
