@@ -71,7 +71,7 @@ namespace {
 bool IsDiffEdge(const Node& n, size_t i, const GradRuleRow* row) {
   const Value* v = n.input(i);
   if (v == nullptr || !IsFloat(v->dtype)) return false;
-  return row == nullptr || (i < 32 && (row->differentiable >> i & 1u));
+  return row == nullptr || InMask(row->differentiable, i);
 }
 
 class AutodiffPass final : public Pass {

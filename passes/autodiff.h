@@ -47,8 +47,10 @@ class GradContext {
 
 using GradRule = absl::Status (*)(GradContext&);
 
-// One row of the table. Inputs outside `differentiable` (a bit per input index) carry no
-// gradient (shapes, indices, running statistics); integer and bool inputs never do.
+// One row of the table. Inputs outside `differentiable` (a bit per input index; bit 31 stands
+// for input 31 and every later one, so the variadic ops' default ~0u covers a Concat or Sum of
+// any length) carry no gradient (shapes, indices, running statistics); integer and bool inputs
+// never do.
 struct GradRuleRow {
   std::string_view op_type;
   std::string_view domain;  // "" = ai.onnx
@@ -57,9 +59,11 @@ struct GradRuleRow {
 };
 inline constexpr uint32_t Inputs(std::initializer_list<int> idx) {
   uint32_t m = 0;
-  for (int i : idx) m |= 1u << i;
+  for (int i : idx) m |= 1u << (i < 31 ? i : 31);
   return m;
 }
+// Whether input i is in the mask (see GradRuleRow::differentiable).
+inline constexpr bool InMask(uint32_t mask, size_t i) { return (mask >> (i < 31 ? i : 31)) & 1u; }
 
 const GradRuleRow* FindGradRule(std::string_view domain, std::string_view op_type);
 void RegisterGradRules(std::initializer_list<GradRuleRow> rows);

@@ -117,6 +117,18 @@ TEST(GradCheck, Concat) {
     return Vs{g.Op1("Concat", {g.Param("a", {2, 1}, 1), g.Param("b", {2, 3}, 2)}, {A::Int("axis", -1)})};
   });
 }
+// Past 32 inputs (an unrolled 33-step sequence, a DenseNet-style concat): the inputs after the
+// 32nd once carried no gradient, silently, because the differentiable-input mask had 32 bits.
+TEST(GradCheck, ConcatAndSumOfFortyInputs) {
+  Check([](G& g) {
+    Vs parts, terms;
+    for (int i = 0; i < 40; ++i) {
+      parts.push_back(g.Param("p" + std::to_string(i), {1, 2}, 100 + i));
+      terms.push_back(g.Param("t" + std::to_string(i), {2}, 200 + i));
+    }
+    return Vs{g.Op1("Concat", parts, {A::Int("axis", 0)}), g.Op1("Sum", terms)};
+  });
+}
 TEST(GradCheck, SplitOneOutputUnused) {
   Check([](G& g) {
     Vs parts = g.Op("Split", {g.Param("x", {2, 6}, 1), g.Ints({1, 2, 3})}, {A::Int("axis", 1)}, 3);

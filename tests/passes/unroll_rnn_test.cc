@@ -30,6 +30,7 @@ struct Case {
   bool linear_before_reset = false;
   std::string activation;  // RNN only: "" = default Tanh
   Dim batch = Dim::Symbol("N");
+  int64_t seq = kT;
 };
 
 std::string Name(const Case& c) {
@@ -45,7 +46,7 @@ std::vector<Value*> Build(G& b, const Case& c) {
   const int gates = c.op == "LSTM" ? 4 : c.op == "GRU" ? 3 : 1;
   const int64_t dirs = c.direction == "bidirectional" ? 2 : 1;
   const Dim n = c.batch;
-  Value* x = g.AddValue("x", DType::kF32, c.batch_major ? Shape({n, Dim(kT), Dim(kI)}) : Shape({Dim(kT), n, Dim(kI)}));
+  Value* x = g.AddValue("x", DType::kF32, c.batch_major ? Shape({n, Dim(c.seq), Dim(kI)}) : Shape({Dim(c.seq), n, Dim(kI)}));
   g.AddInput(x);
   std::vector<Value*> ins = {x, b.Param("w", {dirs, gates * kH, kI}, 11), b.Param("r", {dirs, gates * kH, kH}, 12)};
   ins.push_back(c.bias ? b.Param("b", {dirs, 2 * gates * kH}, 13) : nullptr);
@@ -162,6 +163,31 @@ TEST(UnrollRnn, GradientsMatchCentralDifferences) {
     // Clip has corners at +-0.6 (Relu one at 0): a step of 1e-2 straddles some of them and its
     // difference quotient is off by up to 0.08 there; 1e-3 straddles none of these inputs.
     gradcheck::CheckGraph(g, feeds, c.clip ? 1e-3f : 1e-2f, 2e-3f);
+  }
+}
+
+// 40 steps: the gradient reaches every step (the Concat of Y and the Split of the input product
+// have more than 32 operands, past which autodiff once cut the gradient).
+TEST(UnrollRnn, GradientsThroughFortySteps) {
+  for (const char* op : {"LSTM", "GRU"}) {
+    Case c;
+    c.op = op;
+    c.seq = 40;
+    c.batch = Dim(2);
+    c.linear_before_reset = c.op == "GRU";
+    SCOPED_TRACE(Name(c));
+    G b(17);
+    std::vector<Value*> outs = Build(b, c);
+    Graph& g = b.graph();
+    ASSERT_TRUE(InferShapes(g).ok());
+    auto pass = CreatePassByName("unroll_rnn");
+    ASSERT_TRUE(pass.ok());
+    ASSERT_TRUE((*pass)->Run(g).ok());
+    auto feeds = inference_test::Feeds(g, 2, -1, 1, 5);
+    g.mutable_outputs().clear();
+    gradcheck::AppendWeightedSumLoss(b, {outs[0]});  // Y alone: every step's state
+    if (HasFatalFailure()) return;
+    gradcheck::CheckGraph(g, feeds, 1e-2f, 2e-3f);
   }
 }
 
