@@ -140,29 +140,37 @@ TEST(UnrollRnn, ComputesWhatTheKernelsCompute) {
     }
 }
 
+// Builds case c at batch 2, unrolls it, puts the weighted-sum loss on the outputs `which` picks
+// (all when empty) and checks every parameter's gradient against central differences with step h.
+void CheckUnrolledGradients(const Case& base, std::vector<int> which, float h) {
+  Case c = base;
+  c.batch = Dim(2);
+  G b(17);
+  std::vector<Value*> outs = Build(b, c);
+  Graph& g = b.graph();
+  ASSERT_TRUE(InferShapes(g).ok());
+  auto pass = CreatePassByName("unroll_rnn");
+  ASSERT_TRUE(pass.ok());
+  auto changed = (*pass)->Run(g);
+  ASSERT_TRUE(changed.ok()) << changed.status();
+  ASSERT_TRUE(*changed);
+  auto feeds = inference_test::Feeds(g, 2, -1, 1, 5);
+  g.mutable_outputs().clear();
+  std::vector<Value*> picked;
+  for (int k : which) picked.push_back(outs[k]);
+  gradcheck::AppendWeightedSumLoss(b, which.empty() ? outs : picked);
+  if (::testing::Test::HasFatalFailure()) return;
+  gradcheck::CheckGraph(g, feeds, h, 2e-3f);
+}
+
 // Gradients of every parameter (W, R, B, peepholes) and of the initial states, through the
 // unrolled graph, against central differences of its loss.
 TEST(UnrollRnn, GradientsMatchCentralDifferences) {
-  for (const Case& base : Cases()) {
-    Case c = base;
-    c.batch = Dim(2);
+  for (const Case& c : Cases()) {
     SCOPED_TRACE(Name(c));
-    G b(17);
-    std::vector<Value*> outs = Build(b, c);
-    Graph& g = b.graph();
-    ASSERT_TRUE(InferShapes(g).ok());
-    auto pass = CreatePassByName("unroll_rnn");
-    ASSERT_TRUE(pass.ok());
-    auto changed = (*pass)->Run(g);
-    ASSERT_TRUE(changed.ok()) << changed.status();
-    ASSERT_TRUE(*changed);
-    auto feeds = inference_test::Feeds(g, 2, -1, 1, 5);
-    g.mutable_outputs().clear();
-    gradcheck::AppendWeightedSumLoss(b, outs);
-    if (HasFatalFailure()) return;
     // Clip has corners at +-0.6 (Relu one at 0): a step of 1e-2 straddles some of them and its
     // difference quotient is off by up to 0.08 there; 1e-3 straddles none of these inputs.
-    gradcheck::CheckGraph(g, feeds, c.clip ? 1e-3f : 1e-2f, 2e-3f);
+    CheckUnrolledGradients(c, {}, c.clip ? 1e-3f : 1e-2f);
   }
 }
 
@@ -173,21 +181,9 @@ TEST(UnrollRnn, GradientsThroughFortySteps) {
     Case c;
     c.op = op;
     c.seq = 40;
-    c.batch = Dim(2);
     c.linear_before_reset = c.op == "GRU";
     SCOPED_TRACE(Name(c));
-    G b(17);
-    std::vector<Value*> outs = Build(b, c);
-    Graph& g = b.graph();
-    ASSERT_TRUE(InferShapes(g).ok());
-    auto pass = CreatePassByName("unroll_rnn");
-    ASSERT_TRUE(pass.ok());
-    ASSERT_TRUE((*pass)->Run(g).ok());
-    auto feeds = inference_test::Feeds(g, 2, -1, 1, 5);
-    g.mutable_outputs().clear();
-    gradcheck::AppendWeightedSumLoss(b, {outs[0]});  // Y alone: every step's state
-    if (HasFatalFailure()) return;
-    gradcheck::CheckGraph(g, feeds, 1e-2f, 2e-3f);
+    CheckUnrolledGradients(c, {0}, 1e-2f);  // Y alone: every step's state
   }
 }
 
