@@ -56,6 +56,16 @@ bool IsBatchNormStat(const Value* v) {
   return false;
 }
 
+// Read by an RNN/GRU/LSTM node as its W, R or B (or was, before unroll_rnn).
+bool IsRecurrentWeight(const Value* v) {
+  if (v->metadata.contains(kRecurrentWeightMetadata)) return true;
+  for (const Node* n : v->consumers)
+    if (n->domain().empty() && (n->op_type() == "LSTM" || n->op_type() == "GRU" || n->op_type() == "RNN"))
+      for (size_t i = 1; i < 4 && i < n->num_inputs(); ++i)
+        if (n->input(i) == v) return true;
+  return false;
+}
+
 InitializerClass Classify(const Graph& g, const Value* v, const TorchExportInfo& torch) {
   using R = InitializerRole;
   if (!IsFloat(v->dtype)) return {R::kConstant, absl::StrCat(DTypeName(v->dtype), " tensor")};
@@ -82,6 +92,10 @@ InitializerClass Classify(const Graph& g, const Value* v, const TorchExportInfo&
   }
   if (g.producer_name == "tf2onnx") {
     if (absl::StrContains(v->name, "ReadVariableOp")) return {R::kParameter, "tf2onnx variable"};
+    // tf2onnx folds a Keras LSTM/GRU/SimpleRNN's kernel, recurrent kernel and bias, re-ordered
+    // into ONNX's gates, into the node's W, R and B (W0__30, R0__31, B0__32): no ReadVariableOp
+    // reads them any more, but they are the layer's weights.
+    if (IsRecurrentWeight(v)) return {R::kParameter, "tf2onnx recurrent layer weight (W, R or B)"};
     return {R::kConstant, "tf2onnx constant (not a ReadVariableOp)"};
   }
   // The TorchScript exporter's folded scalars; its larger onnx:: tensors may be folded weights

@@ -11,7 +11,9 @@
 //      parameter (a transposed Linear weight; pos.weight[arange(T)]) -> parameter, from buffers
 //      only (rotary tables) -> constant; any other initializer of such a model is the
 //      exporter's own -> constant
-//   4. tf2onnx: Keras variables are read through "ReadVariableOp" -> parameter, else constant
+//   4. tf2onnx: Keras variables are read through "ReadVariableOp" -> parameter; so are the W, R
+//      and B of an LSTM/GRU/RNN node (tf2onnx folds the Keras layer's weights into them);
+//      anything else -> constant
 //   5. a one-element "onnx::..." (TorchScript exporter's folded scalars) -> constant (its larger
 //      onnx:: tensors may be folded weights, e.g. a transposed Linear weight, and train)
 //   6. folded by canonicalization                        -> constant
@@ -41,6 +43,9 @@ struct InitializerClass {
 // initializers never train.
 inline constexpr char kFoldedMetadata[] = "mixtrain.folded";
 inline constexpr char kPassConstant[] = "pass constant";
+// Metadata key unroll_rnn sets on initializers that were a recurrent node's W, R or B (the value
+// says which), so they keep their role after the node is gone.
+inline constexpr char kRecurrentWeightMetadata[] = "mixtrain.recurrent_weight";
 // The dynamo exporter's metadata: per value, its graph's signature, what a folded value came from.
 inline constexpr char kTorchExportKind[] = "pkg.torch.export.graph_signature.InputSpec.kind";
 inline constexpr char kTorchExportSignature[] = "pkg.torch.export.ExportedProgram.graph_signature";

@@ -284,6 +284,10 @@ class UnrollRnnPass final : public Pass {
         olds[i] = n->output(i);
         live[i] = olds[i] != nullptr && (!olds[i]->consumers.empty() || g.IsGraphOutput(olds[i]));
       }
+      // W, R and B keep their role (passes/parameters.cc) once the node that read them is gone.
+      for (size_t i = 1; i < 4 && i < n->num_inputs(); ++i)
+        if (Value* w = n->input(i); w != nullptr && w->is_initializer())
+          w->metadata[kRecurrentWeightMetadata] = i == 1 ? "W" : i == 2 ? "R" : "B";
       Unroller u(g, r);
       std::vector<Value*> built = u.Build(live);
       g.RemoveNode(n);

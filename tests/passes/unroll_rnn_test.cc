@@ -4,11 +4,13 @@
 // autodiff's gradients through the unrolled graph match central differences. Nodes it cannot
 // unroll stay, and autodiff's error then says why.
 #include <algorithm>
+#include <map>
 #include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "graph/shape_inference.h"
+#include "passes/parameters.h"
 #include "passes/pass_registry.h"
 #include "passes/training.h"
 #include "tests/passes/autodiff_test_util.h"
@@ -184,6 +186,41 @@ TEST(UnrollRnn, GradientsThroughFortySteps) {
     c.linear_before_reset = c.op == "GRU";
     SCOPED_TRACE(Name(c));
     CheckUnrolledGradients(c, {0}, 1e-2f);  // Y alone: every step's state
+  }
+}
+
+// tf2onnx folds a Keras LSTM's weights into the node's W, R, B (no ReadVariableOp in their
+// names, which is how tf2onnx models mark variables): they train, before and after unrolling.
+TEST(UnrollRnn, Tf2OnnxRecurrentWeightsTrain) {
+  G b(13);
+  Graph& g = b.graph();
+  g.producer_name = "tf2onnx";
+  Value* x = g.AddValue("x", DType::kF32, Shape({Dim(kT), Dim(2), Dim(kI)}));
+  g.AddInput(x);
+  std::vector<Value*> outs = b.Op("LSTM", {x, b.Param("W0__30", {1, 4 * kH, kI}, 1), b.Param("R0__31", {1, 4 * kH, kH}, 2),
+                                           b.Param("B0__32", {1, 8 * kH}, 3)},
+                                  {A::Int("hidden_size", kH)}, 3);
+  Value* k = b.Param("sequential/dense/Cast/ReadVariableOp:0", {kH, 3}, 4);
+  Value* y = b.Op1("MatMul", {b.Op1("Reshape", {outs[1], b.Ints({2, kH})}), k});
+  Value* folded = b.Param("const_fold_opt__7", {3}, 5);  // an exporter constant: stays frozen
+  g.AddOutput(b.Op1("Add", {y, folded}));
+  ASSERT_TRUE(InferShapes(g).ok());
+  auto roles = [&] {
+    std::map<std::string, InitializerRole> out;
+    for (const auto& [v, c] : ClassifyInitializers(g)) out[v->name] = c.role;
+    return out;
+  };
+  for (bool unrolled : {false, true}) {
+    if (unrolled) {
+      auto pass = CreatePassByName("unroll_rnn");
+      ASSERT_TRUE(pass.ok());
+      ASSERT_TRUE((*pass)->Run(g).ok());
+      ASSERT_EQ(Count(g, "LSTM"), 0);
+    }
+    auto r = roles();
+    for (const char* w : {"W0__30", "R0__31", "B0__32", "sequential/dense/Cast/ReadVariableOp:0"})
+      EXPECT_EQ(r[w], InitializerRole::kParameter) << w << (unrolled ? " after unrolling" : "");
+    EXPECT_EQ(r["const_fold_opt__7"], InitializerRole::kConstant);
   }
 }
 
