@@ -174,11 +174,11 @@ absl::StatusOr<bool> AutodiffPass::Run(Graph& g) {
     absl::Status st;
     if (row == nullptr) {
       std::string why;
-      if (n->domain().empty() && (n->op_type() == "LSTM" || n->op_type() == "GRU" || n->op_type() == "RNN"))
-        why = WhyRnnNotUnrolled(*n).empty()
-                  ? std::string(": the unroll_rnn pass writes it out in differentiable ops; run it first")
-                  : absl::StrCat(": training unrolls recurrent ops (unroll_rnn), but not this one: ",
-                                 WhyRnnNotUnrolled(*n));
+      if (IsRecurrentOp(*n)) {
+        const std::string reason = WhyRnnNotUnrolled(*n);
+        why = reason.empty() ? ": the unroll_rnn pass writes it out in differentiable ops; run it first"
+                             : absl::StrCat(": training unrolls recurrent ops (unroll_rnn), but not this one: ", reason);
+      }
       st = absl::UnimplementedError(absl::StrCat("no gradient rule for op ", n->op_type(),
                                                  " (node '", n->name(), "')", why));
     }

@@ -6,6 +6,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "passes/training.h"
 
 namespace mixtrain {
 namespace {
@@ -60,7 +61,7 @@ bool IsBatchNormStat(const Value* v) {
 bool IsRecurrentWeight(const Value* v) {
   if (v->metadata.contains(kRecurrentWeightMetadata)) return true;
   for (const Node* n : v->consumers)
-    if (n->domain().empty() && (n->op_type() == "LSTM" || n->op_type() == "GRU" || n->op_type() == "RNN"))
+    if (IsRecurrentOp(*n))
       for (size_t i = 1; i < 4 && i < n->num_inputs(); ++i)
         if (n->input(i) == v) return true;
   return false;

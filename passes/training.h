@@ -81,6 +81,8 @@ struct OptimizerOptions {
 // RNN/GRU/LSTM nodes with a static sequence length written out step by step in ONNX ops
 // (passes/unroll_rnn.cc), so autodiff differentiates them. The first forward rewrite.
 std::unique_ptr<Pass> MakeUnrollRnnPass();
+// An ONNX RNN, GRU or LSTM node.
+bool IsRecurrentOp(const Node& n);
 // Why unroll_rnn leaves recurrent node `n` as it is (a symbolic sequence length, sequence_lens,
 // ...), or "" when it unrolls it. Autodiff names it when such a node needs a gradient.
 std::string WhyRnnNotUnrolled(const Node& n);

@@ -270,8 +270,7 @@ class UnrollRnnPass final : public Pass {
   absl::StatusOr<bool> Run(Graph& g) override {
     std::vector<Rnn> todo;
     for (const auto& n : g.nodes()) {
-      if (!n->domain().empty() || (n->op_type() != "RNN" && n->op_type() != "GRU" && n->op_type() != "LSTM"))
-        continue;
+      if (!IsRecurrentOp(*n)) continue;
       if (todo.empty()) MT_RETURN_IF_ERROR(InferShapes(g));
       Rnn r;
       if (Check(*n, &r).empty()) todo.push_back(std::move(r));
@@ -307,6 +306,10 @@ class UnrollRnnPass final : public Pass {
 };
 
 }  // namespace
+
+bool IsRecurrentOp(const Node& n) {
+  return n.domain().empty() && (n.op_type() == "RNN" || n.op_type() == "GRU" || n.op_type() == "LSTM");
+}
 
 // Why a recurrent node stays as it is (for autodiff's error), or "" when unroll_rnn unrolls it.
 std::string WhyRnnNotUnrolled(const Node& n) {
