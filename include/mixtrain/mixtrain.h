@@ -23,6 +23,7 @@
 #include "mixtrain/gradients.h"
 #include "mixtrain/inference_session.h"
 #include "mixtrain/profile.h"
+#include "mixtrain/summary_writer.h"
 #include "mixtrain/tensor.h"
 #include "mixtrain/train_config.h"
 #include "mixtrain/trainer.h"
