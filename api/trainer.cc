@@ -1,6 +1,8 @@
 // mixtrain::v1::Trainer: a locked pimpl over the runtime's Trainer (runtime/trainer.h), converting
 // public types at the boundary and keeping exceptions from crossing it, plus StepAsync's queue
 // and worker thread.
+#include <algorithm>
+#include <cmath>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -191,8 +193,51 @@ absl::StatusOr<EvalResult> Trainer::Evaluate(const TensorMap& batch) {
   auto lock = impl_->Lock();
   return api::Guarded("Trainer::Evaluate", [&]() -> absl::StatusOr<EvalResult> {
     MT_ASSIGN_OR_RETURN(api::RtEvalResult r, impl_->rt->Evaluate(api::ToTensors(batch)));
-    return EvalResult{r.loss_sum, r.correct, r.examples};
+    EvalResult e;
+    e.task = r.task == EvalTask::kClassification ? EvalResult::Task::kClassification
+             : r.task == EvalTask::kRegression   ? EvalResult::Task::kRegression
+                                                 : EvalResult::Task::kOther;
+    e.loss_sum = r.loss_sum;
+    e.examples = r.examples;
+    e.positions = r.counts.positions;
+    e.correct = r.counts.correct;
+    e.correct_top5 = r.counts.correct_top5;
+    e.classes = r.classes;
+    e.abs_error_sum = r.counts.abs_error_sum;
+    e.squared_error_sum = r.counts.squared_error_sum;
+    return e;
   });
+}
+
+EvalResult& EvalResult::operator+=(const EvalResult& o) {
+  if (task == Task::kOther) task = o.task;
+  loss_sum += o.loss_sum;
+  examples += o.examples;
+  positions += o.positions;
+  correct += o.correct;
+  correct_top5 += o.correct_top5;
+  classes = std::max(classes, o.classes);
+  abs_error_sum += o.abs_error_sum;
+  squared_error_sum += o.squared_error_sum;
+  return *this;
+}
+
+std::vector<std::pair<std::string, double>> EvalResult::Metrics() const {
+  std::vector<std::pair<std::string, double>> m;
+  if (examples == 0) return m;
+  const double loss = loss_sum / static_cast<double>(examples);
+  m.emplace_back("loss", loss);
+  if (task == Task::kClassification) {
+    m.emplace_back("perplexity", std::exp(loss));
+    if (positions > 0) {
+      m.emplace_back("top1", static_cast<double>(correct) / static_cast<double>(positions));
+      if (classes >= 10) m.emplace_back("top5", static_cast<double>(correct_top5) / static_cast<double>(positions));
+    }
+  } else if (task == Task::kRegression && positions > 0) {
+    m.emplace_back("mae", abs_error_sum / static_cast<double>(positions));
+    m.emplace_back("rmse", std::sqrt(squared_error_sum / static_cast<double>(positions)));
+  }
+  return m;
 }
 
 absl::Status Trainer::SaveCheckpoint(const std::string& path, TrainingPosition position) const {

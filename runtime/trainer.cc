@@ -163,7 +163,10 @@ absl::Status Trainer::BuildOn(std::unique_ptr<Graph> model, std::shared_ptr<Devi
     }
   output_name_ = recipe.loss.output;
   labels_name_ = recipe.loss.labels;
-  classification_ = c.loss() == "cross_entropy";
+  eval_spec_.task = c.loss() == "cross_entropy"          ? EvalTask::kClassification
+                    : c.loss() == "mse" || c.loss() == "l1" ? EvalTask::kRegression
+                                                            : EvalTask::kOther;
+  eval_spec_.class_axis = c.class_axis();
 
   // --- one canonical model for the step, the eval graph and the export ---
   MT_RETURN_IF_ERROR(PrepareModel(*model, recipe));
@@ -361,19 +364,16 @@ absl::StatusOr<EvalResult> Trainer::Evaluate(const std::map<std::string, Tensor>
   }
   MT_ASSIGN_OR_RETURN(std::vector<Tensor> out, eval_->Run(feeds, {kLossName, output_name_}));
   EvalResult r;
-  const Tensor& logits = out[1];
-  r.examples = logits.rank() > 0 ? logits.dims()[0] : 1;
+  const Tensor& output = out[1];
+  r.examples = output.rank() > 0 ? output.dims()[0] : 1;
   r.loss_sum = out[0].GetDouble(0) * static_cast<double>(r.examples);
-  if (classification_ && logits.rank() == 2 && batch.contains(labels_name_)) {
-    const Tensor& labels = batch.at(labels_name_);
-    int64_t n = logits.dims()[0], k = logits.dims()[1];
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t best = 0;
-      for (int64_t j = 1; j < k; ++j)
-        if (logits.GetDouble(i * k + j) > logits.GetDouble(i * k + best)) best = j;
-      r.correct += best == labels.GetInt(i);
-    }
+  r.task = eval_spec_.task;
+  if (eval_spec_.task == EvalTask::kClassification && output.rank() > 0) {
+    const int64_t axis = eval_spec_.class_axis < 0 ? eval_spec_.class_axis + output.rank() : eval_spec_.class_axis;
+    if (axis >= 0 && axis < output.rank()) r.classes = output.dims()[axis];
   }
+  if (auto it = batch.find(labels_name_); it != batch.end())
+    MT_RETURN_IF_ERROR(AccumulateEvalCounts(eval_spec_, output, it->second, r.counts));
   return r;
 }
 

@@ -18,6 +18,7 @@
 #include "graph/graph.h"
 #include "mixtrain/communicator.h"
 #include "passes/precision_policy.h"
+#include "runtime/eval_metrics.h"
 #include "passes/training.h"
 #include "proto/mixtrain_pb.h"
 #include "runtime/precision_debugger.h"
@@ -36,8 +37,10 @@ struct StepResult {
 
 struct EvalResult {
   double loss_sum = 0;  // sum over examples of the loss
-  int64_t correct = 0;  // argmax(logits) == label (classification losses only)
   int64_t examples = 0;
+  EvalTask task = EvalTask::kOther;
+  int64_t classes = 0;  // classification: size of the class axis
+  EvalCounts counts;    // runtime/eval_metrics.h
 };
 
 // How the trainer resolved the config (printed by `train`, kept in checkpoints).
@@ -165,7 +168,7 @@ class Trainer {
   std::vector<std::string> params_;
   std::vector<std::string> state_names_;  // targets of state updates
   std::string input_name_, output_name_, labels_name_;
-  bool classification_ = false;
+  EvalMetricsSpec eval_spec_;
   bool eval_stale_ = true;
   int64_t calls_ = 0;
   int64_t total_steps_ = 0;

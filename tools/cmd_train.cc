@@ -239,11 +239,28 @@ absl::StatusOr<EvalResult> EvaluateAll(Trainer& t, const Dataset& ds, int64_t bs
   for (int64_t b = 0; b < ds.size(); b += bs) {
     MIXTRAIN_ASSIGN_OR_RETURN(TensorMap batch, ds.Gather(order, b, std::min(ds.size(), b + bs)));
     MIXTRAIN_ASSIGN_OR_RETURN(EvalResult r, t.Evaluate(batch));
-    total.loss_sum += r.loss_sum;
-    total.correct += r.correct;
-    total.examples += r.examples;
+    total += r;
   }
   return total;
+}
+
+// "test loss 0.4123  test accuracy 85.20%  top-5 99.10%  perplexity 1.51 (10000 examples)": the
+// figures EvalResult::Metrics() gives for the loss (accuracy over every labelled position).
+std::string EvalLine(const EvalResult& e) {
+  std::string line;
+  for (const auto& [name, v] : e.Metrics()) {
+    if (name == "loss") absl::StrAppendFormat(&line, "test loss %.4f", v);
+    if (name == "top1") absl::StrAppendFormat(&line, "  test accuracy %.2f%%", 100 * v);
+    if (name == "top5") absl::StrAppendFormat(&line, "  top-5 %.2f%%", 100 * v);
+    if (name == "perplexity") absl::StrAppendFormat(&line, "  perplexity %.4g", v);
+    if (name == "mae") absl::StrAppendFormat(&line, "  MAE %.4g", v);
+    if (name == "rmse") absl::StrAppendFormat(&line, "  RMSE %.4g", v);
+  }
+  absl::StrAppendFormat(&line, " (%d examples", e.examples);
+  if (e.positions != e.examples && e.task != EvalResult::Task::kOther)
+    absl::StrAppendFormat(&line, ", %d %s", e.positions,
+                          e.task == EvalResult::Task::kRegression ? "values" : "positions");
+  return line + ")";
 }
 
 // Data parallel: the ranks' communicator once created. A rank that fails ends the whole job
@@ -396,9 +413,7 @@ absl::Status RunTrain(const cli::Args& a) {
       if (tty) std::fprintf(info, "\n");
       if (d.has_test && rank == 0) {
         MIXTRAIN_ASSIGN_OR_RETURN(EvalResult e, EvaluateAll(t, d.test, std::max<int64_t>(bs, 256)));
-        std::printf("epoch %lld: test loss %.4f  test accuracy %.2f%% (%lld examples)\n",
-                    static_cast<long long>(epoch + 1), e.loss_sum / e.examples,
-                    100.0 * e.correct / e.examples, static_cast<long long>(e.examples));
+        std::printf("epoch %lld: %s\n", static_cast<long long>(epoch + 1), EvalLine(e).c_str());
         std::fflush(stdout);
       }
       ++epoch;
@@ -410,8 +425,7 @@ absl::Status RunTrain(const cli::Args& a) {
   if (tty) std::fprintf(info, "\n");
   if (batch != 0 && d.has_test && rank == 0) {  // stopped mid-epoch (--steps): evaluate anyway
     MIXTRAIN_ASSIGN_OR_RETURN(EvalResult e, EvaluateAll(t, d.test, std::max<int64_t>(bs, 256)));
-    std::printf("final: test loss %.4f  test accuracy %.2f%% (%lld examples)\n", e.loss_sum / e.examples,
-                100.0 * e.correct / e.examples, static_cast<long long>(e.examples));
+    std::printf("final: %s\n", EvalLine(e).c_str());
   }
   MIXTRAIN_ASSIGN_OR_RETURN(const int64_t skipped_after, t.skipped_steps());
   skipped = skipped_after - skipped_before;

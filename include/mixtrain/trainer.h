@@ -19,6 +19,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -87,10 +88,27 @@ struct StepResult {
   std::optional<NonFiniteReport> nonfinite;  // debugger on and the step skipped: what overflowed
 };
 
+// One evaluation batch's sums; add the batches of a data set with += and read the figures with
+// Metrics(). What is measured follows the loss: cross-entropy counts top-1/top-5 hits over every
+// labelled position of the logits (N x C, N x C x d..., or N x T x V with the class axis -1;
+// labels equal to the ignore index are not counted), mse and l1 sum errors over every element.
 struct EvalResult {
-  double loss_sum = 0;  // summed over the batch's examples
-  int64_t correct = 0;  // argmax(logits) == label (classification losses only)
-  int64_t examples = 0;
+  enum class Task { kOther, kClassification, kRegression };
+  Task task = Task::kOther;
+  double loss_sum = 0;       // the batch's mean loss times its examples
+  int64_t examples = 0;      // first dimension of the batch
+  int64_t positions = 0;     // labelled positions (classification) or elements (regression)
+  int64_t correct = 0;       // top-1: the label's logit is the largest (argmax == label)
+  int64_t correct_top5 = 0;  // the label's logit is among the 5 largest
+  int64_t classes = 0;       // size of the class axis
+  double abs_error_sum = 0;  // regression: sum |output - label|
+  double squared_error_sum = 0;
+
+  EvalResult& operator+=(const EvalResult& other);
+  // The figures, named as --log-json writes them after "eval_": "loss" always; classification:
+  // "perplexity" (exp of the mean cross-entropy), "top1", and "top5" where there are at least 10
+  // classes (fractions in [0, 1]); regression: "mae", "rmse". Empty when nothing was evaluated.
+  std::vector<std::pair<std::string, double>> Metrics() const;
 };
 
 // Where a run stands, saved with a checkpoint so a resumed run continues the same epoch.

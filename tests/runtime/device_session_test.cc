@@ -179,7 +179,7 @@ TEST(DeviceSession, TrainerMatchesTheCpuDeviceBitForBit) {
   auto eb = off_host->Evaluate(CnnBatch(100));
   ASSERT_TRUE(ea.ok() && eb.ok());
   EXPECT_EQ(ea->loss_sum, eb->loss_sum);
-  EXPECT_EQ(ea->correct, eb->correct);
+  EXPECT_EQ(ea->counts.correct, eb->counts.correct);
   // A parameter set through the API reaches the device.
   const std::string p = on_cpu->ParameterNames()[0];
   Tensor zero = *on_cpu->GetParameter(p);

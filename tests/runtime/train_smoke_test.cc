@@ -80,10 +80,10 @@ void TrainAndCheck(pb::PrecisionPolicy::LowType low) {
   for (int64_t b = 0; b < d.test.size(); b += 250) {
     auto r = tr.Evaluate(d.test.Gather(order, b, std::min<int64_t>(d.test.size(), b + 250)));
     ASSERT_TRUE(r.ok()) << r.status();
-    e.correct += r->correct;
+    e.counts.correct += r->counts.correct;
     e.examples += r->examples;
   }
-  double acc = static_cast<double>(e.correct) / e.examples;
+  double acc = static_cast<double>(e.counts.correct) / e.examples;
   auto state = tr.State();
   ASSERT_TRUE(state.ok());
   std::printf("%s AMP: %d steps in %.1f s, loss first-20 mean %.4f, last-20 mean %.4f (ratio %.3f), "
