@@ -75,6 +75,7 @@ pb::TrainConfig ToProto(const TrainConfig& c) {
   MT_SET(p, debug_precision, c.debug_precision);
   MT_SET(p, data_parallel, c.data_parallel);
   MT_SET(p, deterministic, c.deterministic);
+  MT_SET(p, recompute, c.recompute);
 
   pb::OptimizerConfig o;
   MT_SET_ENUM(o, kind, c.optimizer.kind, pb::OptimizerConfig::Kind);
@@ -143,6 +144,7 @@ TrainConfig FromProto(const pb::TrainConfig& p) {
   c.debug_precision = p.debug_precision();
   c.data_parallel = p.data_parallel();
   c.deterministic = p.deterministic();
+  c.recompute = p.recompute();
   const pb::OptimizerConfig& o = p.optimizer();
   c.optimizer = {static_cast<TC::Optimizer::Kind>(o.kind()), o.lr(), o.beta1(), o.beta2(),
                  o.has_epsilon() ? std::optional<float>(o.epsilon()) : std::nullopt,

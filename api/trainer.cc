@@ -275,6 +275,20 @@ absl::StatusOr<std::string> Trainer::TransformedGraph(GraphFormat format) const 
   });
 }
 
+std::optional<PlanStatistics> Trainer::StepPlanStatistics() const {
+  auto lock = impl_->Lock();
+  const PlanStats* st = impl_->rt->step_plan_stats();
+  if (st == nullptr) return std::nullopt;
+  PlanStatistics out;
+  out.peak_planned_bytes = st->peak_planned_bytes;
+  out.naive_bytes = st->naive_bytes;
+  out.kernels = st->steps;
+  out.folded_nodes = st->folded_nodes;
+  out.view_nodes = st->view_nodes;
+  out.inplace_outputs = st->inplace_outputs;
+  return out;
+}
+
 std::vector<std::string> Trainer::ParameterNames() const {
   auto lock = impl_->Lock();
   return impl_->rt->ParameterNames();

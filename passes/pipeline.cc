@@ -124,6 +124,14 @@ absl::StatusOr<TrainingRecipe> ResolveTrainingRecipe(const pb::TrainConfig& c, c
   r.optimizer.unscale = r.scaling;
   r.optimizer.dynamic_scale = r.dynamic_scaling;
   r.debug_precision = c.debug_precision() > 0;
+  if (c.recompute() == "auto") {
+    r.recompute.mode = RecomputeOptions::Mode::kAuto;
+  } else if (c.recompute() == "all") {
+    r.recompute.mode = RecomputeOptions::Mode::kAll;
+  } else if (c.recompute() != "none") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("recompute: '", c.recompute(), "' is not one of none, auto, all"));
+  }
   return r;
 }
 
@@ -164,6 +172,8 @@ absl::StatusOr<std::vector<std::string>> BuildTrainingStep(Graph& g, const Train
   if (r.cpu_layouts) ps.push_back(MakeConvLayoutTrainingPass());
   ps.push_back(MakeOptimizerPass(r.optimizer));
   ps.push_back(MakeCleanupPass());
+  // Last: cleanup's CSE would merge the recomputed copies back into the forward.
+  ps.push_back(MakeRecomputePass(r.recompute));
   MT_RETURN_IF_ERROR(RunPasses(g, std::move(ps)));
   MT_RETURN_IF_ERROR(InferShapes(g));
   if (r.debug_precision) {  // last, so it watches the nodes that run, under their final names

@@ -36,6 +36,7 @@ struct TrainingRecipe {
   TrainableSelection params;
   OptimizerOptions optimizer;
   bool debug_precision = false;  // the precision debugger's statistics (MakePrecisionStatsPass)
+  RecomputeOptions recompute;    // activation recompute (MakeRecomputePass)
   // The step runs on the CPU: its conv region is channel-blocked where the CPU has the kernels
   // (MakeConvLayoutTrainingPass). Other devices keep ONNX's layouts.
   bool cpu_layouts = true;

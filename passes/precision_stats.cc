@@ -13,6 +13,7 @@ StepPhase PhaseOf(const Node& n) {
   const std::string& name = n.name();
   if (name.rfind("precision_stats/", 0) == 0) return StepPhase::kDebug;
   if (name.rfind("dp/", 0) == 0) return StepPhase::kCommunication;
+  if (name.rfind("recompute/", 0) == 0) return StepPhase::kRecompute;
   if (name.find("/grad") != std::string::npos) return StepPhase::kBackward;
   if (name.rfind("loss/", 0) == 0 || name.rfind("loss_scale/", 0) == 0) return StepPhase::kLoss;
   for (const char* p : {"adam/", "adamw/", "sgd/", "adagrad/", "amp/", "step/", "clip/", "accum/"})
@@ -28,6 +29,7 @@ const char* StepPhaseName(StepPhase p) {
     case StepPhase::kOptimizer: return "optimizer";
     case StepPhase::kDebug: return "debug";
     case StepPhase::kCommunication: return "allreduce";
+    case StepPhase::kRecompute: return "recompute";
   }
   return "?";
 }
@@ -63,7 +65,9 @@ class PrecisionStatsPass final : public Pass {
     for (const auto& up : g.nodes()) {
       const Node& n = *up;
       const StepPhase phase = PhaseOf(n);
-      if (phase == StepPhase::kOptimizer || phase == StepPhase::kDebug || phase == StepPhase::kCommunication) continue;
+      if (phase == StepPhase::kOptimizer || phase == StepPhase::kDebug || phase == StepPhase::kCommunication ||
+          phase == StepPhase::kRecompute)
+        continue;
       if (HasOpTraits(n, kOpView)) continue;  // the same bytes as its input, already watched
       if (CastsDown(n)) {
         watches.push_back({n.input(0), &n, n.output(0)->name, n.name(), n.output(0)->dtype, true});

@@ -30,9 +30,9 @@ inline constexpr char kPrecisionStatsName[] = "precision_stats";  // f32 [K, 8] 
 // Where a training-step node belongs, from the names the passes give the nodes they add: the
 // loss and loss-scale passes "loss/...", "loss_scale/...", autodiff "<node>/grad/...", the
 // optimizer pass "adam/", "sgd/", "adagrad/", "amp/", "step/", "clip/", "accum/", the precision
-// debugger "precision_stats/", data parallel's all-reduces "dp/" (phase "allreduce"); everything
-// else is the model's forward.
-enum class StepPhase { kForward, kLoss, kBackward, kOptimizer, kDebug, kCommunication };
+// debugger "precision_stats/", data parallel's all-reduces "dp/" (phase "allreduce"), activation
+// recompute's copies of forward nodes "recompute/"; everything else is the model's forward.
+enum class StepPhase { kForward, kLoss, kBackward, kOptimizer, kDebug, kCommunication, kRecompute };
 StepPhase PhaseOf(const Node& n);
 const char* StepPhaseName(StepPhase p);
 
@@ -52,6 +52,16 @@ struct LossScaleOptions {
 // scaled_loss = loss * loss_scale, with loss_scale an fp32 state initializer (fp32 always: 2^16
 // is above fp16's largest finite value). Autodiff then starts from "scaled_loss".
 std::unique_ptr<Pass> MakeLossScalePass(LossScaleOptions options = {});
+
+// Activation recompute (passes/recompute.cc): forward segments between cuts (points where one
+// activation carries everything forward) are computed again in the backward instead of kept;
+// `auto` picks the segments that save the most bytes per FLOP, up to a third of the forward's
+// FLOPs. Runs last on the training step (after cleanup, whose CSE would undo it).
+struct RecomputeOptions {
+  enum class Mode { kNone, kAuto, kAll };
+  Mode mode = Mode::kNone;
+};
+std::unique_ptr<Pass> MakeRecomputePass(RecomputeOptions options);
 
 struct OptimizerOptions {
   enum Kind { kAdam, kAdamW, kSgd, kAdagrad };

@@ -91,7 +91,7 @@ std::string ModelDifference(const pb::ModelSignature& saved, const pb::ModelSign
 bool MayDiffer(const std::string& field) {
   static const absl::flat_hash_set<std::string> kFields = {
       "model", "steps", "epochs", "device", "data.path", "data.dataset", "data.labels_key",
-      "debug_precision"};
+      "debug_precision", "recompute"};
   return kFields.contains(field);
 }
 

@@ -114,6 +114,9 @@ struct TrainConfig {
   int64_t steps = 0;       // planned steps (the cosine schedule's horizon)
   int32_t accumulate = 1;  // gradient accumulation: every N-th Step applies the update
   std::string device = "auto";  // cpu, cuda, or auto (cuda where a GPU is usable, else cpu)
+  // Activation recompute: "none", "auto" (the parts of the forward that save the most memory per
+  // FLOP are computed again in the backward instead of kept) or "all". Same gradients.
+  std::string recompute = "none";
   // The precision debugger (Trainer::PrecisionStatistics): per-value statistics every N steps
   // and a diagnosis of every skipped step; 0 = off. The other steps do no extra work.
   int32_t debug_precision = 0;

@@ -25,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "mixtrain/communicator.h"
+#include "mixtrain/inference_session.h"  // PlanStatistics
 #include "mixtrain/tensor.h"
 #include "mixtrain/train_config.h"
 
@@ -205,6 +206,8 @@ class Trainer {
   void SetTotalSteps(int64_t steps);
 
   int64_t steps_taken() const;  // Step() calls so far (restored by LoadCheckpoint)
+  // The training step's memory plan for the last Step's batch shapes; empty before the first Step.
+  std::optional<PlanStatistics> StepPlanStatistics() const;
   // Updates skipped so far for an inf/NaN gradient (restored by LoadCheckpoint). Counted on the
   // device: unlike StepResult::skipped it includes steps run without read_loss.
   absl::StatusOr<int64_t> skipped_steps() const;
