@@ -74,19 +74,29 @@ bool IsProduct(const Node& n) {
 
 bool IsScale(const Node& n, size_t i);
 
-// Add's constant operand is a bias when it holds one value per channel and the other operand is
-// a product's result, or a scale's (a norm written out as x * gamma + beta), seen through moves:
-// tf2onnx adds a Conv1D's bias after the Squeeze that undoes its Unsqueeze, and a Dense bias
-// after the MatMul. An attention mask added to the scores is no bias: it spans two axes.
+// A Mul with a scale among its operands (x * gamma).
+bool IsScaling(const Node* p) {
+  if (!IsOnnxOp(p, "Mul")) return false;
+  for (size_t k = 0; k < p->num_inputs(); ++k)
+    if (IsScale(*p, k)) return true;
+  return false;
+}
+
+// Add's (or Sub's) constant operand is a bias when it holds one value per channel and the other
+// operand is, seen through moves, a product's result (tf2onnx adds a Conv1D's bias after the
+// Squeeze that undoes its Unsqueeze, a Dense bias after the MatMul), a scale's (x * gamma +
+// beta), or a scaled term of a norm written out (TF's batch_normalization, Keras's LayerNorm
+// and training-mode BatchNorm: x * inv + (beta - mean * inv) with inv = gamma / sqrt(var + eps)).
+// An attention mask added to the scores is no bias: it spans two axes.
 bool IsBias(const Node& n, size_t i) {
   if (n.num_inputs() != 2 || n.input(1 - i) == nullptr || ConstantRoot(n.input(1 - i)) != nullptr) return false;
   if (!PerChannel(n.input(i))) return false;
   const Node* p = ProducerPastMoves(n.input(1 - i));
   if (p == nullptr) return false;
-  if (IsProduct(*p)) return true;
+  if (IsProduct(*p) || IsScaling(p)) return true;
   if (!IsOnnxOp(p, "Mul")) return false;
-  for (size_t k = 0; k < p->num_inputs(); ++k)
-    if (IsScale(*p, k)) return true;
+  for (const Value* operand : p->inputs())
+    if (operand != nullptr && IsScaling(ProducerPastMoves(operand))) return true;
   return false;
 }
 
@@ -136,6 +146,7 @@ constexpr PositionRow kPositions[] = {
     {"GRU", {"", "W", "R", "B"}},
     {"LSTM", {"", "W", "R", "B", "", "", "", "P"}},
     {"Add", {"A", "B"}, IsBias, ", a bias"},
+    {"Sub", {"A", "B"}, IsBias, ", a bias"},
     {"Mul", {"A", "B"}, IsScale, ", a scale"},
 };
 

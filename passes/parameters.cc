@@ -39,6 +39,11 @@ TorchExportInfo ReadTorchExportInfo(const Graph& g) {
   return info;
 }
 
+// Why an initializer of a torch.export model that its signature does not list is frozen: the
+// exporter's own constant (a ones scale for a norm without affine weights, GELU coefficients).
+// Frozen in any position, and no warning: the framework had nothing there to train.
+constexpr char kExportersOwn[] = "made by the exporter (not a torch.export parameter)";
+
 // The names in the onnxscript optimizer's "folded_from" list ("['fc.weight', 'val_3']").
 std::vector<std::string> FoldedFrom(const Value* v) {
   std::vector<std::string> out;
@@ -104,7 +109,7 @@ InitializerClass Decide(const Graph& g, const Value* v, const TorchExportInfo& t
     }
     if (!param.empty()) return {R::kParameter, absl::StrCat("parameter ", param, " as folded by the exporter")};
     if (!other.empty()) return {R::kConstant, absl::StrCat("folded by the exporter from ", other)};
-    return {R::kConstant, "made by the exporter (not a torch.export parameter)"};
+    return {R::kConstant, kExportersOwn};
   }
   if (reads.positions > 0) return {R::kParameter, absl::StrCat("read as ", reads.position)};
   // In no parameter position: the exporters' naming habits break the tie.
@@ -196,7 +201,7 @@ absl::StatusOr<std::vector<std::string>> TrainabilityWarnings(const Graph& g, co
     const InitializerClass& c = classes.at(v);
     const bool trains = flags.Trains(v, c);
     if (trains && !c.ambiguity.empty()) out.push_back(c.ambiguity);
-    if (trains || c.position.empty()) continue;
+    if (trains || c.position.empty() || c.reason == kExportersOwn) continue;
     const std::string why = c.role != InitializerRole::kParameter ? c.reason
                             : flags.keep                         ? "--trainable does not match it"
                                                                  : "--freeze matches it";

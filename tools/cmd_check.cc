@@ -70,13 +70,18 @@ int Check(const cli::Args& args) {
     std::vector<std::string> names;
   };
   std::map<std::string, Frozen> frozen_by_reason;  // the rule that froze them -> which
+  // Whether a parameter reaches the loss is known only where the backward graph was built.
+  const bool backward_built = std::any_of(r->initializers.begin(), r->initializers.end(),
+                                          [](const InitializerReport& i) { return i.trains; });
+  const char* unreached = backward_built ? "parameter that does not reach the loss"
+                                         : "parameter (no backward graph was built: see blocking)";
   for (const InitializerReport& i : r->initializers) {
     if (i.trains) {
       ++train_n;
       train_bytes += i.bytes;
       continue;
     }
-    Frozen& e = frozen_by_reason[i.selected ? "parameter that does not reach the loss" : absl::StrCat(i.role, ": ", i.reason)];
+    Frozen& e = frozen_by_reason[i.selected ? unreached : absl::StrCat(i.role, ": ", i.reason)];
     ++e.n;
     e.bytes += i.bytes;
     e.names.push_back(i.name);

@@ -119,6 +119,35 @@ TEST(Parameters, Tf2OnnxFoldedBatchNormScaleAndShiftTrain) {
   for (const auto& [name, cls] : Classes(g)) EXPECT_EQ(cls.role, R::kParameter) << name << ": " << cls.reason;
 }
 
+// A norm written out by TF (Keras's LayerNormalization; BatchNormalization exported in training
+// mode): x * inv + (beta - mean * inv) with inv = gamma / sqrt(var + eps), gamma and beta
+// reshaped under folded names. gamma is a scale, beta the bias of a scaled term (added or
+// subtracted); the epsilon stays the exporter's.
+TEST(Parameters, Tf2OnnxWrittenOutNormScaleAndShiftTrain) {
+  for (bool sub : {false, true}) {
+    SCOPED_TRACE(sub ? "beta - mean * inv (BatchNorm)" : "(-mean) * inv + beta (LayerNorm)");
+    G b(13);
+    Graph& g = b.graph();
+    g.producer_name = "tf2onnx";
+    Value* x = Input(g, "x", {2, 6, 16});
+    Value* mean = b.Op1("ReduceMean", {x}, {A::Ints("axes", {-1})});
+    Value* centered = b.Op1("Sub", {x, mean});
+    Value* var = b.Op1("ReduceMean", {b.Op1("Mul", {centered, centered})}, {A::Ints("axes", {-1})});
+    Value* eps = b.Param("functional_1/ln_1/add/y:0", {}, std::vector<float>{1e-3f});
+    Value* rsqrt = b.Op1("Reciprocal", {b.Op1("Sqrt", {b.Op1("Add", {var, eps})})});
+    Value* inv = b.Op1("Mul", {rsqrt, b.Param("functional_1/ln_1/Reshape:0", {1, 1, 16}, 1)});
+    Value* beta = b.Param("functional_1/ln_1/Reshape_1:0", {1, 1, 16}, 2);
+    Value* shift = sub ? b.Op1("Sub", {beta, b.Op1("Mul", {mean, inv})})
+                       : b.Op1("Add", {b.Op1("Mul", {b.Op1("Neg", {mean}), inv}), beta});
+    g.AddOutput(b.Op1("Add", {b.Op1("Mul", {x, inv}), shift}));
+    auto c = Classes(g);
+    EXPECT_NE(c["functional_1/ln_1/Reshape:0"].position.find("Mul B, a scale"), std::string::npos);
+    EXPECT_NE(c["functional_1/ln_1/Reshape_1:0"].position.find(sub ? "Sub A, a bias" : "Add B, a bias"), std::string::npos)
+        << c["functional_1/ln_1/Reshape_1:0"].reason;
+    EXPECT_EQ(c["functional_1/ln_1/add/y:0"].role, R::kConstant);
+  }
+}
+
 // TorchScript with constant folding: nn.PReLU()'s one-element slope becomes "onnx::PRelu_62",
 // a name its folded scalars share (x * 0.5 -> "onnx::Mul_7", a Pow exponent). The slope trains;
 // the scalars, in no parameter position, stay constants.
