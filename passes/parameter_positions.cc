@@ -157,6 +157,15 @@ const PositionRow* FindRow(const Node& n) {
   return nullptr;
 }
 
+// A Concat of constants only: a weight assembled from pieces (both torch exporters write an
+// LSTM's W as a Concat of Slices of weight_ih, re-ordering the gates), each a part of it.
+bool JoinsConstants(const Node& n) {
+  if (!IsOnnxOp(&n, "Concat")) return false;
+  for (const Value* in : n.inputs())
+    if (in == nullptr || ConstantRoot(in) == nullptr) return false;
+  return true;
+}
+
 void CollectReads(const Value* v, absl::flat_hash_set<const Value*>& seen, std::vector<InitializerRead>& out) {
   if (!seen.insert(v).second) return;
   absl::flat_hash_set<const Node*> readers;
@@ -165,7 +174,7 @@ void CollectReads(const Value* v, absl::flat_hash_set<const Value*>& seen, std::
     if (HasOpTraits(*n, kOpReadsOnlyDims)) continue;
     for (size_t i = 0; i < n->num_inputs(); ++i) {
       if (n->input(i) != v) continue;
-      if (i == 0 && PassesThrough(*n)) {
+      if ((i == 0 && PassesThrough(*n)) || JoinsConstants(*n)) {
         for (const Value* o : n->outputs())
           if (o != nullptr) CollectReads(o, seen, out);
         continue;

@@ -6,8 +6,9 @@
 // Exporters put views and casts between an initializer and its reader (tf2onnx stores a Conv1D
 // kernel behind Unsqueeze/Transpose and a PReLU slope negated; the precision pass adds a Cast),
 // so a read is found by following the value through ops that only move, reshape or map its
-// elements one by one (view ops, elementwise unary ops, Transpose, Slice, Split) to the first node
-// that does anything else.
+// elements one by one (view ops, elementwise unary ops, Transpose, Slice, Split, a Concat of
+// constants only: torch's LSTM W re-ordered from Slices) to the first node that does anything
+// else.
 #pragma once
 
 #include <string>

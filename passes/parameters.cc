@@ -143,7 +143,8 @@ InitializerClass Classify(const Graph& g, const Value* v, const TorchExportInfo&
   const Reads reads = RoleReads(v);
   InitializerClass c = Decide(g, v, torch, reads);
   c.position = reads.position;
-  if (c.role == R::kParameter && reads.positions > 0 && !reads.elsewhere.empty() && v->initializer->numel() == 1)
+  // torch.export's metadata is no guess; the position of a value also read elsewhere is.
+  if (!torch.present && reads.positions > 0 && !reads.elsewhere.empty() && v->initializer->numel() == 1)
     c.ambiguity = absl::StrCat("'", v->name, "' is one value read as ", reads.position, " and as ", reads.elsewhere,
                                ": it trains; --freeze='", RegexQuote(v->name), "' keeps it constant");
   return c;

@@ -211,6 +211,30 @@ TEST(Parameters, EveryRowOfTheTable) {
   EXPECT_TRUE(Warnings(g).empty());
 }
 
+// Both torch exporters assemble an LSTM's W from Slices of weight_ih in ONNX's gate order,
+// Concat-ed and Unsqueeze-d: a Concat of constants only is followed, so W is read as LSTM W even
+// where names would not say so.
+TEST(Parameters, RecurrentWeightsAssembledFromSlicesAreParameters) {
+  G b(14);
+  Graph& g = b.graph();
+  g.producer_name = "tf2onnx";  // no name rule would keep them
+  Value* x = Input(g, "x", {5, 2, 3});
+  Value* w = b.Param("w_ih", {8, 3}, 1);
+  auto gates = [&](Value* p, int64_t h) {
+    Value* first = b.Op1("Slice", {p, b.Ints({0}), b.Ints({h}), b.Ints({0})});
+    Value* rest = b.Op1("Slice", {p, b.Ints({h}), b.Ints({4 * h}), b.Ints({0})});
+    return b.Op1("Unsqueeze", {b.Op1("Concat", {rest, first}, {A::Int("axis", 0)}), b.Ints({0})});
+  };
+  std::vector<Value*> out = b.Op("LSTM", {x, gates(w, 2), gates(b.Param("w_hh", {8, 2}, 2), 2)},
+                                 {A::Int("hidden_size", 2)}, 2);
+  g.AddOutput(out[1]);
+  auto c = Classes(g);
+  for (const char* p : {"w_ih", "w_hh"}) {
+    EXPECT_EQ(c[p].role, R::kParameter) << p << ": " << c[p].reason;
+    EXPECT_NE(c[p].position.find("LSTM"), std::string::npos) << c[p].position;
+  }
+}
+
 // Not a bias and not a scale: a constant added to what no product made (a positional table
 // added to an embedding), a one-element factor, an attention mask added to the scores (a
 // product, but the mask spans two axes) and rotary tables multiplied into q (two axes, and q is
