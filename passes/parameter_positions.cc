@@ -13,6 +13,8 @@
 namespace mixtrain {
 namespace {
 
+bool IsOnnxOp(const Node* n, std::string_view op) { return n != nullptr && n->domain().empty() && n->op_type() == op; }
+
 // Ops whose output holds input 0's elements, moved or a part of them: the view ops (Reshape,
 // Squeeze, Unsqueeze, Flatten, Identity) by their trait, and the copying moves.
 bool MovesElements(const Node& n) {
@@ -40,6 +42,19 @@ const Value* ConstantRoot(const Value* v) {
   return nullptr;
 }
 
+// Whether v is a constant: an initializer or a Constant node's value, seen through what
+// PassesThrough and through Concats of constants (a weight assembled from pieces).
+bool IsConstant(const Value* v) {
+  if (v == nullptr) return false;
+  if (ConstantRoot(v) != nullptr) return true;
+  const Node* p = v->producer;
+  while (p != nullptr && PassesThrough(*p) && p->num_inputs() > 0 && p->input(0) != nullptr) p = p->input(0)->producer;
+  if (!IsOnnxOp(p, "Concat")) return false;
+  for (const Value* in : p->inputs())
+    if (!IsConstant(in)) return false;
+  return true;
+}
+
 // v's dims as its reader sees them, from shape inference or else from its initializer.
 std::optional<std::vector<int64_t>> DimsOf(const Value* v) {
   if (v->shape.fully_known()) return v->shape.sizes();
@@ -62,8 +77,6 @@ const Node* ProducerPastMoves(const Value* v) {
     p = p->input(0)->producer;
   return p;
 }
-
-bool IsOnnxOp(const Node* n, std::string_view op) { return n != nullptr && n->domain().empty() && n->op_type() == op; }
 
 // Ops whose result is a product with weights: what a bias is added to.
 bool IsProduct(const Node& n) {
@@ -89,7 +102,7 @@ bool IsScaling(const Node* p) {
 // and training-mode BatchNorm: x * inv + (beta - mean * inv) with inv = gamma / sqrt(var + eps)).
 // An attention mask added to the scores is no bias: it spans two axes.
 bool IsBias(const Node& n, size_t i) {
-  if (n.num_inputs() != 2 || n.input(1 - i) == nullptr || ConstantRoot(n.input(1 - i)) != nullptr) return false;
+  if (n.num_inputs() != 2 || n.input(1 - i) == nullptr || IsConstant(n.input(1 - i))) return false;
   if (!PerChannel(n.input(i))) return false;
   const Node* p = ProducerPastMoves(n.input(1 - i));
   if (p == nullptr) return false;
@@ -113,7 +126,7 @@ bool IsReluOfNegation(const Value* v) {
 // (attention scales, GELU's 0.5 and sqrt(2/pi), x * 0.25); rotary tables span two axes.
 bool IsScale(const Node& n, size_t i) {
   if (n.num_inputs() != 2 || n.input(i) == nullptr || n.input(1 - i) == nullptr) return false;
-  if (ConstantRoot(n.input(i)) == nullptr || ConstantRoot(n.input(1 - i)) != nullptr) return false;
+  if (!IsConstant(n.input(i)) || IsConstant(n.input(1 - i))) return false;
   if (IsReluOfNegation(n.input(1 - i))) return true;
   std::optional<std::vector<int64_t>> dims = DimsOf(n.input(i));
   return PerChannel(n.input(i)) && NumElements(*dims) > 1;
@@ -162,7 +175,7 @@ const PositionRow* FindRow(const Node& n) {
 bool JoinsConstants(const Node& n) {
   if (!IsOnnxOp(&n, "Concat")) return false;
   for (const Value* in : n.inputs())
-    if (in == nullptr || ConstantRoot(in) == nullptr) return false;
+    if (!IsConstant(in)) return false;
   return true;
 }
 
