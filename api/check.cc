@@ -112,6 +112,10 @@ absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const Check
       if (HasSymbol(v->shape))
         out.dynamic_dims.push_back(absl::StrCat("output '", v->name, "': ", v->shape.ToString()));
 
+    // Asked of the model as exported: canonicalization folds a frozen weight's views into new
+    // initializers, which no longer carry the name the user froze.
+    MT_ASSIGN_OR_RETURN(out.trainability_warnings, TrainabilityWarnings(*g, {options.trainable, options.freeze}));
+
     CanonicalizeReport report;
     CanonicalizeOptions co;
     co.params = {options.trainable, options.freeze};
@@ -149,7 +153,11 @@ absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const Check
       r.bytes = v->initializer->numel() * static_cast<int64_t>(DTypeSize(v->dtype));
       r.role = RoleName(c.role);
       r.reason = c.reason;
+      r.position = c.position;
+      r.selected = selected.contains(v);
       if (selected.contains(v) && c.role == InitializerRole::kConstant) r.reason += " (selected by --trainable)";
+      if (!selected.contains(v) && c.role == InitializerRole::kParameter)
+        r.reason += options.trainable.empty() ? " (--freeze matches it)" : " (--trainable does not match it)";
       index[v->name] = out.initializers.size();
       out.initializers.push_back(std::move(r));
     }

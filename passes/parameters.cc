@@ -3,10 +3,12 @@
 
 #include <optional>
 #include <regex>
+#include <string_view>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "passes/training.h"
+#include "graph/check.h"
+#include "passes/parameter_positions.h"
 
 namespace mixtrain {
 namespace {
@@ -37,6 +39,11 @@ TorchExportInfo ReadTorchExportInfo(const Graph& g) {
   return info;
 }
 
+// Why an initializer of a torch.export model that its signature does not list is frozen: the
+// exporter's own constant (a ones scale for a norm without affine weights, GELU coefficients).
+// Frozen in any position, and no warning: the framework had nothing there to train.
+constexpr char kExportersOwn[] = "made by the exporter (not a torch.export parameter)";
+
 // The names in the onnxscript optimizer's "folded_from" list ("['fc.weight', 'val_3']").
 std::vector<std::string> FoldedFrom(const Value* v) {
   std::vector<std::string> out;
@@ -57,20 +64,33 @@ bool IsBatchNormStat(const Value* v) {
   return false;
 }
 
-// Read by an RNN/GRU/LSTM node as its W, R or B (or was, before unroll_rnn).
-bool IsRecurrentWeight(const Value* v) {
-  if (v->metadata.contains(kRecurrentWeightMetadata)) return true;
-  for (const Node* n : v->consumers)
-    if (IsRecurrentOp(*n))
-      for (size_t i = 1; i < 4 && i < n->num_inputs(); ++i)
-        if (n->input(i) == v) return true;
-  return false;
+// The role-deciding reads of v: where it is read as a parameter (an RNN's W, R or B before
+// unroll_rnn wrote the node out counts as one), and its first read in no parameter position.
+struct Reads {
+  std::string position, elsewhere;
+  int positions = 0;
+};
+
+Reads RoleReads(const Value* v) {
+  Reads r;
+  if (auto it = v->metadata.find(kRecurrentWeightMetadata); it != v->metadata.end()) {
+    r.position = absl::StrCat("recurrent ", it->second, " (written out by unroll_rnn)");
+    ++r.positions;
+  }
+  for (const InitializerRead& read : ReadsOf(*v)) {
+    if (read.position.empty()) {
+      if (r.elsewhere.empty()) r.elsewhere = read.Describe();
+    } else if (r.positions++ == 0) {
+      r.position = read.Describe();
+    }
+  }
+  if (r.positions > 1) absl::StrAppend(&r.position, " and ", r.positions - 1, " more");
+  return r;
 }
 
-InitializerClass Classify(const Graph& g, const Value* v, const TorchExportInfo& torch) {
+// Rules 4 to 6 of parameters.h.
+InitializerClass Decide(const Graph& g, const Value* v, const TorchExportInfo& torch, const Reads& reads) {
   using R = InitializerRole;
-  if (!IsFloat(v->dtype)) return {R::kConstant, absl::StrCat(DTypeName(v->dtype), " tensor")};
-  if (IsBatchNormStat(v)) return {R::kState, "BatchNorm running statistic"};
   if (torch.present) {
     if (auto it = torch.kind_of.find(v->name); it != torch.kind_of.end()) {
       if (it->second == "PARAMETER") return {R::kParameter, "torch.export PARAMETER"};
@@ -89,23 +109,45 @@ InitializerClass Classify(const Graph& g, const Value* v, const TorchExportInfo&
     }
     if (!param.empty()) return {R::kParameter, absl::StrCat("parameter ", param, " as folded by the exporter")};
     if (!other.empty()) return {R::kConstant, absl::StrCat("folded by the exporter from ", other)};
-    return {R::kConstant, "made by the exporter (not a torch.export parameter)"};
+    return {R::kConstant, kExportersOwn};
   }
+  if (reads.positions > 0) return {R::kParameter, absl::StrCat("read as ", reads.position)};
+  // In no parameter position: the exporters' naming habits break the tie.
   if (g.producer_name == "tf2onnx") {
-    if (absl::StrContains(v->name, "ReadVariableOp")) return {R::kParameter, "tf2onnx variable"};
-    // tf2onnx folds a Keras LSTM/GRU/SimpleRNN's kernel, recurrent kernel and bias, re-ordered
-    // into ONNX's gates, into the node's W, R and B (W0__30, R0__31, B0__32): no ReadVariableOp
-    // reads them any more, but they are the layer's weights.
-    if (IsRecurrentWeight(v)) return {R::kParameter, "tf2onnx recurrent layer weight (W, R or B)"};
-    return {R::kConstant, "tf2onnx constant (not a ReadVariableOp)"};
+    if (absl::StrContains(v->name, "ReadVariableOp")) return {R::kParameter, "tf2onnx variable (ReadVariableOp)"};
+    return {R::kConstant, "tf2onnx constant in no parameter position"};
   }
-  // The TorchScript exporter's folded scalars; its larger onnx:: tensors may be folded weights
-  // (a transposed Linear weight) and train.
+  // The TorchScript exporter's folded scalars (x * 0.5, exponents); its larger onnx:: tensors
+  // may be folded weights and train.
   if (absl::StartsWith(v->name, "onnx::") && v->initializer->numel() == 1)
-    return {R::kConstant, "exporter scalar (onnx:: name)"};
+    return {R::kConstant, "exporter scalar (onnx:: name) in no parameter position"};
+  return {R::kParameter, "float initializer"};
+}
+
+// `name` as an ECMAScript regex matching exactly it, for the flags a warning suggests.
+std::string RegexQuote(const std::string& name) {
+  std::string out;
+  for (char ch : name) {
+    if (std::string_view("\\^$.|?*+()[]{}").find(ch) != std::string_view::npos) out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+InitializerClass Classify(const Graph& g, const Value* v, const TorchExportInfo& torch) {
+  using R = InitializerRole;
+  if (!IsFloat(v->dtype)) return {R::kConstant, absl::StrCat(DTypeName(v->dtype), " tensor")};
+  if (IsBatchNormStat(v)) return {R::kState, "BatchNorm running statistic"};
   if (auto it = v->metadata.find(kFoldedMetadata); it != v->metadata.end())
     return {R::kConstant, it->second == kPassConstant ? "a pass's constant" : "folded by canonicalization"};
-  return {R::kParameter, "float initializer"};
+  const Reads reads = RoleReads(v);
+  InitializerClass c = Decide(g, v, torch, reads);
+  c.position = reads.position;
+  // torch.export's metadata is no guess; the position of a value also read elsewhere is.
+  if (!torch.present && reads.positions > 0 && !reads.elsewhere.empty() && v->initializer->numel() == 1)
+    c.ambiguity = absl::StrCat("'", v->name, "' is one value read as ", reads.position, " and as ", reads.elsewhere,
+                               ": it trains; --freeze='", RegexQuote(v->name), "' keeps it constant");
+  return c;
 }
 
 }  // namespace
@@ -117,22 +159,54 @@ std::map<const Value*, InitializerClass> ClassifyInitializers(const Graph& g) {
   return out;
 }
 
-absl::StatusOr<absl::flat_hash_set<const Value*>> SelectTrainable(const Graph& g,
-                                                                  const TrainableSelection& sel) {
+namespace {
+
+// --trainable and --freeze, compiled.
+struct Flags {
   std::optional<std::regex> keep, freeze;
+
+  bool Trains(const Value* v, const InitializerClass& c) const {
+    bool train = keep ? IsFloat(v->dtype) && c.role != InitializerRole::kState && std::regex_match(v->name, *keep)
+                      : c.role == InitializerRole::kParameter;
+    return train && !(freeze && std::regex_match(v->name, *freeze));
+  }
+};
+
+absl::StatusOr<Flags> Compile(const TrainableSelection& sel) {
+  Flags f;
   try {
-    if (!sel.trainable.empty()) keep.emplace(sel.trainable, std::regex::ECMAScript);
-    if (!sel.freeze.empty()) freeze.emplace(sel.freeze, std::regex::ECMAScript);
+    if (!sel.trainable.empty()) f.keep.emplace(sel.trainable, std::regex::ECMAScript);
+    if (!sel.freeze.empty()) f.freeze.emplace(sel.freeze, std::regex::ECMAScript);
   } catch (const std::regex_error& e) {
     return absl::InvalidArgumentError(absl::StrCat("bad --trainable/--freeze regex: ", e.what()));
   }
+  return f;
+}
+
+}  // namespace
+
+absl::StatusOr<absl::flat_hash_set<const Value*>> SelectTrainable(const Graph& g,
+                                                                  const TrainableSelection& sel) {
+  MT_ASSIGN_OR_RETURN(Flags flags, Compile(sel));
   absl::flat_hash_set<const Value*> out;
-  for (const auto& [v, c] : ClassifyInitializers(g)) {
-    bool train = keep ? IsFloat(v->dtype) && c.role != InitializerRole::kState &&
-                            std::regex_match(v->name, *keep)
-                      : c.role == InitializerRole::kParameter;
-    if (train && freeze && std::regex_match(v->name, *freeze)) train = false;
-    if (train) out.insert(v);
+  for (const auto& [v, c] : ClassifyInitializers(g))
+    if (flags.Trains(v, c)) out.insert(v);
+  return out;
+}
+
+absl::StatusOr<std::vector<std::string>> TrainabilityWarnings(const Graph& g, const TrainableSelection& sel) {
+  MT_ASSIGN_OR_RETURN(Flags flags, Compile(sel));
+  const auto classes = ClassifyInitializers(g);
+  std::vector<std::string> out;
+  for (const Value* v : g.initializers()) {
+    const InitializerClass& c = classes.at(v);
+    const bool trains = flags.Trains(v, c);
+    if (trains && !c.ambiguity.empty()) out.push_back(c.ambiguity);
+    if (trains || c.position.empty() || c.reason == kExportersOwn) continue;
+    const std::string why = c.role != InitializerRole::kParameter ? c.reason
+                            : flags.keep                         ? "--trainable does not match it"
+                                                                 : "--freeze matches it";
+    out.push_back(absl::StrCat("'", v->name, "' is read as ", c.position, " but does not train: ", why));
   }
   return out;
 }

@@ -1,9 +1,11 @@
 // `mixtrain check MODEL.onnx [--loss=...] [--class-axis=N] [--freeze=RE] [--trainable=RE]
 // [--device=cpu|cuda] [--verbose]`: says, before any training, whether the model trains. Lists every blocking node
 // at once (unsupported op, missing gradient rule, unknown rank, no CPU kernel), what
-// canonicalization folded, which initializers train (count and bytes) and which are frozen and
-// why, and the dynamic dims. Exit 0 if it trains, 1 if not, 2 when the model or a flag is bad.
+// canonicalization folded, which initializers train (count and bytes), which are frozen by
+// which rule, warnings about weights that do not train and values the rule cannot decide, and
+// the dynamic dims. Exit 0 if it trains, 1 if not, 2 when the model or a flag is bad.
 // Built only on the public API (include/mixtrain/).
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
@@ -62,29 +64,43 @@ int Check(const cli::Args& args) {
   std::printf("dynamic dims: %s\n", r->dynamic_dims.empty() ? "none" : absl::StrJoin(r->dynamic_dims, "; ").c_str());
 
   int64_t train_n = 0, train_bytes = 0;
-  std::map<std::string, std::pair<int, int64_t>> frozen_by_reason;  // reason -> (count, bytes)
+  struct Frozen {
+    int n = 0;
+    int64_t bytes = 0;
+    std::vector<std::string> names;
+  };
+  std::map<std::string, Frozen> frozen_by_reason;  // the rule that froze them -> which
+  // Whether a parameter reaches the loss is known only where the backward graph was built.
+  const bool backward_built = std::any_of(r->initializers.begin(), r->initializers.end(),
+                                          [](const InitializerReport& i) { return i.trains; });
+  const char* unreached = backward_built ? "parameter that does not reach the loss"
+                                         : "parameter (no backward graph was built: see blocking)";
   for (const InitializerReport& i : r->initializers) {
     if (i.trains) {
       ++train_n;
       train_bytes += i.bytes;
       continue;
     }
-    std::string why = i.role == "parameter" ? "parameter that does not reach the loss or is frozen by --freeze/--trainable"
-                                            : absl::StrCat(i.role, ": ", i.reason);
-    auto& e = frozen_by_reason[why];
-    ++e.first;
-    e.second += i.bytes;
+    Frozen& e = frozen_by_reason[i.selected ? unreached : absl::StrCat(i.role, ": ", i.reason)];
+    ++e.n;
+    e.bytes += i.bytes;
+    e.names.push_back(i.name);
   }
   std::printf("trainable: %lld initializers, %s\n", static_cast<long long>(train_n), Bytes(train_bytes).c_str());
   if (verbose)
     for (const InitializerReport& i : r->initializers)
       if (i.trains) std::printf("  %s %s%s (%s)\n", i.name.c_str(), i.dtype.c_str(), DimsString(i.dims).c_str(), i.reason.c_str());
   std::printf("not trained:%s\n", frozen_by_reason.empty() ? " none" : "");
-  for (const auto& [why, e] : frozen_by_reason)
-    std::printf("  %d (%s): %s\n", e.first, Bytes(e.second).c_str(), why.c_str());
+  constexpr size_t kNamesShown = 6;  // per rule; --verbose lists every initializer
+  for (const auto& [why, e] : frozen_by_reason) {
+    std::string names = absl::StrJoin(e.names.begin(), e.names.begin() + std::min(e.names.size(), kNamesShown), ", ");
+    if (e.names.size() > kNamesShown) absl::StrAppend(&names, ", ... (", e.names.size() - kNamesShown, " more)");
+    std::printf("  %d (%s): %s: %s\n", e.n, Bytes(e.bytes).c_str(), why.c_str(), names.c_str());
+  }
   if (verbose)
     for (const InitializerReport& i : r->initializers)
       if (!i.trains) std::printf("  %s %s%s: %s, %s\n", i.name.c_str(), i.dtype.c_str(), DimsString(i.dims).c_str(), i.role.c_str(), i.reason.c_str());
+  for (const std::string& w : r->trainability_warnings) std::printf("warning: %s\n", w.c_str());
   if (!r->trains) {
     std::printf("blocking (%zu):\n", r->blockers.size());
     for (const std::string& b : r->blockers) std::printf("  %s\n", b.c_str());

@@ -34,8 +34,10 @@ struct InitializerReport {
   std::vector<int64_t> dims;
   int64_t bytes = 0;
   std::string role;            // "parameter", "state" or "constant"
-  std::string reason;          // why that role ("torch.export PARAMETER", ...)
-  bool trains = false;         // a parameter that --trainable/--freeze keep and that reaches the loss
+  std::string reason;          // why that role ("torch.export PARAMETER", ...), and what the flags did
+  std::string position;        // the parameter position it is read in ("Conv W (node 'c1')"), or ""
+  bool selected = false;       // the default rule and --trainable/--freeze make it trainable
+  bool trains = false;         // selected, and it reaches the loss
 };
 
 struct ModelCheck {
@@ -47,6 +49,10 @@ struct ModelCheck {
   int initializers_removed = 0;  // nothing used them any more
   std::vector<std::string> not_folded;
   std::vector<InitializerReport> initializers;  // in the model's order (after canonicalization)
+  // The model's initializers read in a parameter position that do not train (exporter metadata
+  // or --freeze/--trainable froze them), and one-element values read both as a parameter and
+  // as something else (trained, with the flag that freezes them): one sentence each.
+  std::vector<std::string> trainability_warnings;
   std::vector<std::string> dynamic_dims;        // "input 'x': [batch,3,32,32]"
   std::vector<std::string> op_types;            // distinct ops after canonicalization
   // device "cuda": whether its kernels could be looked up ("" when they could; else why not), and

@@ -165,6 +165,11 @@ struct Div {
     return a / b;
   }
 };
+// PRelu(x, slope): x below zero scaled by its slope (NaN stays NaN).
+struct PRelu {
+  template <typename T>
+  MT_HD T operator()(T x, T slope) const { return x < T(0) ? slope * x : x; }
+};
 // Max/Min propagate NaN from either side (numpy.maximum semantics, which ONNX's reference uses).
 struct Max {
   template <typename T>

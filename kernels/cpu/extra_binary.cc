@@ -46,10 +46,6 @@ struct ShiftRight {
   template <typename T>
   T operator()(T a, T b) const { return b >= T(sizeof(T) * 8) ? T(0) : T(a >> b); }
 };
-struct PRelu {
-  template <typename T>
-  T operator()(T x, T slope) const { return x < T(0) ? slope * x : x; }
-};
 struct Scale {
   double s;
   template <typename T>
@@ -118,7 +114,7 @@ absl::Status PReluKernel(KernelContext& ctx) {
   return Dispatch(TypeList<float, ew::f16, ew::bf16, double, int32_t, int64_t>{}, x->dtype, ctx,
                   [&](auto tag) {
                     using S = typename decltype(tag)::type;
-                    BinaryMap(l, x->as<S>(), per_channel.as<S>(), y->as<S>(), PRelu{});
+                    BinaryMap(l, x->as<S>(), per_channel.as<S>(), y->as<S>(), ew::PRelu{});
                   });
 }
 

@@ -202,6 +202,7 @@ void LaunchBinary(BinaryOp op, DType dtype, const BroadcastLayout& l, const void
     case BinaryOp::kPow: Binary<ew::Pow>(dtype, l, a, b, o, s); break;
     case BinaryOp::kGeluGrad: Binary<ew::GeluGrad>(dtype, l, a, b, o, s); break;
     case BinaryOp::kGeluTanhGrad: Binary<ew::GeluTanhGrad>(dtype, l, a, b, o, s); break;
+    case BinaryOp::kPRelu: Binary<ew::PRelu>(dtype, l, a, b, o, s); break;
   }
   MT_CUDA_CHECK_LAUNCH();
 }

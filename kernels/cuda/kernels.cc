@@ -78,6 +78,27 @@ absl::Status Binary(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// PRelu(X, slope): the slope broadcasts to X's shape (one way). Before opset 7 a 1-D slope of C
+// elements applied per channel (dim 1): it is viewed as [C, 1, ..., 1], as on the CPU.
+absl::Status PRelu(KernelContext& ctx) {
+  const TensorView* x = ctx.input(0);
+  const TensorView* slope = ctx.input(1);
+  TensorView* y = ctx.output(0);
+  MT_RETURN_IF_ERROR(CheckFloat(ctx, x, "X"));
+  MT_RETURN_IF_ERROR(CheckFloat(ctx, slope, "slope"));
+  if (slope->dtype != x->dtype || y == nullptr || y->dtype != x->dtype || y->dims != x->dims)
+    return ctx.Error("slope and the output must have X's dtype, the output X's shape");
+  std::vector<int64_t> slope_dims = slope->dims;
+  if (ctx.opset() > 0 && ctx.opset() < 7 && slope->rank() == 1 && x->rank() >= 2 && slope->numel() == x->dims[1]) {
+    slope_dims.assign(x->rank() - 1, 1);
+    slope_dims[0] = slope->numel();
+  }
+  auto l = MakeBroadcastLayout({x->dims, slope_dims}, y->dims);
+  if (!l.ok()) return ctx.Error(l.status().message());
+  LaunchBinary(BinaryOp::kPRelu, x->dtype, *l, x->data, slope->data, y->data, ctx.stream());
+  return absl::OkStatus();
+}
+
 // ai.mixtrain.GeluGrad(dY, X) -> dX, exact (erf) or tanh form per `approximate`.
 absl::Status GeluGrad(KernelContext& ctx) {
   std::string approx = ctx.node().attr_string("approximate", "none");
@@ -287,6 +308,7 @@ MT_REGISTER_KERNELS(cuda_kernels) {
   reg_numbers("Max", Binary<BinaryOp::kMax>);
   reg_numbers("Min", Binary<BinaryOp::kMin>);
   reg("Pow", Binary<BinaryOp::kPow>);
+  reg("PRelu", PRelu);
   r.Register({"Cast", "", kCuda, {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kBool}, 0,
               FnKernel(Cast)});
   reg("Softmax", Softmax<false>);

@@ -16,7 +16,7 @@ enum class UnaryOp : uint8_t {
   kSqrt, kReciprocal, kExp, kLog, kErf, kTanh, kSigmoid, kSoftplus, kGelu, kGeluTanh,
   kLeakyRelu, kRelu, kNeg, kAbs, kHardSigmoid, kHardSwish, kElu,
 };
-enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kReluGrad, kGeluGrad, kGeluTanhGrad };
+enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kReluGrad, kGeluGrad, kGeluTanhGrad, kPRelu };
 
 // y = op(x) elementwise; dtype is f32, f16 or bf16; `alpha` is LeakyRelu's, Elu's and HardSigmoid's,
 // `beta` HardSigmoid's.

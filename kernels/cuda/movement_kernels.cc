@@ -1,8 +1,10 @@
-// CUDA kernel classes of Concat, Split, Transpose, Expand and Where, for any dtype of 1, 2, 4
-// or 8 bytes (kernels/cuda/movement.cu). Concat and Split are one strided 2-D copy per part
+// CUDA kernel classes of Concat, Split, Transpose, DepthToSpace, SpaceToDepth, Expand and Where,
+// for any dtype of 1, 2, 4 or 8 bytes (kernels/cuda/movement.cu). Concat and Split are one strided 2-D copy per part
 // (cudaMemcpy2DAsync: `outer` rows of the part's chunk, at the part's place in the whole's row,
 // kernels/common/join.h).
+#include <array>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -67,6 +69,46 @@ absl::Status Transpose(KernelContext& ctx) {
   return absl::OkStatus();
 }
 
+// DepthToSpace and SpaceToDepth are 6-D transposes. The space side [N, C, H, W] is viewed as
+// [N, C, H/b, b, W/b, b] (n, c, h, i, w, j), the depth side [N, C*b*b, H/b, W/b] as
+// [N, b, b, C, H/b, W/b] (n, i, j, c, h, w) in DCR mode and [N, C, b, b, H/b, W/b]
+// (n, c, i, j, h, w) in CRD mode, as the CPU kernels' offsets (kernels/cpu/extra_layout.cc).
+template <bool kToSpace>
+absl::Status DepthSpace(KernelContext& ctx) {
+  const TensorView& x = *ctx.input(0);
+  TensorView& y = *ctx.output(0);
+  MT_RETURN_IF_ERROR(CheckElementSize(ctx, x.dtype));
+  const TensorView& space = kToSpace ? y : x;
+  const TensorView& depth = kToSpace ? x : y;
+  const int64_t b = ctx.node().attr_int("blocksize", 0);
+  if (space.rank() != 4 || depth.rank() != 4 || b <= 0 || y.dtype != x.dtype)
+    return ctx.Error("needs 4-D tensors of one dtype and a positive blocksize");
+  const int64_t n = space.dims[0], c = space.dims[1], h = depth.dims[2], w = depth.dims[3];
+  if (depth.dims[0] != n || depth.dims[1] != c * b * b || space.dims[2] != h * b || space.dims[3] != w * b)
+    return ctx.Error("shapes do not match the blocksize");
+  const std::string mode = kToSpace ? ctx.node().attr_string("mode", "DCR") : "DCR";
+  if (mode != "DCR" && mode != "CRD") return ctx.Error("mode must be 'DCR' or 'CRD'");
+  // Strides (elements) of n, c, h, i, w, j on each side.
+  const int64_t hw = h * w;
+  const std::array<int64_t, 6> space_stride = {c * h * b * w * b, h * b * w * b, b * w * b, w * b, b, 1};
+  const std::array<int64_t, 6> depth_stride =
+      mode == "DCR" ? std::array<int64_t, 6>{b * b * c * hw, hw, w, b * c * hw, 1, c * hw}
+                    : std::array<int64_t, 6>{c * b * b * hw, b * b * hw, w, b * hw, 1, hw};
+  // The output is written densely in its own order; each of its dims reads the input's stride.
+  const std::array<int, 6> out_order = kToSpace ? std::array<int, 6>{0, 1, 2, 3, 4, 5}   // n c h i w j
+                                                : std::array<int, 6>{0, 3, 5, 1, 2, 4};  // n i j c h w
+  const std::array<int64_t, 6> extent = {n, c, h, b, w, b};
+  const std::array<int64_t, 6>& in_stride = kToSpace ? depth_stride : space_stride;
+  TransposeArgs a;
+  a.rank = 6;
+  for (int d = 0; d < 6; ++d) {
+    a.out_dims[d] = extent[out_order[d]];
+    a.in_strides[d] = in_stride[out_order[d]];
+  }
+  LaunchTranspose(DTypeSize(x.dtype), a, y.numel(), x.data, y.data, ctx.stream());
+  return absl::OkStatus();
+}
+
 absl::Status Expand(KernelContext& ctx) {
   const TensorView& x = *ctx.input(0);
   TensorView& y = *ctx.output(0);
@@ -101,6 +143,8 @@ MT_REGISTER_KERNELS(cuda_movement) {
   r.Register({"Concat", "", DeviceType::kCUDA, {}, 0, FnKernel(JoinOrSplit<true>)});
   r.Register({"Split", "", DeviceType::kCUDA, {}, 0, FnKernel(JoinOrSplit<false>)});
   r.Register({"Transpose", "", DeviceType::kCUDA, {}, 0, FnKernel(Transpose)});
+  r.Register({"DepthToSpace", "", DeviceType::kCUDA, {}, 0, FnKernel(DepthSpace<true>)});
+  r.Register({"SpaceToDepth", "", DeviceType::kCUDA, {}, 0, FnKernel(DepthSpace<false>)});
   r.Register({"Expand", "", DeviceType::kCUDA, {}, 0, FnKernel(Expand)});
   r.Register({"Where", "", DeviceType::kCUDA, {}, 1, FnKernel(Where)});
 }

@@ -35,7 +35,8 @@ const std::vector<std::pair<std::string, std::string>> kCovered = {
     {"HardSwish", ""}, {"IsNaN", ""}, {"Equal", ""}, {"Less", ""}, {"LessOrEqual", ""}, {"Greater", ""},
     {"GreaterOrEqual", ""}, {"And", ""}, {"Or", ""}, {"Xor", ""}, {"GroupNormalization", ""},
     {"GroupNormalizationGrad", "ai.mixtrain"}, {"InstanceNormalization", ""}, {"Elu", ""}, {"CumSum", ""},
-    {"Resize", ""}, {"Upsample", ""}, {"ResizeGrad", "ai.mixtrain"}, {"ConvTranspose", ""}};
+    {"Resize", ""}, {"Upsample", ""}, {"ResizeGrad", "ai.mixtrain"}, {"ConvTranspose", ""}, {"PRelu", ""},
+    {"DepthToSpace", ""}, {"SpaceToDepth", ""}};
 
 TEST(CudaRegistryTest, EveryCudaKernelIsCoveredAndHasACpuTwin) {
 #if MIXTRAIN_HAVE_CUDA
@@ -102,6 +103,19 @@ TEST_F(CudaKernelTest, ReluGrad) {
     std::vector<double> y = Uniform(54, -1, 1, 6);
     for (size_t i = 0; i < y.size(); i += 3) y[i] = 0;
     Check("ReluGrad", {dy, Make(t, {6, 9}, y)}, {}, 1, "ai.mixtrain");
+  }
+}
+
+// PRelu(X, slope): one slope, one per channel ([C, 1, 1], nn.PReLU(C)'s), one per element; X with
+// exact zeros; and opset 6's 1-D per-channel slope.
+TEST_F(CudaKernelTest, PRelu) {
+  for (DType t : kDtypes) {
+    std::vector<double> xv = Uniform(2 * 3 * 4 * 5, -2, 2, 8);
+    for (size_t i = 0; i < xv.size(); i += 7) xv[i] = 0;
+    Tensor x = Make(t, {2, 3, 4, 5}, xv);
+    for (const std::vector<int64_t>& sd : {std::vector<int64_t>{1}, {3, 1, 1}, {3, 4, 5}})
+      Check("PRelu", {x, Make(t, sd, Uniform(ew_test::Count(sd), 0.05, 0.5, 9))});
+    Check("PRelu", {x, Make(t, {3}, Uniform(3, 0.05, 0.5, 10))}, {}, 1, "", 6);
   }
 }
 

@@ -1,5 +1,5 @@
-// CUDA data movement against the CPU kernels: Concat, Split, Transpose, Expand, Where by element
-// size; Slice, Pad and their gradients; Resize, Upsample and ResizeGrad.
+// CUDA data movement against the CPU kernels: Concat, Split, Transpose, Expand, Where,
+// DepthToSpace and SpaceToDepth by element size; Slice, Pad and their gradients; Resize, Upsample and ResizeGrad.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -29,6 +29,20 @@ TEST_F(CudaKernelTest, MovementOps) {
     Check("Expand", {c, Make(DType::kI64, {4}, {3, 2, 5, 4})});
     Tensor cond = Make(DType::kBool, {5, 1}, {1, 0, 0, 1, 1});
     Check("Where", {cond, Make(t, {5, 4}, Uniform(20, -9, 9, 125)), Make(t, {4}, Uniform(4, -9, 9, 126))});
+  }
+}
+
+// DepthToSpace in both modes (PixelShuffle exports CRD) and SpaceToDepth, blocks of 2 and 3, by
+// element size.
+TEST_F(CudaKernelTest, DepthToSpaceAndSpaceToDepth) {
+  for (DType t : {DType::kF32, DType::kBF16, DType::kI64}) {
+    for (int64_t b : {2, 3}) {
+      Tensor depth = Make(t, {2, 2 * b * b, 3, 4}, Uniform(2 * 2 * b * b * 12, -9, 9, 160));
+      for (const char* mode : {"DCR", "CRD"})
+        Check("DepthToSpace", {depth}, {Attribute::Int("blocksize", b), Attribute::String("mode", mode)});
+      Tensor space = Make(t, {2, 3, 2 * b, 3 * b}, Uniform(2 * 3 * 6 * b * b, -9, 9, 161));
+      Check("SpaceToDepth", {space}, {Attribute::Int("blocksize", b)});
+    }
   }
 }
 

@@ -202,8 +202,8 @@ TEST(UnrollRnn, Tf2OnnxRecurrentWeightsTrain) {
                                   {A::Int("hidden_size", kH)}, 3);
   Value* k = b.Param("sequential/dense/Cast/ReadVariableOp:0", {kH, 3}, 4);
   Value* y = b.Op1("MatMul", {b.Op1("Reshape", {outs[1], b.Ints({2, kH})}), k});
-  Value* folded = b.Param("const_fold_opt__7", {3}, 5);  // an exporter constant: stays frozen
-  g.AddOutput(b.Op1("Add", {y, folded}));
+  Value* folded = b.Param("const_fold_opt__7", {1}, 5);  // an exporter's scalar factor: stays frozen
+  g.AddOutput(b.Op1("Mul", {y, folded}));
   ASSERT_TRUE(InferShapes(g).ok());
   auto roles = [&] {
     std::map<std::string, InitializerRole> out;

@@ -83,17 +83,19 @@ def torch_mod():
 # --- model registry --------------------------------------------------------------------------------
 
 Spec = collections.namedtuple(
-    "Spec", "name exporter opset loss build dynamic optimize fold notes")
+    "Spec", "name exporter opset loss build dynamic optimize fold notes train")
 SPECS = collections.OrderedDict()
 
 
 def register(name, exporter, opset, loss="cross_entropy", dynamic=False, optimize=False,
-             fold=False, notes=""):
+             fold=False, notes="", train=False):
     """exporter: torchscript | dynamo | tf2onnx. loss: cross_entropy (N x C, class axis 1) or
     cross_entropy_lm (N x T x V, class axis -1). optimize: dynamo's optimize flag. fold:
-    TorchScript's do_constant_folding flag."""
+    TorchScript's do_constant_folding flag. train: exported in train() mode with its dropout
+    (TorchScript: training=TrainingMode.TRAINING); the references are the module at dropout p=0
+    (see make_torch_model)."""
     def deco(fn):
-        SPECS[name] = Spec(name, exporter, opset, loss, fn, dynamic, optimize, fold, notes)
+        SPECS[name] = Spec(name, exporter, opset, loss, fn, dynamic, optimize, fold, notes, train)
         return fn
     return deco
 
@@ -375,6 +377,42 @@ def build_shufflenet_tv():
     return m, {"x": image((BATCH, 3, 64, 64))}, class_labels(5)
 
 
+@register("unet_prelu_ts", "torchscript", 17, fold=True,
+          notes="a small U-Net: Conv -> nn.PReLU() (one slope) -> strided Conv -> nn.PReLU(16) -> "
+                "Conv -> Softplus -> 1x1 Conv -> nn.PixelShuffle(2) (DepthToSpace) -> Concat with "
+                "the skip -> Conv -> Softplus(beta=2) -> nn.PReLU() -> mean -> Linear, 3x16x16; "
+                "exporter defaults (do_constant_folding=True) fold each PReLU slope's Unsqueeze, "
+                "so the one-element slopes become onnx::PRelu_N initializers; Softplus(beta=2) is "
+                "Softplus(2x)/2 with one-element constants")
+def build_unet_prelu_ts():
+    torch = torch_mod()
+    from torch import nn
+    import torch.nn.functional as F
+
+    class UNetPReLU(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.enc = nn.Conv2d(3, 8, 3, padding=1)
+            self.act1 = nn.PReLU()
+            self.down = nn.Conv2d(8, 16, 3, stride=2, padding=1)
+            self.act2 = nn.PReLU(16)
+            self.mid = nn.Conv2d(16, 16, 3, padding=1)
+            self.up = nn.Conv2d(16, 32, 1)
+            self.shuffle = nn.PixelShuffle(2)
+            self.dec = nn.Conv2d(16, 8, 3, padding=1)
+            self.act3 = nn.PReLU()
+            self.head = nn.Linear(8, 5)
+
+        def forward(self, x):
+            e = self.act1(self.enc(x))                               # N 8 16 16
+            m = F.softplus(self.mid(self.act2(self.down(e))))        # N 16 8 8
+            u = self.shuffle(self.up(m))                             # N 8 16 16
+            d = self.act3(F.softplus(self.dec(torch.cat([e, u], 1)), beta=2.0))
+            return self.head(d.mean((2, 3)))
+
+    return UNetPReLU(), {"x": torch.randn(BATCH, 3, 16, 16)}, class_labels(5)
+
+
 # --- dynamo-exporter models ------------------------------------------------------------------------
 
 @register("resnet10t_timm", "dynamo", 18,
@@ -560,6 +598,90 @@ def build_llama():
 
 
 # --- tf2onnx ---------------------------------------------------------------------------------------
+
+# Keras layers whose weights tf2onnx stores under names that are no Keras variable's: a conv's
+# bias as the folded ".../Squeeze:0", a depthwise kernel transposed into "const_fold_opt__N", a
+# Conv1D kernel expanded into [out, in, 1, k] (".../ExpandDims_1:0"), a PReLU slope negated
+# (".../Neg:0", Keras computes relu(x) - alpha * relu(-x)). Biases, slopes and BatchNorm's
+# gamma/beta get seeded non-constant initializers (Keras's zeros and ones would be dropped or
+# duplicated by the exporter, and could not be mapped by value).
+KERAS_CONV_NOTES = ("reference grads from tf.GradientTape, adam_losses from torch.optim.Adam's rule "
+                    "written out in TF (see keras_mlp); exported via tf2onnx.convert.from_function "
+                    "with a symbolic batch")
+
+
+def keras_init(seed, stddev=0.1):
+    import keras
+    return keras.initializers.RandomNormal(stddev=stddev, seed=seed)
+
+
+@register("keras_conv2d", "tf2onnx", 13, dynamic=True,
+          notes="keras Conv2D(8,3,relu) -> Conv2D(16,3,stride 2) -> GlobalAveragePooling2D -> "
+                "Dense(5), 12x12x3 NHWC input (tf2onnx transposes it to NCHW); the conv biases "
+                "are folded '.../Squeeze:0' initializers; " + KERAS_CONV_NOTES)
+def build_keras_conv2d():
+    import keras
+    layers = keras.layers
+    x = keras.Input((12, 12, 3), name="x")
+    y = layers.Conv2D(8, 3, activation="relu", bias_initializer=keras_init(1), name="conv1")(x)
+    y = layers.Conv2D(16, 3, strides=2, bias_initializer=keras_init(2), name="conv2")(y)
+    y = layers.GlobalAveragePooling2D()(y)
+    return keras.Model(x, layers.Dense(5, bias_initializer=keras_init(3), name="logits")(y))
+
+
+@register("keras_dw_bn", "tf2onnx", 13, train=True,
+          notes="keras functional Conv2D(8,3,no bias) -> BatchNormalization -> ReLU -> "
+                "DepthwiseConv2D(3,same,no bias) -> BatchNormalization -> ReLU -> Conv2D(8,1) -> "
+                "GlobalAveragePooling2D -> Dense(5), 12x12x3; exported with training=True: "
+                "tf2onnx's grappler pass folds an inference-mode Keras BatchNormalization into "
+                "the conv before it (kernel * gamma/sqrt(var+eps) as '.../merged_input:0'), so "
+                "gamma and beta would be gone; in training mode BatchNorm is written out with "
+                "batch moments (ReduceMean, Sqrt, Reciprocal, Mul, Sub), as Keras trains it; the "
+                "depthwise kernel is a folded transpose 'const_fold_opt__N'; a fixed batch of 4 "
+                "(batch statistics tie the rows together); " + KERAS_CONV_NOTES.replace(
+                    " with a symbolic batch", ""))
+def build_keras_dw_bn():
+    import keras
+    layers = keras.layers
+
+    def bn(seed, name):
+        return layers.BatchNormalization(
+            beta_initializer=keras_init(seed),
+            gamma_initializer=keras.initializers.RandomUniform(0.5, 1.5, seed=seed + 100), name=name)
+
+    x = keras.Input((12, 12, 3), name="x")
+    y = layers.Conv2D(8, 3, use_bias=False, name="stem")(x)
+    y = layers.ReLU()(bn(4, "bn1")(y))
+    # No bias before a BatchNorm: its gradient is zero but for rounding noise, in Keras too.
+    y = layers.DepthwiseConv2D(3, padding="same", use_bias=False, name="dw")(y)
+    y = layers.ReLU()(bn(7, "bn2")(y))
+    y = layers.Conv2D(8, 1, bias_initializer=keras_init(9), name="pw")(y)
+    y = layers.GlobalAveragePooling2D()(y)
+    return keras.Model(x, layers.Dense(5, bias_initializer=keras_init(3), name="logits")(y))
+
+
+@register("keras_conv1d_prelu", "tf2onnx", 13, dynamic=True,
+          notes="keras Conv1D(8,3) -> PReLU (one slope per element, 14x8) -> Conv1D(16,3,stride "
+                "2) -> PReLU(shared_axes=[1], one per channel) -> GlobalAveragePooling1D -> "
+                "Dense(5), 16x4 input; Conv1D is Unsqueeze -> Conv -> Squeeze with the kernel "
+                "folded to [out, in, 1, k] and the bias added after the Squeeze; PReLU is "
+                "Keras's relu(x) + (-alpha) * relu(-x) with -alpha folded ('.../Neg:0'); "
+                + KERAS_CONV_NOTES)
+def build_keras_conv1d_prelu():
+    import keras
+    layers = keras.layers
+
+    def slope(seed):
+        return keras.initializers.RandomUniform(0.1, 0.4, seed=seed)
+
+    x = keras.Input((16, 4), name="x")
+    y = layers.Conv1D(8, 3, bias_initializer=keras_init(1), name="c1")(x)
+    y = layers.PReLU(alpha_initializer=slope(2), name="p1")(y)
+    y = layers.Conv1D(16, 3, strides=2, bias_initializer=keras_init(3), name="c2")(y)
+    y = layers.PReLU(alpha_initializer=slope(4), shared_axes=[1], name="p2")(y)
+    y = layers.GlobalAveragePooling1D()(y)
+    return keras.Model(x, layers.Dense(5, bias_initializer=keras_init(5), name="logits")(y))
+
 
 register("keras_mlp", "tf2onnx", 13, dynamic=True,
          notes="Keras Sequential Dense(32,relu)-Dense(5), reference grads from tf.GradientTape; "
@@ -933,6 +1055,142 @@ def make_keras_mlp(spec):
                 loss=float(loss.numpy()), n_params=len(names))
 
 
+def keras_layouts(value):
+    """The layouts tf2onnx gives a Keras variable of this value: (name, f) with f linear, applied
+    alike to the value and its gradient. Every permutation of its axes followed by a reshape (a
+    Dense kernel as is; a Conv2D kernel [kh, kw, in, out] -> [out, in, kh, kw]; a depthwise
+    kernel [kh, kw, in, 1] -> [in, 1, kh, kw]; a Conv1D kernel [k, in, out] -> [out, in, 1, k]),
+    each also negated (a PReLU slope, stored as -alpha); and for [rows, 4H] LSTM kernels and [4H]
+    biases, tf2onnx's LSTM form: gates i, f, c, o -> ONNX's i, o, f, c, the kernels transposed,
+    the bias followed by zeros (ONNX's recurrent bias, which Keras lacks), each with a leading
+    direction axis."""
+    import itertools
+    out = []
+    for p in itertools.permutations(range(value.ndim)):
+        name = "perm" + "".join(map(str, p))
+        out.append((name, lambda v, p=p: np.ascontiguousarray(np.transpose(v, p))))
+        out.append(("negated " + name, lambda v, p=p: np.ascontiguousarray(-np.transpose(v, p))))
+    if value.shape[-1] % 4 == 0:
+        h = value.shape[-1] // 4
+        order = np.concatenate([np.arange(h) + k * h for k in (0, 3, 1, 2)])
+        if value.ndim == 2:
+            out.append(("lstm_kernel", lambda v: np.ascontiguousarray(v[:, order].T[None])))
+        if value.ndim == 1:
+            out.append(("lstm_bias", lambda v: np.concatenate([v[order], np.zeros_like(v)])[None]))
+    return out
+
+
+def map_keras_variables(variables, model_pb):
+    """Maps each Keras variable (path, value) to the initializer holding it in one of
+    keras_layouts: returns {path: (initializer, f, layout name or "" for as is)} and the unmapped
+    paths with the reason."""
+    inits = {i.name: numpy_helper.to_array(i) for i in model_pb.graph.initializer}
+    mapping, unmapped, used = {}, [], set()
+    for path, value in variables:
+        hits = []
+        for lname, f in keras_layouts(value):
+            v = f(value)
+            for iname, arr in inits.items():
+                if arr.size == v.size and arr.dtype == v.dtype and np.array_equal(arr, v.reshape(arr.shape)):
+                    hits.append((iname, lname, f))
+        names = sorted({h[0] for h in hits} - used)
+        if len(names) != 1:
+            unmapped.append(f"{path} ({'no initializer holds it' if not names else 'held by ' + '+'.join(names)})")
+            continue
+        iname = names[0]
+        used.add(iname)
+        _, lname, f = next(h for h in hits if h[0] == iname)
+        same = lname == "perm" + "".join(map(str, range(value.ndim))) and inits[iname].shape == value.shape
+        mapping[path] = (iname, f, "" if same else lname)
+    return mapping, unmapped
+
+
+def make_keras_model(spec):
+    """A Keras model from spec.build() through tf2onnx, checked like keras_mlp, with its variables
+    mapped to initializers by map_keras_variables. spec.train: the tf.function calls the model
+    with training=True (BatchNormalization on batch moments, as Keras trains it), so the export,
+    its onnxruntime check and the references all compute the training forward. spec.dynamic: a
+    symbolic batch axis, else a batch of BATCH."""
+    import tensorflow as tf
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    import keras
+    import tf2onnx
+
+    # Keras's layer names (hence TF's op names) must not depend on which models ran before.
+    # (tf2onnx still names the constants it deduplicates in no fixed order: regenerated files are
+    # equivalent, not byte-identical.)
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(0)
+    model = spec.build()
+    in_shape = tuple(model.inputs[0].shape[1:])
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((BATCH,) + in_shape).astype(np.float32)
+    n_classes = model.outputs[0].shape[-1]
+    labels = rng.integers(0, n_classes, BATCH).astype(np.int64)
+    ce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    init_values = [v.numpy().copy() for v in model.trainable_variables]
+    # Training-mode calls update BatchNorm's moving statistics; the export must not see them move.
+    all_values = [v.numpy().copy() for v in model.variables]
+    names = [v.path for v in model.trainable_variables]
+
+    with tf.GradientTape() as tape:
+        loss = ce(labels, model(x, training=True))
+    grads = [g.numpy() for g in tape.gradient(loss, model.trainable_variables)]
+
+    b1, b2, lr, eps = 0.9, 0.999, 1e-3, 1e-8  # torch.optim.Adam's rule (see keras_mlp's notes)
+    m = [np.zeros_like(v) for v in init_values]
+    s = [np.zeros_like(v) for v in init_values]
+    adam = []
+    for t in range(1, ADAM_STEPS + 1):
+        with tf.GradientTape() as tape:
+            step_loss = ce(labels, model(x, training=True))
+        adam.append(float(step_loss.numpy()))
+        gs = tape.gradient(step_loss, model.trainable_variables)
+        for i, (var, g) in enumerate(zip(model.trainable_variables, gs)):
+            g = g.numpy()
+            m[i] = b1 * m[i] + (1 - b1) * g
+            s[i] = b2 * s[i] + (1 - b2) * g * g
+            var.assign((var.numpy() - lr * (m[i] / (1 - b1 ** t)) /
+                        (np.sqrt(s[i] / (1 - b2 ** t)) + eps)).astype(np.float32))
+    for var, v in zip(model.variables, all_values):
+        var.assign(v)
+    out = model(x, training=spec.train).numpy()
+    for var, v in zip(model.variables, all_values):
+        var.assign(v)
+
+    spec_in = (tf.TensorSpec((None if spec.dynamic else BATCH,) + in_shape, tf.float32, name="x"),)
+
+    @tf.function(input_signature=spec_in)
+    def fwd(x):
+        return {"logits": model(x, training=spec.train)}
+
+    proto, _ = tf2onnx.convert.from_function(fwd, input_signature=spec_in, opset=spec.opset)
+    path = os.path.join(OUT, spec.name + ".onnx")
+    onnx.save(proto, path)
+    model_pb = onnx.load(path)
+    onnx.checker.check_model(model_pb, full_check=True)
+    assert graph_inputs(model_pb) == ["x"], graph_inputs(model_pb)
+
+    mapping, unmapped = map_keras_variables(list(zip(names, init_values)), model_pb)
+    ort_out = run_ort(path, {"x": x})
+    ort_err = None if ort_out is None else float(np.abs(ort_out - out).max())
+
+    arrays = {"x": x, "labels": labels, "loss": np.array(float(loss.numpy()), np.float32)}
+    shapes = {i.name: tuple(i.dims) for i in model_pb.graph.initializer}
+    for path_, g in zip(names, grads):
+        if path_ in mapping:
+            iname, f, _ = mapping[path_]
+            arrays["grad/" + iname] = np.ascontiguousarray(f(g).reshape(shapes[iname])).astype(np.float32)
+    arrays["adam_losses"] = np.array(adam, dtype=np.float32)
+    save_npz(os.path.join(OUT, spec.name + ".npz"), arrays)
+    moved = [f"{p}->{i} ({lay})" for p, (i, _, lay) in mapping.items() if lay]
+    notes = "; ".join(x for x in (spec.notes, "layouts: " + ", ".join(moved) if moved else "") if x)
+    return dict(model=model_pb, bn=False, mapped=len(mapping), unmapped=unmapped,
+                ort_err=ort_err, dynamic=dynamic_batch_of(model_pb, ["x"]), notes=notes,
+                loss=float(loss.numpy()), n_params=len(names))
+
+
 def read_manifest():
     rows = collections.OrderedDict()
     if os.path.exists(MANIFEST):
@@ -994,7 +1252,10 @@ def main():
         spec = SPECS[name]
         print(f"== {name} ({spec.exporter}, opset {spec.opset})", flush=True)
         try:
-            r = make_keras_mlp(spec) if spec.exporter == "tf2onnx" else make_torch_model(spec)
+            if spec.exporter == "tf2onnx":
+                r = make_keras_model(spec) if spec.build is not None else make_keras_mlp(spec)
+            else:
+                r = make_torch_model(spec)
         except Exception as e:  # record, keep going
             traceback.print_exc()
             failed.append(name)
