@@ -572,6 +572,64 @@ register("keras_mlp", "tf2onnx", 13, dynamic=True,
                "exported via tf2onnx.convert.from_function on a tf.function of the model")(None)
 
 
+# Keras recurrent layers through tf2onnx: SimpleRNN and GRU become an ONNX Loop (TensorFlow's while
+# loop, the weights loop-carried), LSTM an ONNX LSTM node whose W, R, B are the layer's weights
+# re-ordered into ONNX's gates, B's second half zeros of tf2onnx's own (Keras has one bias).
+# Every bias gets seeded noise (Keras initializes them to zeros), unit_forget_bias is off (it
+# forces zeros); T = 6 steps of 5 features, 8 units, 4 classes.
+KERAS_RNN_NOTES = ("reference grads from tf.GradientTape, adam_losses from torch.optim.Adam's rule "
+                   "written out in TF (see keras_mlp); exported via tf2onnx.convert.from_function "
+                   "with a symbolic batch")
+
+
+def keras_rnn_model(layers):
+    import keras
+    keras.utils.set_random_seed(0)
+    return keras.Sequential([keras.Input((6, 5), name="x")] + layers + [
+        keras.layers.Dense(4, bias_initializer=keras.initializers.RandomNormal(stddev=0.1, seed=9),
+                           name="logits")])
+
+
+def keras_bias(seed):
+    import keras
+    return keras.initializers.RandomNormal(stddev=0.2, seed=seed)
+
+
+@register("keras_simplernn", "tf2onnx", 13, dynamic=True,
+          notes="keras.layers.SimpleRNN(8) + Dense(4): an ONNX Loop; " + KERAS_RNN_NOTES)
+def build_keras_simplernn():
+    import keras
+    return keras_rnn_model([keras.layers.SimpleRNN(8, bias_initializer=keras_bias(1), name="rnn")])
+
+
+@register("keras_gru", "tf2onnx", 13, dynamic=True,
+          notes="keras.layers.GRU(8) (reset_after=True: input and recurrent biases) + Dense(4): an "
+                "ONNX Loop; " + KERAS_RNN_NOTES)
+def build_keras_gru():
+    import keras
+    return keras_rnn_model([keras.layers.GRU(8, bias_initializer=keras_bias(2), name="gru")])
+
+
+@register("keras_lstm", "tf2onnx", 13, dynamic=True,
+          notes="keras.layers.LSTM(8, unit_forget_bias=False) + Dense(4): an ONNX LSTM whose B is "
+                "[Keras bias, zeros]; grads of W, R, B in ONNX's gate order (i, o, f, c), B's "
+                "second half 0; " + KERAS_RNN_NOTES)
+def build_keras_lstm():
+    import keras
+    return keras_rnn_model([keras.layers.LSTM(8, unit_forget_bias=False, bias_initializer=keras_bias(3),
+                                              name="lstm")])
+
+
+@register("keras_conv1d_lstm", "tf2onnx", 13, dynamic=True,
+          notes="keras.layers.Conv1D(8, 3, relu) + LSTM(8, unit_forget_bias=False) + Dense(4); "
+                "the Conv1D kernel is folded into an [out, in, 1, k] initializer; " + KERAS_RNN_NOTES)
+def build_keras_conv1d_lstm():
+    import keras
+    return keras_rnn_model([
+        keras.layers.Conv1D(8, 3, activation="relu", bias_initializer=keras_bias(4), name="conv"),
+        keras.layers.LSTM(8, unit_forget_bias=False, bias_initializer=keras_bias(5), name="lstm")])
+
+
 # --- shared machinery ------------------------------------------------------------------------------
 
 def seed_all(seed):
@@ -933,6 +991,130 @@ def make_keras_mlp(spec):
                 loss=float(loss.numpy()), n_params=len(names))
 
 
+def keras_layouts(value):
+    """The layouts tf2onnx gives a Keras variable of this value: (name, f) with f linear, applied
+    alike to the value and its gradient. Every permutation of its axes followed by a reshape (a
+    Dense kernel as is; a Conv1D kernel [k, in, out] -> [out, in, 1, k]); and for [rows, 4H]
+    LSTM kernels and [4H] biases, tf2onnx's LSTM form: gates i, f, c, o -> ONNX's i, o, f, c, the
+    kernels transposed, the bias followed by zeros (ONNX's recurrent bias, which Keras lacks),
+    each with a leading direction axis."""
+    import itertools
+    out = [("perm" + "".join(map(str, p)), lambda v, p=p: np.ascontiguousarray(np.transpose(v, p)))
+           for p in itertools.permutations(range(value.ndim))]
+    if value.shape[-1] % 4 == 0:
+        h = value.shape[-1] // 4
+        order = np.concatenate([np.arange(h) + k * h for k in (0, 3, 1, 2)])
+        if value.ndim == 2:
+            out.append(("lstm_kernel", lambda v: np.ascontiguousarray(v[:, order].T[None])))
+        if value.ndim == 1:
+            out.append(("lstm_bias", lambda v: np.concatenate([v[order], np.zeros_like(v)])[None]))
+    return out
+
+
+def map_keras_variables(variables, model_pb):
+    """Maps each Keras variable (path, value) to the initializer holding it in one of
+    keras_layouts: returns {path: (initializer, f, layout name or "" for as is)} and the unmapped
+    paths with the reason."""
+    inits = {i.name: numpy_helper.to_array(i) for i in model_pb.graph.initializer}
+    mapping, unmapped, used = {}, [], set()
+    for path, value in variables:
+        hits = []
+        for lname, f in keras_layouts(value):
+            v = f(value)
+            for iname, arr in inits.items():
+                if arr.size == v.size and arr.dtype == v.dtype and np.array_equal(arr, v.reshape(arr.shape)):
+                    hits.append((iname, lname, f))
+        names = sorted({h[0] for h in hits} - used)
+        if len(names) != 1:
+            unmapped.append(f"{path} ({'no initializer holds it' if not names else 'held by ' + '+'.join(names)})")
+            continue
+        iname = names[0]
+        used.add(iname)
+        _, lname, f = next(h for h in hits if h[0] == iname)
+        same = lname == "perm" + "".join(map(str, range(value.ndim))) and inits[iname].shape == value.shape
+        mapping[path] = (iname, f, "" if same else lname)
+    return mapping, unmapped
+
+
+def make_keras_model(spec):
+    """A Keras model from spec.build() through tf2onnx, checked like keras_mlp, with its variables
+    mapped to initializers by map_keras_variables."""
+    import tensorflow as tf
+    tf.config.threading.set_intra_op_parallelism_threads(1)
+    tf.config.threading.set_inter_op_parallelism_threads(1)
+    import keras
+    import tf2onnx
+
+    # Keras's layer names (hence TF's op names) must not depend on which models ran before.
+    # (tf2onnx still names the constants it deduplicates in no fixed order: regenerated files are
+    # equivalent, not byte-identical.)
+    keras.backend.clear_session()
+    keras.utils.set_random_seed(0)
+    model = spec.build()
+    in_shape = tuple(model.inputs[0].shape[1:])
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((BATCH,) + in_shape).astype(np.float32)
+    n_classes = model.outputs[0].shape[-1]
+    labels = rng.integers(0, n_classes, BATCH).astype(np.int64)
+    ce = keras.losses.SparseCategoricalCrossentropy(from_logits=True)
+    init_values = [v.numpy().copy() for v in model.trainable_variables]
+    names = [v.path for v in model.trainable_variables]
+
+    with tf.GradientTape() as tape:
+        loss = ce(labels, model(x, training=True))
+    grads = [g.numpy() for g in tape.gradient(loss, model.trainable_variables)]
+
+    b1, b2, lr, eps = 0.9, 0.999, 1e-3, 1e-8  # torch.optim.Adam's rule (see keras_mlp's notes)
+    m = [np.zeros_like(v) for v in init_values]
+    s = [np.zeros_like(v) for v in init_values]
+    adam = []
+    for t in range(1, ADAM_STEPS + 1):
+        with tf.GradientTape() as tape:
+            step_loss = ce(labels, model(x, training=True))
+        adam.append(float(step_loss.numpy()))
+        gs = tape.gradient(step_loss, model.trainable_variables)
+        for i, (var, g) in enumerate(zip(model.trainable_variables, gs)):
+            g = g.numpy()
+            m[i] = b1 * m[i] + (1 - b1) * g
+            s[i] = b2 * s[i] + (1 - b2) * g * g
+            var.assign((var.numpy() - lr * (m[i] / (1 - b1 ** t)) /
+                        (np.sqrt(s[i] / (1 - b2 ** t)) + eps)).astype(np.float32))
+    for var, v in zip(model.trainable_variables, init_values):
+        var.assign(v)
+    out = model(x, training=False).numpy()
+
+    spec_in = (tf.TensorSpec((None,) + in_shape, tf.float32, name="x"),)
+
+    @tf.function(input_signature=spec_in)
+    def fwd(x):
+        return {"logits": model(x, training=False)}
+
+    proto, _ = tf2onnx.convert.from_function(fwd, input_signature=spec_in, opset=spec.opset)
+    path = os.path.join(OUT, spec.name + ".onnx")
+    onnx.save(proto, path)
+    model_pb = onnx.load(path)
+    onnx.checker.check_model(model_pb, full_check=True)
+    assert graph_inputs(model_pb) == ["x"], graph_inputs(model_pb)
+
+    mapping, unmapped = map_keras_variables(list(zip(names, init_values)), model_pb)
+    ort_out = run_ort(path, {"x": x})
+    ort_err = None if ort_out is None else float(np.abs(ort_out - out).max())
+
+    arrays = {"x": x, "labels": labels, "loss": np.array(float(loss.numpy()), np.float32)}
+    shapes = {i.name: tuple(i.dims) for i in model_pb.graph.initializer}
+    for path_, g in zip(names, grads):
+        if path_ in mapping:
+            iname, f, _ = mapping[path_]
+            arrays["grad/" + iname] = np.ascontiguousarray(f(g).reshape(shapes[iname])).astype(np.float32)
+    arrays["adam_losses"] = np.array(adam, dtype=np.float32)
+    save_npz(os.path.join(OUT, spec.name + ".npz"), arrays)
+    moved = [f"{p}->{i} ({lay})" for p, (i, _, lay) in mapping.items() if lay]
+    notes = "; ".join(x for x in (spec.notes, "layouts: " + ", ".join(moved) if moved else "") if x)
+    return dict(model=model_pb, bn=False, mapped=len(mapping), unmapped=unmapped,
+                ort_err=ort_err, dynamic=dynamic_batch_of(model_pb, ["x"]), notes=notes,
+                loss=float(loss.numpy()), n_params=len(names))
+
+
 def read_manifest():
     rows = collections.OrderedDict()
     if os.path.exists(MANIFEST):
@@ -994,7 +1176,10 @@ def main():
         spec = SPECS[name]
         print(f"== {name} ({spec.exporter}, opset {spec.opset})", flush=True)
         try:
-            r = make_keras_mlp(spec) if spec.exporter == "tf2onnx" else make_torch_model(spec)
+            if spec.exporter == "tf2onnx":
+                r = make_keras_model(spec) if spec.build is not None else make_keras_mlp(spec)
+            else:
+                r = make_torch_model(spec)
         except Exception as e:  # record, keep going
             traceback.print_exc()
             failed.append(name)
