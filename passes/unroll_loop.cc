@@ -14,10 +14,13 @@
 // a Gather's index) is run once and becomes an initializer, so the unrolled graph keeps only the
 // computation on data. Loop's scan outputs are stacked along a new axis 0. Scan: its inputs are
 // split along their scan axes (read backwards where reversed); its outputs are stacked along
-// theirs (prepended where reversed). The node's outputs keep their names.
+// theirs (prepended where reversed). The node's outputs keep their names. The result is
+// canonicalized again (passes/canonicalize.h): tf2onnx's per-step Gathers of the sequence, at
+// indices now constant, become one Split, whose gradient is one Concat instead of a scatter of
+// the whole sequence per step.
 //
 // Constants here: initializers that do not train (the pass's TrainableSelection), are not state
-// and are no graph inputs, and the body's own initializers and Constant nodes. A loop inside the
+// and are no graph inputs, Constant nodes, and the body's own initializers and Constant nodes. A loop inside the
 // body is written out as a node of the outer graph and unrolled in the next round.
 //
 // Left as they are, with the reason (WhyLoopNotUnrolled, which autodiff's error names): a trip count
@@ -161,26 +164,30 @@ class Unroller {
   }
 
  private:
-  const Tensor* Constant(const Value* v) const {
-    return v != nullptr && v->is_initializer() && !keep_.contains(v) ? &*v->initializer : nullptr;
+  // The contents of outer value v when it is a constant here: an initializer that is not kept, or
+  // a Constant node's value.
+  std::optional<Tensor> Constant(const Value* v) const {
+    if (v == nullptr) return std::nullopt;
+    if (v->is_initializer()) return keep_.contains(v) ? std::nullopt : std::optional<Tensor>(*v->initializer);
+    return v->producer != nullptr ? ConstantNodeValue(*v->producer) : std::nullopt;
   }
 
   std::string PlanLoop() {
     const Node& n = *n_;
     V m = n.input(0), c = n.input(1);
-    const Tensor* mt = Constant(m);
-    if (m != nullptr && (mt == nullptr || mt->numel() != 1))
+    const std::optional<Tensor> mt = Constant(m);
+    if (m != nullptr && (!mt || mt->numel() != 1))
       return absl::StrCat("its trip count M ('", m->name, "') is not a constant here (computed at run time",
                           std::find(g_.inputs().begin(), g_.inputs().end(), m) != g_.inputs().end() ? ", a graph input" : "",
                           ")");
-    const Tensor* ct = Constant(c);
-    if (c != nullptr && (ct == nullptr || ct->numel() != 1))
+    const std::optional<Tensor> ct = Constant(c);
+    if (c != nullptr && (!ct || ct->numel() != 1))
       return absl::StrCat("its initial condition ('", c->name, "') is not a constant here");
     if (m == nullptr && c == nullptr) return "it has neither a trip count nor a condition (it never stops)";
     for (int64_t k = 0; k < states_; ++k)
       if (n.input(2 + k) == nullptr) return absl::StrCat("its loop-carried value ", k, " has no initial value");
     if (static_cast<int64_t>(n.num_outputs()) > states_ + scan_outs_) return "it has more outputs than its body";
-    const int64_t max_trips = mt != nullptr ? std::max<int64_t>(0, mt->GetInt(0)) : -1;
+    const int64_t max_trips = mt ? std::max<int64_t>(0, mt->GetInt(0)) : -1;
     // The condition decides where the body computes it and either M is absent or cond is given.
     const bool cond_decides = c != nullptr || m == nullptr;
     const std::string cond_name = body_->outputs()[0]->name;
@@ -249,8 +256,7 @@ class Unroller {
     std::vector<Slot> out;
     for (int64_t k = 0; k < states_; ++k) {
       V v = n_->input((scan_ ? 0 : 2) + k);
-      const Tensor* t = Constant(v);
-      out.push_back(Slot{v, t != nullptr ? std::optional<Tensor>(*t) : std::nullopt});
+      out.push_back(Slot{v, Constant(v)});
     }
     return out;
   }
@@ -259,8 +265,7 @@ class Unroller {
   Slot LoopCond() const {
     if (scan_) return {};
     V c = n_->input(1);
-    const Tensor* t = Constant(c);
-    return c == nullptr ? Slot{nullptr, BoolScalar(true)} : Slot{c, BoolScalar(t->GetInt(0) != 0)};
+    return c == nullptr ? Slot{nullptr, BoolScalar(true)} : Slot{c, BoolScalar(Constant(c)->GetInt(0) != 0)};
   }
 
   // Runs the body once on `in` (its inputs' slots): constant nodes are evaluated; the others are
@@ -417,8 +422,14 @@ class UnrollLoopPass final : public Pass {
         break;
       }
     }
-    if (changed) MT_RETURN_IF_ERROR(InferShapes(g));
-    return changed;
+    if (!changed) return false;
+    // What canonicalization does with the unrolled body: the per-step Gathers of a sequence at
+    // now constant indices become one Split (one Concat backward, not a scatter of the whole
+    // sequence per step), Identities go, and so do the outputs nothing reads.
+    CanonicalizeOptions co;
+    co.params = params_;
+    MT_RETURN_IF_ERROR(MakeCanonicalizePass(co)->Run(g).status());
+    return true;
   }
 
  private:

@@ -364,6 +364,36 @@ def build_gru_ts():
     return GruRegressor(), {"x": torch.randn(BATCH, 7, 6)}, class_labels(4)
 
 
+@register("script_loop_ts", "torchscript", 13,
+          notes="a torch.jit.script function looping `for t in range(x.size(1)): h = tanh(x_t "
+                "Wx^T + bx + h Wh^T + bh)`, then Linear: an ONNX Loop (trip count and zero state "
+                "Constant nodes of the traced sizes, condition true) whose body reads x and the "
+                "weights from the enclosing graph")
+def build_script_loop_ts():
+    torch = torch_mod()
+    from torch import nn
+
+    # Scripted, so the exporter (which traces the module) keeps the loop as a loop.
+    @torch.jit.script
+    def rnn(x, wx, bx, wh, bh):
+        h = torch.zeros(x.size(0), wh.size(0))
+        for t in range(x.size(1)):
+            h = torch.tanh(x[:, t] @ wx.t() + bx + h @ wh.t() + bh)
+        return h
+
+    class ScriptLoop(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wx = nn.Linear(5, 8)
+            self.wh = nn.Linear(8, 8)
+            self.head = nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.head(rnn(x, self.wx.weight, self.wx.bias, self.wh.weight, self.wh.bias))
+
+    return ScriptLoop(), {"x": torch.randn(BATCH, 6, 5)}, class_labels(4)
+
+
 @register("shufflenet_tv", "torchscript", 17,
           notes="torchvision.models.ShuffleNetV2(stages_repeats=[2, 2, 2], stages_out_channels="
                 "[24, 24, 48, 96, 256], num_classes=5) (torchvision's class; the published widths "
