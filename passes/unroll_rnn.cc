@@ -97,8 +97,9 @@ std::string Check(const Node& n, Rnn* r) {
   return "";
 }
 
-// tf2onnx writes a Keras LSTM or SimpleRNN (and a GRU with reset_after=False) as an ONNX node whose
-// B holds the layer's one bias in its first half (Wb) and zeros of its own in the second (Rb).
+// tf2onnx writes a Keras LSTM (and any cell it turns into an ONNX RNN, or GRU with
+// reset_after=False) as an ONNX node whose B holds the layer's one bias in its first half (Wb) and
+// zeros of its own in the second (Rb).
 // Where the cell only ever adds Wb + Rb (LSTM, RNN, GRU without linear_before_reset) ONNX has two
 // parameters for Keras's one: training both steps the sum twice (a Conv1D+LSTM net drifted 1.5e-3
 // off Keras's trajectory in 8 Adam steps). Such an Rb is left out of the unrolled computation, so

@@ -6,7 +6,7 @@ the framework's loss and gradients, and 10 Adam steps.
 pip packages (the versions these files were generated with; CPU only, no network past PyPI):
     torch==2.15.0 onnx==1.23.2 onnxscript==0.7.2 onnx-ir==1.1.0 numpy==2.4.6 transformers==5.24.0
     timm==1.0.31 torchvision==0.29.2 onnxruntime==1.32.0 (optional: forward check)
-    tensorflow-cpu==2.21.0 keras==3.15.1 tf2onnx==1.17.0 protobuf==7.36.2 (optional: keras_mlp)
+    tensorflow-cpu==2.21.0 keras==3.15.1 tf2onnx==1.17.0 protobuf==7.36.2 (optional: the keras_* models)
 
     python3 -m venv /tmp/zoo-venv
     /tmp/zoo-venv/bin/pip install torch onnx onnxscript numpy transformers timm torchvision onnxruntime \
