@@ -65,17 +65,17 @@ Node* Rebuild(Graph& g, Node* n, const std::vector<Value*>& inputs, const std::v
   const std::string op = n->op_type(), name = n->name(), domain = n->domain(), doc = n->doc_string;
   const std::vector<Attribute> attrs = n->attributes();
   const std::map<std::string, std::string> annotations = n->annotations();
-  std::vector<std::string> outs;
-  for (const Value* o : n->outputs()) outs.push_back(o == nullptr ? "" : o->name);
+  std::vector<Value> outs;  // name, dtype and shape of each output
+  for (const Value* o : n->outputs()) outs.push_back(o == nullptr ? Value() : Value{o->name, o->dtype, o->shape});
   g.RemoveNode(n);  // outputs still used stay (without producer); unused ones go
   std::vector<Value*> values;
-  for (const std::string& o : outs) {
-    if (o.empty()) {
+  for (const Value& o : outs) {
+    if (o.name.empty()) {
       values.push_back(nullptr);
       continue;
     }
-    Value* v = g.FindValue(o);
-    values.push_back(v != nullptr ? v : g.AddValue(o));
+    Value* v = g.FindValue(o.name);
+    values.push_back(v != nullptr ? v : g.AddValue(o.name, o.dtype, o.shape));
   }
   for (size_t k = 0; k < at.size(); ++k) {
     Value* v = g.AddValue(g.UniqueName(absl::StrCat(name, "/outer_read")), like[k]->dtype, like[k]->shape);
