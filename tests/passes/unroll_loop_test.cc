@@ -5,7 +5,7 @@
 // axes and directions, and a loop nested in a loop; gradients through the unrolled graph match
 // central differences. Loops it cannot unroll stay, and the reason is named. Import makes a
 // body's outer-scope reads inputs of the node, so canonicalization keeps what they read and the
-// exported model still passes ONNX's checker.
+// exported model still passes ONNX's checker; a Trainer's exported model keeps its Loop.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -23,6 +23,9 @@
 #include "passes/canonicalize.h"
 #include "passes/inference.h"
 #include "passes/unroll_loop.h"
+#include "proto/mixtrain_pb.h"
+#include "runtime/npy.h"
+#include "runtime/trainer.h"
 #include "tests/passes/autodiff_test_util.h"
 #include "tests/passes/inference_test_util.h"
 
@@ -363,6 +366,51 @@ TEST(UnrollLoop, InferencePipelineUnrolls) {
   std::vector<Tensor> got = RunGraph(*g, {{"x", Floats({2, 4, 3}, x)}});
   ASSERT_EQ(got.size(), 2u);
   ExpectNear(got[0], {2, 2}, RnnReference(x, 2).back());
+}
+
+// --- through the Trainer ---------------------------------------------------------------------------
+
+double MeanCrossEntropy(const Tensor& logits, const Tensor& labels) {
+  const int64_t n = logits.dims()[0], k = logits.dims()[1];
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double mx = -INFINITY, z = 0;
+    for (int64_t j = 0; j < k; ++j) mx = std::max(mx, logits.GetDouble(i * k + j));
+    for (int64_t j = 0; j < k; ++j) z += std::exp(logits.GetDouble(i * k + j) - mx);
+    sum += std::log(z) + mx - logits.GetDouble(i * k + labels.GetInt(i));
+  }
+  return sum / n;
+}
+
+// tf2onnx's Keras GRU (a Loop): the step and the evaluation unroll it; the exported model keeps
+// the Loop with the trained weights, passes ONNX's checker, and gives the loss Evaluate reports.
+TEST(UnrollLoop, TrainerTrainsAndExportsALoopModel) {
+  const std::string zoo = std::string(MT_SOURCE_DIR) + "/tests/data/zoo/";
+  auto arrays = ReadNpz(zoo + "keras_gru.npz");
+  ASSERT_TRUE(arrays.ok()) << arrays.status();
+  const std::map<std::string, Tensor> batch = {{"x", arrays->at("x")}, {"labels", arrays->at("labels")}};
+  pb::TrainConfig c;
+  c.set_loss("cross_entropy");
+  c.mutable_precision()->set_preset(pb::PrecisionPolicy::FP32);
+  auto t = Trainer::Create(zoo + "keras_gru.onnx", c);
+  ASSERT_TRUE(t.ok()) << t.status();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*t)->Step(batch).ok());
+  auto eval = (*t)->Evaluate(batch);
+  ASSERT_TRUE(eval.ok()) << eval.status();
+  const std::string path = testing::TempDir() + "/keras_gru_trained.onnx";
+  ASSERT_TRUE((*t)->ExportInferenceModel(path, DType::kF32).ok());
+  auto exported = ImportOnnxFile(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  EXPECT_EQ(Loops(**exported), 1);
+  absl::Status checked = CheckOnnxModel(ExportOnnx(**exported));
+  EXPECT_TRUE(checked.ok()) << checked;
+  ASSERT_TRUE(OptimizeForInference(**exported).ok());
+  std::vector<Tensor> logits = RunGraph(**exported, {{"x", batch.at("x")}});
+  ASSERT_EQ(logits.size(), 1u);
+  EXPECT_NEAR(MeanCrossEntropy(logits[0], batch.at("labels")), eval->loss_sum / eval->examples, 1e-5);
+  // Trained: not the initial loss.
+  EXPECT_LT(eval->loss_sum / eval->examples, arrays->at("loss").GetDouble(0) - 1e-3);
 }
 
 // --- what stays --------------------------------------------------------------------------------
