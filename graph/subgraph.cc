@@ -164,11 +164,14 @@ absl::StatusOr<bool> MakeOuterReadsExplicit(Graph& g) {
     const bool loop = n->op_type() == "Loop";
     const int states = loop ? std::max(0, body->input_size() - 2)
                             : static_cast<int>(n->num_inputs()) - static_cast<int>(n->attr_int("num_scan_inputs", 0));
-    if (states < 0 || (loop && body->output_size() < 1 + states)) continue;  // malformed: the verifier's business
-    const int body_in_at = loop ? body->input_size() : states;
-    const int body_out_at = loop ? 1 + states : states;
     std::vector<Value*> inputs(n->inputs().begin(), n->inputs().end());
     if (loop && inputs.size() < 2) inputs.resize(2, nullptr);  // M and cond keep their places
+    const bool matches = loop ? static_cast<int>(inputs.size()) == 2 + states && body->output_size() >= 1 + states
+                              : states >= 0 && body->input_size() == static_cast<int>(inputs.size()) &&
+                                    body->output_size() >= states;
+    if (!matches) continue;  // malformed: unroll_loop names it
+    const int body_in_at = loop ? body->input_size() : states;
+    const int body_out_at = loop ? 1 + states : states;
     std::vector<int> out_at;
     std::vector<const Value*> like;
     int k = 0;

@@ -190,6 +190,8 @@ class Unroller {
     const int64_t max_trips = mt ? std::max<int64_t>(0, mt->GetInt(0)) : -1;
     // The condition decides where the body computes it and either M is absent or cond is given.
     const bool cond_decides = c != nullptr || m == nullptr;
+    if (!cond_decides && max_trips > kMaxIterations)
+      return absl::StrCat("it would unroll to more than ", kMaxIterations, " iterations (M = ", max_trips, ")");
     const std::string cond_name = body_->outputs()[0]->name;
     std::vector<Slot> carried = Initial();
     Slot cond = LoopCond();
