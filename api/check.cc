@@ -13,6 +13,7 @@
 #include "passes/parameters.h"
 #include "passes/passes.h"
 #include "passes/pipeline.h"
+#include "passes/unroll_loop.h"
 #include "proto/mixtrain_pb.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/planner.h"
@@ -41,6 +42,12 @@ bool HasSymbol(const Shape& s) {
 void MissingKernels(const Graph& g, std::vector<std::string>* out) {
   std::set<std::string> seen;
   for (const auto& n : g.nodes()) {
+    // No kernel runs a loop: the pipeline writes it out (unroll_loop), or says why it cannot.
+    if (IsLoopOp(*n)) {
+      const std::string why = WhyLoopNotUnrolled(g, *n);
+      if (!why.empty()) out->push_back(absl::StrCat("node '", n->name(), "' (", n->op_type(), ") is not unrolled: ", why));
+      continue;
+    }
     std::vector<DType> ins, outs;
     for (const Value* v : n->inputs()) ins.push_back(v ? v->dtype : DType::kUndefined);
     for (const Value* v : n->outputs()) outs.push_back(v ? v->dtype : DType::kUndefined);

@@ -13,6 +13,7 @@
 #include "graph/external_data.h"
 #include "graph/onnx_annotations.h"
 #include "graph/shape_inference.h"
+#include "graph/subgraph.h"
 #include "graph/verifier.h"
 
 namespace mixtrain {
@@ -339,6 +340,8 @@ absl::StatusOr<std::unique_ptr<Graph>> ImportOnnxModel(const onnx::ModelProto& m
   MT_RETURN_IF_ERROR(InferShapes(*g));
   MT_RETURN_IF_ERROR(CheckDeclaredTypes(declared));
   MT_RETURN_IF_ERROR(VerifyTypesAndSizes(*g));
+  // After inference, so the inputs it adds to loops know their types (graph/subgraph.h).
+  MT_RETURN_IF_ERROR(MakeOuterReadsExplicit(*g).status());
   return g;
 }
 

@@ -1,6 +1,7 @@
 // ONNX -> Graph. Accepts opsets 11..21 of the default domain (other domains are kept as they are),
 // every initializer encoding, external data confined to the model's folder, and keeps what the IR
-// does not interpret (subgraph attributes, functions, training info) opaque for export.
+// does not interpret (subgraph attributes, functions, training info) opaque for export. A Loop or
+// Scan body's reads of the enclosing graph become explicit inputs of the node (graph/subgraph.h).
 #pragma once
 
 #include <memory>

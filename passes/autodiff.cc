@@ -18,6 +18,7 @@
 #include "passes/parameters.h"
 #include "passes/pass_registry.h"
 #include "passes/passes.h"
+#include "passes/unroll_loop.h"
 
 namespace mixtrain {
 
@@ -178,6 +179,10 @@ absl::StatusOr<bool> AutodiffPass::Run(Graph& g) {
         const std::string reason = WhyRnnNotUnrolled(*n);
         why = reason.empty() ? ": the unroll_rnn pass writes it out in differentiable ops; run it first"
                              : absl::StrCat(": training unrolls recurrent ops (unroll_rnn), but not this one: ", reason);
+      } else if (IsLoopOp(*n)) {
+        const std::string reason = WhyLoopNotUnrolled(g, *n);
+        why = reason.empty() ? ": the unroll_loop pass writes it out iteration by iteration; run it first"
+                             : absl::StrCat(": training unrolls loops (unroll_loop), but not this one: ", reason);
       }
       st = absl::UnimplementedError(absl::StrCat("no gradient rule for op ", n->op_type(),
                                                  " (node '", n->name(), "')", why));

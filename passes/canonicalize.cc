@@ -427,6 +427,11 @@ void RegisterHostEvaluator(HostEvaluator f) {
   Evaluator() = f;
 }
 
+HostEvaluator RegisteredHostEvaluator() {
+  std::lock_guard<std::mutex> lock(EvaluatorMutex());
+  return Evaluator();
+}
+
 std::unique_ptr<Pass> MakeCanonicalizePass(CanonicalizeOptions options) {
   return std::make_unique<CanonicalizePass>(std::move(options));
 }

@@ -20,6 +20,8 @@ namespace mixtrain {
 using HostEvaluator = absl::StatusOr<std::vector<Tensor>> (*)(const Node& node, int64_t opset,
                                                               const std::vector<const Tensor*>& inputs);
 void RegisterHostEvaluator(HostEvaluator f);
+// The registered evaluator, or null (other passes that fold: unroll_loop).
+HostEvaluator RegisteredHostEvaluator();
 
 // What the stage did, for `mixtrain check` and `dump`.
 struct CanonicalizeReport {

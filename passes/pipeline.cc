@@ -7,17 +7,20 @@
 #include "passes/canonicalize.h"
 #include "passes/pass_registry.h"
 #include "passes/precision.h"
+#include "passes/unroll_loop.h"
 
 namespace mixtrain {
 namespace {
 
-// Forward rewrites run before autodiff so it differentiates their result: unroll_rnn writes
-// recurrent ops out step by step (their only gradient), fold_views leaves
+// Forward rewrites run before autodiff so it differentiates their result: unroll_loop and
+// unroll_rnn write loops and recurrent ops out step by step (their only gradient; a loop's body
+// may hold a recurrent op, so loops first), fold_views leaves
 // attention's head split one copy (or none) where exporters make several, so the backward has
 // as few; the fusions' fused ops have gradient rules: an exported erf-GELU is five ops forward and nine backward, one GeluGrad fused;
 // attention's Softmax(Where(mask, scale * X)) differentiates to one SoftmaxGrad instead of seven
 // ops. Both are exact rewrites (passes/fuse_gelu.cc, passes/fuse_softmax.cc).
-absl::Status AddForwardFusions(std::vector<std::unique_ptr<Pass>>& ps) {
+absl::Status AddForwardFusions(std::vector<std::unique_ptr<Pass>>& ps, const TrainableSelection& params) {
+  ps.push_back(MakeUnrollLoopPass(params));
   for (const char* name : {"unroll_rnn", "fold_views", "fuse_gelu", "fuse_softmax"}) {
     MT_ASSIGN_OR_RETURN(std::unique_ptr<Pass> fusion, CreatePassByName(name));
     ps.push_back(std::move(fusion));
@@ -145,7 +148,7 @@ absl::Status PrepareModel(Graph& model, const TrainingRecipe& recipe) {
 
 absl::StatusOr<std::vector<std::string>> BuildTrainingStep(Graph& g, const TrainingRecipe& r) {
   std::vector<std::unique_ptr<Pass>> ps;
-  MT_RETURN_IF_ERROR(AddForwardFusions(ps));
+  MT_RETURN_IF_ERROR(AddForwardFusions(ps, r.params));
   ps.push_back(MakeTrainModePass(r.train_mode));
   ps.push_back(MakeLossPass(r.loss));
   if (r.preset != PrecisionPreset::kFp32) ps.push_back(MakePrecisionPass(r.policy));
@@ -188,7 +191,9 @@ absl::StatusOr<std::vector<std::string>> BuildTrainingStep(Graph& g, const Train
 absl::Status BuildEvalGraph(Graph& g, const TrainingRecipe& r) {
   ToInferenceForm(g);
   std::vector<std::unique_ptr<Pass>> ps;
-  // Evaluation computes what the step computes (and needs no recurrent kernel, which CUDA lacks).
+  // Evaluation computes what the step computes (and needs no recurrent kernel, which CUDA lacks;
+  // loops have none anywhere).
+  ps.push_back(MakeUnrollLoopPass(r.params));
   ps.push_back(MakeUnrollRnnPass());
   ps.push_back(MakeLossPass(r.loss));
   if (r.preset != PrecisionPreset::kFp32) ps.push_back(MakePrecisionPass(r.policy));
@@ -205,7 +210,7 @@ absl::StatusOr<std::unique_ptr<Graph>> BuildGradientGraph(const Graph& model,
   canon.params = {options.autodiff.trainable, options.autodiff.freeze};
   pm.Add(MakeCanonicalizePass(canon));
   std::vector<std::unique_ptr<Pass>> fusions;
-  MT_RETURN_IF_ERROR(AddForwardFusions(fusions));
+  MT_RETURN_IF_ERROR(AddForwardFusions(fusions, canon.params));
   for (auto& p : fusions) pm.Add(std::move(p));
   pm.Add(MakeTrainModePass(options.train_mode));
   pm.Add(MakeLossPass(options.loss));

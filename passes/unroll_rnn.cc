@@ -10,11 +10,14 @@
 // state update, in ONNX's equations (gate order LSTM i,o,f,c; GRU z,r,h; peepholes; clip on the
 // activations' inputs; GRU's linear_before_reset either way). Absent initial states are zeros
 // that are never materialized: the first step simply has no recurrent term. Y, Y_h and Y_c are
-// Concats of the step states in either layout; the node's output values keep their names.
+// Concats of the step states in either layout; the node's output values keep their names. The
+// zero second half tf2onnx gives B for Keras's one bias stays out (ExporterZeroRb): what trains is
+// what Keras trains.
 //
 // Left for the kernel (and autodiff's "no gradient rule" error): a symbolic sequence length (the
 // unrolled graph has one block per step), a sequence_lens input, input_forget=1, activations
 // other than Sigmoid/Tanh/Relu (the kernel's set).
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -40,6 +43,9 @@ struct Rnn {
   bool batch_major = false, reverse_only = false, linear_before_reset = false, clip_on = false;
   float clip = 0;
   std::vector<std::string> acts;  // per direction, f (g, h) in ONNX order
+  // Per direction: B's recurrent half (Rb) is the exporter's zero, not a parameter of the
+  // framework's cell (ExporterZeroRb), so it stays out of the computation.
+  std::vector<bool> exporter_zero_rb;
 };
 
 V In(const Node& n, size_t i) { return i < n.num_inputs() ? n.input(i) : nullptr; }
@@ -91,6 +97,30 @@ std::string Check(const Node& n, Rnn* r) {
   return "";
 }
 
+// tf2onnx writes a Keras LSTM (and any cell it turns into an ONNX RNN, or GRU with
+// reset_after=False) as an ONNX node whose B holds the layer's one bias in its first half (Wb) and
+// zeros of its own in the second (Rb).
+// Where the cell only ever adds Wb + Rb (LSTM, RNN, GRU without linear_before_reset) ONNX has two
+// parameters for Keras's one: training both steps the sum twice (a Conv1D+LSTM net drifted 1.5e-3
+// off Keras's trajectory in 8 Adam steps). Such an Rb is left out of the unrolled computation, so
+// its gradient is zero and it stays the zero it is, under every optimizer. Not so for GRU with
+// linear_before_reset (Keras's reset_after=True), whose Rb sits inside the reset gate, nor for
+// exports of frameworks with two biases per cell (torch's b_ih and b_hh both train).
+std::vector<bool> ExporterZeroRb(const Graph& g, const Rnn& r) {
+  std::vector<bool> out(r.dirs, false);
+  const Value* b = In(*r.node, 3);
+  if (g.producer_name != "tf2onnx" || b == nullptr || !b->is_initializer() || b->dtype != DType::kF32 ||
+      (r.cell == Cell::kGru && r.linear_before_reset))
+    return out;
+  const Tensor& t = *b->initializer;
+  const int64_t half = r.gates * r.hidden;
+  if (t.numel() != r.dirs * 2 * half) return out;
+  const float* p = t.data_as<float>();
+  for (int64_t d = 0; d < r.dirs; ++d)
+    out[d] = std::all_of(p + (2 * d + 1) * half, p + (2 * d + 2) * half, [](float x) { return x == 0.0f; });
+  return out;
+}
+
 class Unroller {
  public:
   Unroller(Graph& g, const Rnn& r) : g_(g), b_(g), r_(r) {
@@ -118,7 +148,9 @@ class Unroller {
       const std::string* act = &r_.acts[d * (r_.cell == Cell::kRnn ? 1 : r_.cell == Cell::kGru ? 2 : 3)];
       V xw = b_.Op("MatMul", {x, T_(w[d])});  // [T, N, G*H]
       V rb = nullptr;  // the recurrent bias added per step (GRU), else folded into xw
-      if (bias[d] != nullptr) {
+      if (bias[d] != nullptr && r_.exporter_zero_rb[d]) {
+        xw = b_.Add(xw, Split(bias[d], 0, {G * H, G * H})[0]);
+      } else if (bias[d] != nullptr) {
         std::vector<V> wr = Split(bias[d], 0, {G * H, G * H});
         if (r_.cell == Cell::kGru) {
           xw = b_.Add(xw, wr[0]);
@@ -273,7 +305,9 @@ class UnrollRnnPass final : public Pass {
       if (!IsRecurrentOp(*n)) continue;
       if (todo.empty()) MT_RETURN_IF_ERROR(InferShapes(g));
       Rnn r;
-      if (Check(*n, &r).empty()) todo.push_back(std::move(r));
+      if (!Check(*n, &r).empty()) continue;
+      r.exporter_zero_rb = ExporterZeroRb(g, r);
+      todo.push_back(std::move(r));
     }
     for (const Rnn& r : todo) {
       Node* n = r.node;

@@ -224,6 +224,76 @@ TEST(UnrollRnn, Tf2OnnxRecurrentWeightsTrain) {
   }
 }
 
+// Case c at batch 2 with B's recurrent half (Rb) zero and `producer` as the exporter, unrolled, with
+// the weighted-sum loss on Y_h; returns d loss / d B after checking the unrolled forward against
+// the kernel.
+std::vector<float> BiasGradient(const Case& base, const std::string& producer) {
+  Case c = base;
+  c.batch = Dim(2);
+  G b(17);
+  std::vector<Value*> outs = Build(b, c);
+  Graph& g = b.graph();
+  g.producer_name = producer;
+  Value* bias = g.FindValue("b");
+  Tensor t = bias->initializer->Clone();
+  const int64_t half = t.numel() / 2;  // one direction
+  for (int64_t i = half; i < t.numel(); ++i) t.data_as<float>()[i] = 0.0f;
+  g.SetInitializer(bias, t);
+  auto unrolled = Unrolled(g, c, 17);  // the forward equals the kernel's (which adds the zero Rb)
+  auto feeds = inference_test::Feeds(*unrolled, 2, -1, 1, 5);
+  gradcheck::G lb(17);
+  lb.graph() = std::move(*unrolled);
+  lb.graph().mutable_outputs().clear();
+  gradcheck::AppendWeightedSumLoss(lb, {lb.graph().FindValue(outs[1]->name)});
+  AutodiffOptions opt;
+  opt.freeze = "c_.*";
+  auto st = MakeAutodiffPass(opt)->Run(lb.graph());
+  EXPECT_TRUE(st.ok()) << st.status();
+  auto session = Session::Create(lb.graph());
+  EXPECT_TRUE(session.ok()) << session.status();
+  if (!session.ok()) return {};
+  auto r = (*session)->Run(feeds, {std::string(kGradPrefix) + "b"});
+  EXPECT_TRUE(r.ok()) << r.status();
+  if (!r.ok()) return {};
+  const Tensor& grad = (*r)[0];
+  return std::vector<float>(grad.data_as<float>(), grad.data_as<float>() + grad.numel());
+}
+
+// tf2onnx gives B Keras's one bias in its first half and zeros in the second. Where the cell only
+// adds the halves (LSTM, RNN, GRU without linear_before_reset) that zero half is no parameter of
+// Keras's cell: it gets no gradient (it stays zero) and the first half gets the gradient of the
+// sum, as Keras's bias does. GRU with linear_before_reset (Keras's reset_after=True) has both
+// halves genuinely, and so do other exporters' models (torch trains b_ih and b_hh).
+TEST(UnrollRnn, Tf2OnnxZeroRecurrentBiasStaysZero) {
+  struct Want {
+    std::string op;
+    bool lbr;
+  };
+  for (const Want& w : std::vector<Want>{{"LSTM", false}, {"RNN", false}, {"GRU", false}, {"GRU", true}}) {
+    Case c;
+    c.op = w.op;
+    c.linear_before_reset = w.lbr;
+    SCOPED_TRACE(Name(c));
+    const std::vector<float> keras = BiasGradient(c, "tf2onnx"), torch = BiasGradient(c, "pytorch");
+    ASSERT_EQ(keras.size(), torch.size());
+    ASSERT_FALSE(keras.empty());
+    const size_t half = keras.size() / 2;
+    bool rb_moves = false;
+    for (size_t i = 0; i < half; ++i) {
+      EXPECT_NEAR(keras[i], torch[i], 1e-6) << "Wb " << i;  // the same loss, the same Wb gradient
+      rb_moves |= torch[half + i] != 0.0f;
+    }
+    EXPECT_TRUE(rb_moves) << "torch's Rb trains";
+    for (size_t i = half; i < keras.size(); ++i) {
+      if (w.op == "GRU" && w.lbr) {
+        EXPECT_NEAR(keras[i], torch[i], 1e-6) << "Rb " << i - half << " is genuine with linear_before_reset";
+      } else {
+        EXPECT_EQ(keras[i], 0.0f) << "Rb " << i - half << ": tf2onnx's zero, no Keras parameter";
+      }
+    }
+  }
+}
+
 // A symbolic sequence length or a sequence_lens input: the node stays, and autodiff names why.
 TEST(UnrollRnn, LeavesWhatItCannotUnrollAndAutodiffSaysWhy) {
   for (bool lens : {false, true}) {

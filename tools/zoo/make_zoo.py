@@ -6,7 +6,7 @@ the framework's loss and gradients, and 10 Adam steps.
 pip packages (the versions these files were generated with; CPU only, no network past PyPI):
     torch==2.15.0 onnx==1.23.2 onnxscript==0.7.2 onnx-ir==1.1.0 numpy==2.4.6 transformers==5.24.0
     timm==1.0.31 torchvision==0.29.2 onnxruntime==1.32.0 (optional: forward check)
-    tensorflow-cpu==2.21.0 keras==3.15.1 tf2onnx==1.17.0 protobuf==7.36.2 (optional: keras_mlp)
+    tensorflow-cpu==2.21.0 keras==3.15.1 tf2onnx==1.17.0 protobuf==7.36.2 (optional: the keras_* models)
 
     python3 -m venv /tmp/zoo-venv
     /tmp/zoo-venv/bin/pip install torch onnx onnxscript numpy transformers timm torchvision onnxruntime \
@@ -366,6 +366,36 @@ def build_gru_ts():
     return GruRegressor(), {"x": torch.randn(BATCH, 7, 6)}, class_labels(4)
 
 
+@register("script_loop_ts", "torchscript", 13,
+          notes="a torch.jit.script function looping `for t in range(x.size(1)): h = tanh(x_t "
+                "Wx^T + bx + h Wh^T + bh)`, then Linear: an ONNX Loop (trip count and zero state "
+                "Constant nodes of the traced sizes, condition true) whose body reads x and the "
+                "weights from the enclosing graph")
+def build_script_loop_ts():
+    torch = torch_mod()
+    from torch import nn
+
+    # Scripted, so the exporter (which traces the module) keeps the loop as a loop.
+    @torch.jit.script
+    def rnn(x, wx, bx, wh, bh):
+        h = torch.zeros(x.size(0), wh.size(0))
+        for t in range(x.size(1)):
+            h = torch.tanh(x[:, t] @ wx.t() + bx + h @ wh.t() + bh)
+        return h
+
+    class ScriptLoop(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wx = nn.Linear(5, 8)
+            self.wh = nn.Linear(8, 8)
+            self.head = nn.Linear(8, 4)
+
+        def forward(self, x):
+            return self.head(rnn(x, self.wx.weight, self.wx.bias, self.wh.weight, self.wh.bias))
+
+    return ScriptLoop(), {"x": torch.randn(BATCH, 6, 5)}, class_labels(4)
+
+
 @register("shufflenet_tv", "torchscript", 17,
           notes="torchvision.models.ShuffleNetV2(stages_repeats=[2, 2, 2], stages_out_channels="
                 "[24, 24, 48, 96, 256], num_classes=5) (torchvision's class; the published widths "
@@ -692,6 +722,64 @@ register("keras_mlp", "tf2onnx", 13, dynamic=True,
                "tf2onnx names the initializers after TF ops "
                "('sequential_1/dense_1/Cast/ReadVariableOp:0'), so grad/ keys hold '/' and ':'; "
                "exported via tf2onnx.convert.from_function on a tf.function of the model")(None)
+
+
+# Keras recurrent layers through tf2onnx: SimpleRNN and GRU become an ONNX Loop (TensorFlow's while
+# loop, the weights loop-carried), LSTM an ONNX LSTM node whose W, R, B are the layer's weights
+# re-ordered into ONNX's gates, B's second half zeros of tf2onnx's own (Keras has one bias).
+# Every bias gets seeded noise (Keras initializes them to zeros), unit_forget_bias is off (it
+# forces zeros); T = 6 steps of 5 features, 8 units, 4 classes.
+KERAS_RNN_NOTES = ("reference grads from tf.GradientTape, adam_losses from torch.optim.Adam's rule "
+                   "written out in TF (see keras_mlp); exported via tf2onnx.convert.from_function "
+                   "with a symbolic batch")
+
+
+def keras_rnn_model(layers):
+    import keras
+    keras.utils.set_random_seed(0)
+    return keras.Sequential([keras.Input((6, 5), name="x")] + layers + [
+        keras.layers.Dense(4, bias_initializer=keras.initializers.RandomNormal(stddev=0.1, seed=9),
+                           name="logits")])
+
+
+def keras_bias(seed):
+    import keras
+    return keras.initializers.RandomNormal(stddev=0.2, seed=seed)
+
+
+@register("keras_simplernn", "tf2onnx", 13, dynamic=True,
+          notes="keras.layers.SimpleRNN(8) + Dense(4): an ONNX Loop; " + KERAS_RNN_NOTES)
+def build_keras_simplernn():
+    import keras
+    return keras_rnn_model([keras.layers.SimpleRNN(8, bias_initializer=keras_bias(1), name="rnn")])
+
+
+@register("keras_gru", "tf2onnx", 13, dynamic=True,
+          notes="keras.layers.GRU(8) (reset_after=True: input and recurrent biases) + Dense(4): an "
+                "ONNX Loop; " + KERAS_RNN_NOTES)
+def build_keras_gru():
+    import keras
+    return keras_rnn_model([keras.layers.GRU(8, bias_initializer=keras_bias(2), name="gru")])
+
+
+@register("keras_lstm", "tf2onnx", 13, dynamic=True,
+          notes="keras.layers.LSTM(8, unit_forget_bias=False) + Dense(4): an ONNX LSTM whose B is "
+                "[Keras bias, zeros]; grads of W, R, B in ONNX's gate order (i, o, f, c), B's "
+                "second half 0; " + KERAS_RNN_NOTES)
+def build_keras_lstm():
+    import keras
+    return keras_rnn_model([keras.layers.LSTM(8, unit_forget_bias=False, bias_initializer=keras_bias(3),
+                                              name="lstm")])
+
+
+@register("keras_conv1d_lstm", "tf2onnx", 13, dynamic=True,
+          notes="keras.layers.Conv1D(8, 3, relu) + LSTM(8, unit_forget_bias=False) + Dense(4); "
+                "the Conv1D kernel is folded into an [out, in, 1, k] initializer; " + KERAS_RNN_NOTES)
+def build_keras_conv1d_lstm():
+    import keras
+    return keras_rnn_model([
+        keras.layers.Conv1D(8, 3, activation="relu", bias_initializer=keras_bias(4), name="conv"),
+        keras.layers.LSTM(8, unit_forget_bias=False, bias_initializer=keras_bias(5), name="lstm")])
 
 
 # --- shared machinery ------------------------------------------------------------------------------
