@@ -150,7 +150,15 @@ absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const Check
     out.initializers_removed = report.removed_initializers;
     out.not_folded = report.not_folded;
     std::set<std::string> ops;
-    for (const auto& n : g->nodes()) ops.insert(n->domain().empty() ? n->op_type() : n->domain() + "." + n->op_type());
+    for (const auto& n : g->nodes()) {
+      ops.insert(n->domain().empty() ? n->op_type() : n->domain() + "." + n->op_type());
+      if (n->op_type() == "Dropout" && n->domain().empty()) {
+        const Value* ratio = n->input(1);
+        out.dropouts.push_back(ratio != nullptr && ratio->is_initializer()
+                                   ? absl::StrCat(n->name(), " (ratio ", ratio->initializer->GetDouble(0), ")")
+                                   : n->name());
+      }
+    }
     out.op_types.assign(ops.begin(), ops.end());
 
     MT_ASSIGN_OR_RETURN(absl::flat_hash_set<const Value*> selected,

@@ -49,6 +49,10 @@ struct ModelCheck {
   std::vector<InitializerReport> initializers;  // in the model's order (after canonicalization)
   std::vector<std::string> dynamic_dims;        // "input 'x': [batch,3,32,32]"
   std::vector<std::string> op_types;            // distinct ops after canonicalization
+  // The dropouts training draws ("node (ratio 0.3)"), after canonicalization (which rewrites the
+  // dynamo exporter's random-mask form into Dropout). Empty for an export from eval mode, which
+  // keeps no trace of its module's dropout (no node, no exporter metadata).
+  std::vector<std::string> dropouts;
   // device "cuda": whether its kernels could be looked up ("" when they could; else why not), and
   // the ops of the training step and evaluation without one (by op; or, when every op has some
   // kernel, "<precision> step|eval: <the planner's list of ops and dtypes>" for fp32, bf16 AMP and
