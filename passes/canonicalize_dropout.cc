@@ -43,6 +43,48 @@ std::optional<double> KeepProbability(const Node& cmp, const Value* r, const Con
   return keep_below ? *c : 1.0 - *c;
 }
 
+// Every use of `y` reads Dropout(x, 1 - q, training_mode = true) instead.
+bool ReplaceWithDropout(Graph& g, Value* x, Value* v, double q) {
+  if (g.IsGraphOutput(v)) return false;
+  const std::string base = v->producer->name();
+  Value* ratio = g.AddInitializer(g.UniqueName(base + "/ratio"), Tensor::Scalar(static_cast<float>(1.0 - q)));
+  ratio->metadata[kFoldedMetadata] = kPassConstant;
+  Tensor on(DType::kBool, {});
+  *on.data_as<uint8_t>() = 1;
+  Value* training = g.AddInitializer(g.UniqueName(base + "/training_mode"), std::move(on));
+  Node* drop = g.AddNode("Dropout", {x, ratio, training}, 1, g.UniqueName(base + "/Dropout"));
+  drop->output(0)->dtype = v->dtype;
+  drop->output(0)->shape = v->shape;
+  g.MoveBefore(drop, v->producer);
+  g.ReplaceAllUsesWith(v, drop->output(0));
+  return true;
+}
+
+// Where(mask, x * s, 0) (or x / s): the kept elements scaled, the others 0.
+bool WhereMaskToDropout(Graph& g, Node& where, const Value* mask, const Value* r, double q,
+                        const ConstantLookup& constant) {
+  Value* y = where.output(0);
+  Value* a = where.input(1);
+  if (where.input(0) != mask || a == mask || where.input(2) == mask || y == nullptr || a == nullptr || a->producer == nullptr || a->consumers.size() != 1 ||
+      g.IsGraphOutput(a) || !(y->shape == r->shape))
+    return false;
+  std::optional<double> zero = ScalarOf(where.input(2), constant);
+  if (!zero || *zero != 0.0) return false;
+  Node* scale = a->producer;
+  const bool mul = IsOnnx(*scale, "Mul"), div = IsOnnx(*scale, "Div");
+  if ((!mul && !div) || scale->num_inputs() != 2) return false;
+  std::optional<double> s = ScalarOf(scale->input(1), constant);
+  Value* x = scale->input(0);
+  if (!s && mul) {
+    s = ScalarOf(scale->input(0), constant);
+    x = scale->input(1);
+  }
+  if (!s || *s == 0.0 || !(x->shape == r->shape) || x->dtype != y->dtype) return false;
+  const double factor = div ? 1.0 / *s : *s;
+  if (std::fabs(factor * q - 1.0) > 1e-6) return false;
+  return ReplaceWithDropout(g, x, y, q);
+}
+
 }  // namespace
 
 bool RandomMaskToDropout(Graph& g, Node* n, const ConstantLookup& constant) {
@@ -53,9 +95,10 @@ bool RandomMaskToDropout(Graph& g, Node* n, const ConstantLookup& constant) {
   Node* cmp = r->consumers[0];
   const std::optional<double> q = KeepProbability(*cmp, r, constant);
   if (!q || !(*q > 0.0 && *q <= 1.0)) return false;
-  // The mask, cast to a float type.
   Value* mask = cmp->output(0);
   if (mask == nullptr || mask->consumers.size() != 1 || g.IsGraphOutput(mask)) return false;
+  if (IsOnnx(*mask->consumers[0], "Where")) return WhereMaskToDropout(g, *mask->consumers[0], mask, r, *q, constant);
+  // The mask, cast to a float type.
   Node* cast = mask->consumers[0];
   if (!IsOnnx(*cast, "Cast") || cast->output(0) == nullptr || !IsFloat(cast->output(0)->dtype)) return false;
   // Walk the single-reader chain of Mul/Div by scalars and by x, up to the first point where x
@@ -81,19 +124,7 @@ bool RandomMaskToDropout(Graph& g, Node* n, const ConstantLookup& constant) {
     v = c->output(0);
     if (x != nullptr && std::fabs(scale * *q - 1.0) <= 1e-6) break;
   }
-  if (g.IsGraphOutput(v)) return false;
-  const std::string base = v->producer->name();
-  Value* ratio = g.AddInitializer(g.UniqueName(base + "/ratio"), Tensor::Scalar(static_cast<float>(1.0 - *q)));
-  ratio->metadata[kFoldedMetadata] = kPassConstant;
-  Tensor on(DType::kBool, {});
-  *on.data_as<uint8_t>() = 1;
-  Value* training = g.AddInitializer(g.UniqueName(base + "/training_mode"), std::move(on));
-  Node* drop = g.AddNode("Dropout", {x, ratio, training}, 1, g.UniqueName(base + "/Dropout"));
-  drop->output(0)->dtype = v->dtype;
-  drop->output(0)->shape = v->shape;
-  g.MoveBefore(drop, v->producer);
-  g.ReplaceAllUsesWith(v, drop->output(0));
-  return true;
+  return ReplaceWithDropout(g, x, v, *q);
 }
 
 }  // namespace mixtrain

@@ -23,7 +23,8 @@ bool SequenceToTensors(Graph& g, Node* n, const ConstantLookup& constant);
 // Exporters' random-mask dropout (passes/canonicalize_dropout.cc), as torch's dynamo exporter
 // writes an in-place nn.Dropout (bernoulli) or torch's dropout decomposition:
 //   Mul(x, Cast(Less(RandomUniformLike(s), q))) times 1/q in any order (Mul/Div by scalars),
-//   Greater(r, p) for Less(r, 1 - p)  =>  Dropout(x, ratio = 1 - q, training_mode = true)
+//   or Where(Less(r, q), x / q, 0); Greater(r, p) for Less(r, 1 - p)
+//     =>  Dropout(x, ratio = 1 - q, training_mode = true)
 // which the train-mode pass seeds, autodiff differentiates through its mask and evaluation and
 // export turn off. `n` is the RandomUniformLike.
 bool RandomMaskToDropout(Graph& g, Node* n, const ConstantLookup& constant);

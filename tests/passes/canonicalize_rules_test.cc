@@ -143,6 +143,11 @@ TEST(CanonicalizeDropout, RandomMasksBecomeDropoutWithTheRatioTheyDrop) {
   EXPECT_NEAR(RatioAfterCanonicalize([](G& b, Value* x, Value* k) {
                 return b.Op1("Mul", {b.Op1("Mul", {k, x}), ConstantNode(b, 1.0f / 0.7f)});
               }, "Greater", 0.3f), 0.3, 1e-6);
+  // Where(r < 0.9, x / 0.9, 0), the mask uncast
+  EXPECT_NEAR(RatioAfterCanonicalize([](G& b, Value* x, Value* k) {
+                Value* mask = k->producer->input(0);  // the comparison, before RatioAfterCanonicalize's Cast
+                return b.Op1("Where", {mask, b.Op1("Div", {x, ConstantNode(b, 0.9f)}), ConstantNode(b, 0.0f)});
+              }, "Less", 0.9f), 0.1, 1e-6);
   // scale first, mask after: (x / 0.5) * Cast(r < 0.5) is not on the mask's path: left alone
   EXPECT_EQ(RatioAfterCanonicalize([](G& b, Value* x, Value* k) {
               return b.Op1("Mul", {b.Op1("Div", {x, ConstantNode(b, 0.5f)}), k});
@@ -157,6 +162,11 @@ TEST(CanonicalizeDropout, LeavesAloneWhatIsNotDropout) {
   EXPECT_EQ(RatioAfterCanonicalize(scaled(2.0f), "Less", 0.8f), -1);
   // Not uniform over [0, 1).
   EXPECT_EQ(RatioAfterCanonicalize(scaled(1.25f), "Less", 0.8f, {A::Float("high", 2.0f)}), -1);
+  // Where(mask, x / 0.8, 1): the dropped elements are not 0.
+  EXPECT_EQ(RatioAfterCanonicalize([](G& b, Value* x, Value* k) {
+              Value* mask = k->producer->input(0);
+              return b.Op1("Where", {mask, b.Op1("Div", {x, ConstantNode(b, 0.8f)}), ConstantNode(b, 1.0f)});
+            }, "Less", 0.8f), -1);
   // The mask read twice.
   EXPECT_EQ(RatioAfterCanonicalize([](G& b, Value* x, Value* k) {
               b.graph().AddOutput(b.Op1("Neg", {k}));
