@@ -1,6 +1,8 @@
 // mixtrain::v1::CheckModel: the training pipeline's front half (canonicalize, train_mode, loss,
-// autodiff) run to collect every blocker, plus a CPU-kernel lookup for every node it leaves; with
-// device "cuda", the ops of the whole training step that have no CUDA kernel.
+// autodiff) run to collect every blocker, plus a CPU-kernel lookup for every node it leaves; then,
+// when nothing blocks, the training step, evaluation graph and export `train` builds, each planned
+// as its session will be (runtime/training_graphs.h); with device "cuda", the ops of the whole
+// training step that have no CUDA kernel.
 #include <set>
 
 #include "absl/strings/str_cat.h"

@@ -2,7 +2,9 @@
 // Runs the import canonicalization, decides which initializers train (the framework's
 // parameters: see "How to export for training" in the README), appends the loss and builds the
 // backward graph, collecting every node that blocks it (unsupported op, missing gradient rule,
-// unknown rank, no CPU kernel) instead of stopping at the first.
+// unknown rank, no CPU kernel) instead of stopping at the first. When nothing blocks, it builds
+// the training step, evaluation graph and export that `mixtrain train` builds with these options
+// (its defaults otherwise) and plans each on the CPU, so `trains` means training starts.
 //
 // Errors: a non-OK status only when the model cannot be read or an option is bad; a model that
 // does not train is an OK result with trains == false and its blockers listed.
