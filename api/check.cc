@@ -1,6 +1,8 @@
 // mixtrain::v1::CheckModel: the training pipeline's front half (canonicalize, train_mode, loss,
-// autodiff) run to collect every blocker, plus a CPU-kernel lookup for every node it leaves; with
-// device "cuda", the ops of the whole training step that have no CUDA kernel.
+// autodiff) run to collect every blocker, plus a CPU-kernel lookup for every node it leaves; then,
+// when nothing blocks, the training step, evaluation graph and export `train` builds, each planned
+// as its session will be (runtime/training_graphs.h); with device "cuda", the ops of the whole
+// training step that have no CUDA kernel.
 #include <set>
 
 #include "absl/strings/str_cat.h"
@@ -17,6 +19,7 @@
 #include "proto/mixtrain_pb.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/planner.h"
+#include "runtime/training_graphs.h"
 
 namespace mixtrain {
 inline namespace v1 {
@@ -56,6 +59,17 @@ void MissingKernels(const Graph& g, std::vector<std::string>* out) {
   }
 }
 
+// The config `train` runs with these options and its defaults otherwise.
+pb::TrainConfig TrainConfigOf(const CheckOptions& options) {
+  pb::TrainConfig c;
+  c.set_loss(options.loss);
+  c.set_output(options.output);
+  c.set_class_axis(options.class_axis);
+  c.set_freeze(options.freeze);
+  c.set_trainable(options.trainable);
+  return c;
+}
+
 // The ops of the training step (with Adam) and of its evaluation without a CUDA kernel: first by
 // op (bf16 AMP, as dtype auto picks on a GPU), then, when every op has some kernel, exactly: both
 // graphs planned for CUDA as a session would (batch 2 where the model leaves it open) in fp32, bf16
@@ -75,12 +89,7 @@ absl::Status CheckCudaKernels(const Graph& model, const CheckOptions& options, M
                               {"fp16 AMP", pb::PrecisionPolicy::AMP, pb::PrecisionPolicy::FP16}};
   std::set<std::string> missing;
   for (const Variant& v : variants) {
-    pb::TrainConfig c;
-    c.set_loss(options.loss);
-    c.set_output(options.output);
-    c.set_class_axis(options.class_axis);
-    c.set_freeze(options.freeze);
-    c.set_trainable(options.trainable);
+    pb::TrainConfig c = TrainConfigOf(options);
     c.mutable_precision()->set_preset(v.preset);
     c.mutable_precision()->set_low_dtype(v.low);
     std::unique_ptr<Graph> step = model.Clone();
@@ -105,11 +114,21 @@ absl::Status CheckCudaKernels(const Graph& model, const CheckOptions& options, M
   return absl::OkStatus();
 }
 
+// Builds the CPU's training step, evaluation graph and export as the Trainer does and plans each
+// (runtime/training_graphs.h).
+absl::Status BuildAndPlanForTraining(const Graph& model, const CheckOptions& options) {
+  const pb::TrainConfig c = TrainConfigOf(options);
+  MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveRecipeFor(c, model, DeviceType::kCPU));
+  MT_ASSIGN_OR_RETURN(TrainingGraphs graphs, BuildTrainingGraphs(model.Clone(), recipe));
+  return DryPlanTraining(graphs, DeviceType::kCPU);
+}
+
 }  // namespace
 
 absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const CheckOptions& options) {
   return api::Guarded("CheckModel", [&]() -> absl::StatusOr<ModelCheck> {
     MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxFile(model_path));
+    const std::unique_ptr<Graph> imported = g->Clone();
     ModelCheck out;
     out.nodes_imported = static_cast<int>(g->num_nodes());
     for (const Value* v : g->inputs())
@@ -144,7 +163,15 @@ absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const Check
     out.initializers_removed = report.removed_initializers;
     out.not_folded = report.not_folded;
     std::set<std::string> ops;
-    for (const auto& n : g->nodes()) ops.insert(n->domain().empty() ? n->op_type() : n->domain() + "." + n->op_type());
+    for (const auto& n : g->nodes()) {
+      ops.insert(n->domain().empty() ? n->op_type() : n->domain() + "." + n->op_type());
+      if (n->op_type() == "Dropout" && n->domain().empty()) {
+        const Value* ratio = n->input(1);
+        out.dropouts.push_back(ratio != nullptr && ratio->is_initializer()
+                                   ? absl::StrCat(n->name(), " (ratio ", ratio->initializer->GetDouble(0), ")")
+                                   : n->name());
+      }
+    }
     out.op_types.assign(ops.begin(), ops.end());
 
     MT_ASSIGN_OR_RETURN(absl::flat_hash_set<const Value*> selected,
@@ -194,6 +221,12 @@ absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const Check
       out.blockers.insert(out.blockers.end(), problems.begin(), problems.end());
     } else {
       out.blockers.push_back(std::string(grad.status().message()));
+    }
+    // What `train` will build and plan on the CPU with these options (and its defaults otherwise):
+    // the step, evaluation and export, so a model said to train is one `train` starts.
+    if (out.blockers.empty()) {
+      absl::Status st = BuildAndPlanForTraining(*imported, options);
+      if (!st.ok()) out.blockers.push_back(std::string(st.message()));
     }
     out.trains = out.blockers.empty();
     if (options.device == "cuda" && out.trains) MT_RETURN_IF_ERROR(CheckCudaKernels(*g, options, &out));

@@ -26,7 +26,8 @@ absl::StatusOr<ElementType> ToElementType(DType dtype);  // fails for string/und
 Tensor ToTensor(const HostTensor& t);  // copies the bytes
 absl::StatusOr<HostTensor> ToHostTensor(const Tensor& t);
 std::map<std::string, Tensor> ToTensors(const TensorMap& m);
-// The graph's non-initializer inputs as the public API describes them.
+// A value, and the graph's non-initializer inputs, as the public API describes them.
+TensorInfo InfoOf(const Value& v);
 std::vector<TensorInfo> InputInfos(const Graph& g);
 
 pb::TrainConfig ToProto(const TrainConfig& c);

@@ -127,7 +127,9 @@ absl::Status CheckTrainingData(const TensorMap& arrays, const std::string& sourc
   if (options.shared_example_dim) {
     std::map<std::string, std::vector<int64_t>> shapes;
     for (const auto& [name, t] : arrays) shapes.emplace(name, t.shape());
-    MT_RETURN_IF_ERROR(CheckExampleShapes(shapes, source));
+    RowsPerExample rows;
+    if (options.label_rows_per_example != 1) rows[options.labels_key] = options.label_rows_per_example;
+    MT_RETURN_IF_ERROR(CheckExampleShapes(shapes, source, rows));
   } else {
     if (arrays.empty()) return error("holds no arrays");
     for (const auto& [name, t] : arrays)
@@ -201,10 +203,11 @@ Dataset::~Dataset() = default;
 Dataset::Dataset(const Dataset&) = default;
 Dataset& Dataset::operator=(const Dataset&) = default;
 
-absl::StatusOr<Dataset> Dataset::Create(const TensorMap& arrays, const std::string& source) {
+absl::StatusOr<Dataset> Dataset::Create(const TensorMap& arrays, const std::string& source,
+                                        const std::map<std::string, int64_t>& rows_per_example) {
   return api::Guarded("Dataset::Create", [&]() -> absl::StatusOr<Dataset> {
     auto impl = std::make_shared<Impl>();
-    MT_ASSIGN_OR_RETURN(impl->rt, api::RtDataset::Create(api::ToTensors(arrays), source));
+    MT_ASSIGN_OR_RETURN(impl->rt, api::RtDataset::Create(api::ToTensors(arrays), source, rows_per_example));
     Dataset d;
     d.impl_ = std::move(impl);
     return d;

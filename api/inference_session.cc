@@ -5,6 +5,7 @@
 #include "api/convert.h"
 #include "graph/onnx_import.h"
 #include "mixtrain/inference_session.h"
+#include "passes/canonicalize.h"
 #include "passes/inference.h"
 #include "passes/low_precision.h"
 #include "absl/strings/str_join.h"
@@ -27,6 +28,9 @@ struct InferenceSession::Impl {
 namespace {
 
 // Lowers `g` to options.compute_type when that is f16/bf16; the inference passes on the CPU.
+// Canonicalization runs in any case: it is the import stage every graph starts from, and it
+// rewrites what has no kernel (sequence ops, exporters' random-mask dropout) into what does, so
+// optimize=false still runs what exporters write.
 absl::StatusOr<std::shared_ptr<const Graph>> Prepare(std::unique_ptr<Graph> g, const InferenceOptions& options,
                                                      DeviceType device) {
   DType compute = api::ToDType(options.compute_type);
@@ -36,7 +40,13 @@ absl::StatusOr<std::shared_ptr<const Graph>> Prepare(std::unique_ptr<Graph> g, c
                                                      ElementTypeName(options.compute_type)));
     MT_RETURN_IF_ERROR(LowerFloatModel(*g, compute));
   }
-  if (options.optimize && device == DeviceType::kCPU) MT_RETURN_IF_ERROR(OptimizeForInference(*g));
+  if (options.optimize && device == DeviceType::kCPU) {
+    MT_RETURN_IF_ERROR(OptimizeForInference(*g));  // canonicalization first
+  } else {
+    PassManager pm;
+    pm.Add(MakeCanonicalizePass());
+    MT_RETURN_IF_ERROR(pm.Run(*g));
+  }
   return std::shared_ptr<const Graph>(std::move(g));
 }
 

@@ -172,19 +172,21 @@ std::map<std::string, Tensor> ToTensors(const TensorMap& m) {
   return out;
 }
 
+TensorInfo InfoOf(const Value& v) {
+  TensorInfo info;
+  info.name = v.name;
+  info.type = ToElementType(v.dtype).value_or(ElementType::kFloat32);
+  for (const Dim& d : v.shape.dims) {
+    info.shape.push_back(d.known() ? d.value : -1);
+    info.dim_names.push_back(d.known() ? "" : d.symbol);
+  }
+  return info;
+}
+
 std::vector<TensorInfo> InputInfos(const Graph& g) {
   std::vector<TensorInfo> out;
-  for (const Value* v : g.inputs()) {
-    if (v->is_initializer()) continue;
-    TensorInfo info;
-    info.name = v->name;
-    info.type = ToElementType(v->dtype).value_or(ElementType::kFloat32);
-    for (const Dim& d : v->shape.dims) {
-      info.shape.push_back(d.known() ? d.value : -1);
-      info.dim_names.push_back(d.known() ? "" : d.symbol);
-    }
-    out.push_back(std::move(info));
-  }
+  for (const Value* v : g.inputs())
+    if (!v->is_initializer()) out.push_back(InfoOf(*v));
   return out;
 }
 

@@ -173,6 +173,16 @@ std::vector<TensorInfo> Trainer::BatchInputs() const {
   return api::InputInfos(impl_->rt->EvalGraph());
 }
 
+TensorInfo Trainer::LossOutput() const {
+  auto lock = impl_->Lock();
+  return api::InfoOf(impl_->rt->LossOutput());
+}
+
+int64_t Trainer::LabelRowsPerExample() const {
+  auto lock = impl_->Lock();
+  return impl_->rt->LabelRowsPerExample();
+}
+
 absl::StatusOr<StepResult> Trainer::Step(const TensorMap& batch, StepOptions options) {
   auto lock = impl_->Lock();
   return RunStep(*impl_->rt, batch, options);

@@ -8,10 +8,13 @@
 //   - constant folding: a node whose inputs are all constants (Constant nodes, folded values,
 //     initializers that do not train and are not state) is run once with the CPU kernels
 //     (through the host evaluator the runtime registers) and becomes an initializer;
-//   - simplification: Constant nodes become initializers, Identity and Dropout(ratio 0) are
-//     bypassed, CastLike becomes Cast,
-//     SplitToSequence read only by SequenceAt at constant positions becomes Split, and so do
-//     Gathers of one tensor at constant scalar indices (torch's q/k/v select);
+//   - Constant nodes become initializers (counted as folded), so every rule, autodiff
+//     included, reads a constant one way;
+//   - simplification: Identity and Dropout(ratio 0) are bypassed, CastLike becomes Cast,
+//     sequences of a known length become their pieces (SplitToSequence a Split, SequenceAt
+//     the piece: canonicalize_sequences.cc), exporters' random-mask dropout becomes Dropout
+//     (canonicalize_dropout.cc), and Gathers of one tensor at constant scalar indices become
+//     one Split (torch's q/k/v select);
 //   - dead nodes and initializers nothing uses are removed.
 // Parameters are never folded into anything, so what trains stays what the framework trains.
 #include <algorithm>
@@ -23,6 +26,7 @@
 #include "graph/check.h"
 #include "graph/shape_inference.h"
 #include "passes/canonicalize.h"
+#include "passes/canonicalize_rules.h"
 #include "passes/pass_registry.h"
 
 namespace mixtrain {
@@ -43,7 +47,7 @@ bool NeverFold(const Node& n) {
   const std::string& op = n.op_type();
   return !n.domain().empty() || MayDiffer(n) || op == "Constant" || op == "BatchNormalization" ||
          op == "SplitToSequence" || op == "SequenceAt" || op == "SequenceConstruct" ||
-         op == "If" || op == "Loop" || op == "Scan";
+         op == "ConcatFromSequence" || op == "SequenceLength" || op == "If" || op == "Loop" || op == "Scan";
 }
 
 int64_t Elements(const Shape& s) {
@@ -223,20 +227,24 @@ class CanonicalizePass final : public Pass {
 
   bool Simplify(Graph& g, CanonicalizeReport& report) {
     bool changed = false;
+    const ConstantLookup constant = [this](const Value* v) { return ConstantOf(v); };
     std::vector<Node*> nodes;
     for (const auto& up : g.nodes()) nodes.push_back(up.get());
     for (Node* n : nodes) {
       if (!n->domain().empty()) continue;
       const std::string& op = n->op_type();
       Value* out = n->output(0);
-      if (out == nullptr || g.IsGraphOutput(out) || n->input(0) == nullptr) continue;
+      if (out == nullptr || g.IsGraphOutput(out)) continue;
       if (op == "Constant") {  // an initializer, so every rule reads constants one way
         if (std::optional<Tensor> t = ConstantNodeValue(*n)) {
           Materialize(n, 0, std::move(*t));
-          ++report.simplified;
+          ++report.folded_nodes;
           changed = true;
         }
-      } else if (op == "Identity" || (op == "Dropout" && DropsNothing(*n))) {
+        continue;
+      }
+      if (n->input(0) == nullptr) continue;
+      if (op == "Identity" || (op == "Dropout" && DropsNothing(*n))) {
         g.ReplaceAllUsesWith(out, n->input(0));
         ++report.simplified;
         changed = true;
@@ -249,8 +257,16 @@ class CanonicalizePass final : public Pass {
         g.ReplaceAllUsesWith(out, cast->output(0));
         ++report.simplified;
         changed = true;
-      } else if (op == "SplitToSequence") {
-        changed |= SplitToSequenceToSplit(g, n, report);
+      } else if (op == "SplitToSequence" || op == "SequenceConstruct") {
+        if (SequenceToTensors(g, n, constant)) {
+          ++report.simplified;
+          changed = true;
+        }
+      } else if (op == "RandomUniformLike") {
+        if (RandomMaskToDropout(g, n, constant)) {
+          ++report.simplified;
+          changed = true;
+        }
       } else if (op == "Gather") {
         changed |= GathersToSplit(g, n->input(0), report);
       }
@@ -271,67 +287,6 @@ class CanonicalizePass final : public Pass {
     }
     scratch_.clear();
     return zero;
-  }
-
-  // SplitToSequence(x, split, axis) read only by SequenceAt(seq, constant position) -> Split
-  // (plus Squeeze when keepdims=0 and no split is given), one output per piece.
-  bool SplitToSequenceToSplit(Graph& g, Node* n, CanonicalizeReport& report) {
-    Value* x = n->input(0);
-    Value* seq = n->output(0);
-    const Shape& s = x->shape;
-    if (!s.rank_known) return false;
-    int64_t axis = n->attr_int("axis", 0);
-    if (axis < 0) axis += s.rank();
-    if (axis < 0 || axis >= s.rank() || !s.dims[axis].known()) return false;
-    const int64_t dim = s.dims[axis].value;
-    std::vector<int64_t> sizes;
-    bool squeeze = false;
-    if (n->input(1) == nullptr) {
-      sizes.assign(dim, 1);
-      squeeze = n->attr_int("keepdims", 1) == 0;
-    } else {
-      const Tensor* t = ConstantOf(n->input(1));
-      if (t == nullptr) return false;
-      std::vector<int64_t> split = t->ToInt64Vector();
-      if (t->rank() == 0) {
-        if (split[0] <= 0) return false;
-        for (int64_t left = dim; left > 0; left -= split[0]) sizes.push_back(std::min(split[0], left));
-      } else {
-        sizes = split;
-      }
-    }
-    scratch_.clear();
-    std::vector<std::pair<Node*, int64_t>> reads;
-    for (Node* c : seq->consumers) {
-      if (c->op_type() != "SequenceAt" || !c->domain().empty() || c->input(0) != seq) return false;
-      const Tensor* p = c->input(1) ? ConstantOf(c->input(1)) : nullptr;
-      if (p == nullptr || p->numel() != 1) return false;
-      int64_t pos = p->ToInt64Vector()[0];
-      if (pos < 0) pos += static_cast<int64_t>(sizes.size());
-      if (pos < 0 || pos >= static_cast<int64_t>(sizes.size())) return false;
-      reads.emplace_back(c, pos);
-    }
-    scratch_.clear();
-    if (g.opset("") < 13) return false;
-    Value* split_sizes = g.AddInitializer(g.UniqueName(seq->name + "_sizes"),
-                                          Tensor::FromVector<int64_t>(DType::kI64, {static_cast<int64_t>(sizes.size())}, sizes));
-    Node* split = g.AddNode("Split", {x, split_sizes}, static_cast<int>(sizes.size()),
-                            g.UniqueName(n->name()));
-    split->SetAttr(Attribute::Int("axis", axis));
-    g.MoveBefore(split, n);
-    for (auto [c, pos] : reads) {
-      Value* piece = split->output(pos);
-      if (squeeze) {
-        Value* axes = g.AddInitializer(g.UniqueName(seq->name + "_axis"),
-                                       Tensor::FromVector<int64_t>(DType::kI64, {1}, {axis}));
-        Node* sq = g.AddNode("Squeeze", {piece, axes}, 1, g.UniqueName(c->name()));
-        g.MoveBefore(sq, n);
-        piece = sq->output(0);
-      }
-      if (!g.IsGraphOutput(c->output(0))) g.ReplaceAllUsesWith(c->output(0), piece);
-    }
-    ++report.simplified;
-    return true;
   }
 
   // X read only by Gathers at constant scalar indices along one axis, covering at least half of

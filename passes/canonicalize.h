@@ -26,7 +26,7 @@ HostEvaluator RegisteredHostEvaluator();
 // What the stage did, for `mixtrain check` and `dump`.
 struct CanonicalizeReport {
   int shape_values = 0;          // int values computed from shapes, now initializers
-  int folded_nodes = 0;          // nodes run once and replaced by their results
+  int folded_nodes = 0;          // nodes run once and replaced by their results, Constant nodes included
   int simplified = 0;            // Identity/Dropout(0) bypassed, CastLike -> Cast, sequences and constant Gathers -> Split
   int removed_nodes = 0;         // dead nodes removed
   int removed_initializers = 0;  // initializers nothing used any more

@@ -1,6 +1,8 @@
 // See pipeline.h.
 #include "passes/pipeline.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "onnx/defs/schema.h"
 #include "graph/shape_inference.h"
@@ -255,6 +257,16 @@ void ToInferenceForm(Graph& g) {
     if (n->op_type() == "BatchNormalization" && n->domain().empty()) {
       if (n->attr_int("training_mode", 0) != 0) n->SetAttr(Attribute::Int("training_mode", 0));
       while (n->num_outputs() > 1) g.DropNodeOutput(n, n->num_outputs() - 1);
+    }
+    // A model exported in training mode says training_mode = true; inference drops nothing.
+    if (n->op_type() == "Dropout" && n->domain().empty() && n->input(2) != nullptr) {
+      Value* mode = n->input(2);
+      g.SetInput(n, 2, nullptr);
+      if (mode->is_initializer() && mode->consumers.empty() && !g.IsGraphOutput(mode) &&
+          std::find(g.inputs().begin(), g.inputs().end(), mode) == g.inputs().end()) {
+        g.RemoveInitializer(mode);
+        g.RemoveValue(mode);
+      }
     }
   }
 }

@@ -61,8 +61,8 @@ absl::Status BuildEvalGraph(Graph& g, const TrainingRecipe& recipe);
 // in "half" (ops whose ONNX schema at the model's opset has no such form stay fp32) and the
 // weights stored in that type.
 absl::Status LowerForExport(Graph& g, DType dtype);
-// BatchNormalization on running statistics (its extra outputs dropped); Dropout stays (it is the
-// identity in ONNX's inference semantics).
+// BatchNormalization on running statistics (its extra outputs dropped); Dropout without its
+// training_mode input (a model exported in training mode sets it), the identity in inference.
 void ToInferenceForm(Graph& g);
 
 }  // namespace mixtrain

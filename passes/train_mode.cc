@@ -3,8 +3,10 @@
 //     "state/<initializer>" that the runtime writes back after each step (momentum as exported).
 //     Opset >= 14: training_mode=1 and outputs (Y, running_mean, running_var); before 14 the
 //     training form is the one with the running-stat outputs (the opset-9 multi-output form).
-//   Dropout -> training form: ratio kept, training_mode=true, seed set, mask output added so the
-//     gradient can reuse the mask.
+//   Dropout -> training form: ratio kept, training_mode=true, a seed of its own, mask output
+//     added so the gradient can reuse the mask. Each node's seed mixes the configured seed with
+//     the node's name, so two dropout layers of one shape draw different masks and a rerun (or
+//     a resumed run) draws the same ones.
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "passes/pass_registry.h"
@@ -24,6 +26,17 @@ std::vector<std::pair<std::string, std::string>> StateUpdates(const Graph& g) {
 }
 
 namespace {
+
+// The configured seed mixed with FNV-1a of the node's name (splitmix64's finalizer), kept
+// non-negative for the int attribute.
+int64_t NodeSeed(int64_t seed, const std::string& name) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char c : name) h = (h ^ c) * 1099511628211ull;
+  uint64_t z = h + static_cast<uint64_t>(seed) * 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return static_cast<int64_t>((z ^ (z >> 31)) >> 1);
+}
 
 class TrainModePass final : public Pass {
  public:
@@ -84,8 +97,9 @@ class TrainModePass final : public Pass {
         g.SetInput(n, 2, on);
         changed = true;
       }
-      if (n->attr_int("seed", -1) != opt_.seed) {
-        n->SetAttr(Attribute::Int("seed", opt_.seed));
+      const int64_t seed = NodeSeed(opt_.seed, n->name());
+      if (n->attr_int("seed", -1) != seed) {
+        n->SetAttr(Attribute::Int("seed", seed));
         changed = true;
       }
     }

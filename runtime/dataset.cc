@@ -12,9 +12,12 @@
 namespace mixtrain {
 
 absl::Status CheckExampleShapes(const std::map<std::string, std::vector<int64_t>>& shapes,
-                                const std::string& source) {
+                                const std::string& source, const RowsPerExample& rows) {
   if (shapes.empty()) return absl::InvalidArgumentError(absl::StrCat(source, ": holds no arrays"));
-  const std::string& first = shapes.begin()->first;  // the array whose length the others must match
+  auto rows_of = [&](const std::string& k) {
+    auto it = rows.find(k);
+    return it == rows.end() ? int64_t{1} : it->second;
+  };
   for (const auto& [k, dims] : shapes) {
     if (dims.empty())
       return absl::InvalidArgumentError(
@@ -23,23 +26,53 @@ absl::Status CheckExampleShapes(const std::map<std::string, std::vector<int64_t>
       if (d == 0)
         return absl::InvalidArgumentError(
             absl::StrCat(source, ": array '", k, "' is empty (shape [", absl::StrJoin(dims, ", "), "])"));
-    if (dims[0] != shapes.begin()->second[0])
-      return absl::InvalidArgumentError(absl::StrCat(source, ": array '", k, "' has ", dims[0],
-                                                     " examples, array '", first, "' has ",
-                                                     shapes.begin()->second[0]));
+    if (rows_of(k) < 1)
+      return absl::InvalidArgumentError(absl::StrCat(source, ": array '", k, "': ", rows_of(k), " rows per example"));
+  }
+  // The array the others must match: the first with one row per example, when there is one.
+  auto ref = shapes.begin();
+  for (auto it = shapes.begin(); it != shapes.end(); ++it)
+    if (rows_of(it->first) == 1) {
+      ref = it;
+      break;
+    }
+  const std::string& name = ref->first;
+  const int64_t ref_rows = ref->second[0], ref_per = rows_of(name);
+  if (ref_rows % ref_per != 0)
+    return absl::InvalidArgumentError(absl::StrCat(source, ": array '", name, "' has ", ref_rows,
+                                                   " rows, not a multiple of its ", ref_per, " rows per example"));
+  const int64_t examples = ref_rows / ref_per;
+  for (const auto& [k, dims] : shapes) {
+    const int64_t per = rows_of(k);
+    if (dims[0] == examples * per) continue;
+    if (per == 1 && ref_per == 1)
+      return absl::InvalidArgumentError(
+          absl::StrCat(source, ": array '", k, "' has ", dims[0], " examples, array '", name, "' has ", ref_rows));
+    return absl::InvalidArgumentError(absl::StrCat(source, ": array '", k, "' has ", dims[0], " rows for the ", examples,
+                                                   " examples of array '", name, "' (", per, " row",
+                                                   per == 1 ? "" : "s", " per example: ", examples * per,
+                                                   " expected)"));
   }
   return absl::OkStatus();
 }
 
-absl::StatusOr<Dataset> Dataset::Create(std::map<std::string, Tensor> arrays,
-                                        const std::string& source) {
+absl::StatusOr<Dataset> Dataset::Create(std::map<std::string, Tensor> arrays, const std::string& source,
+                                        const RowsPerExample& rows) {
   std::map<std::string, std::vector<int64_t>> shapes;
   for (const auto& [k, t] : arrays) shapes.emplace(k, t.dims());
-  MT_RETURN_IF_ERROR(CheckExampleShapes(shapes, source));
+  MT_RETURN_IF_ERROR(CheckExampleShapes(shapes, source, rows));
   Dataset d;
-  d.size_ = arrays.begin()->second.dims()[0];
   d.arrays_ = std::move(arrays);
+  for (const auto& [k, per] : rows)
+    if (per != 1 && d.arrays_.contains(k)) d.rows_[k] = per;
+  const auto& [name, first] = *d.arrays_.begin();
+  d.size_ = first.dims()[0] / d.RowsOf(name);
   return d;
+}
+
+int64_t Dataset::RowsOf(const std::string& k) const {
+  auto it = rows_.find(k);
+  return it == rows_.end() ? 1 : it->second;
 }
 
 std::vector<int64_t> Dataset::Order(bool shuffle, uint64_t seed, int64_t epoch) const {
@@ -65,8 +98,9 @@ std::map<std::string, Tensor> Dataset::Gather(const std::vector<int64_t>& order,
   std::map<std::string, Tensor> out;
   for (const auto& [k, t] : arrays_) {
     std::vector<int64_t> dims = t.dims();
-    dims[0] = end - begin;
+    dims[0] = (end - begin) * RowsOf(k);
     Tensor b(t.dtype(), dims);
+    // An example's bytes: its k consecutive rows.
     size_t row = t.nbytes() / static_cast<size_t>(size_);
     const uint8_t* src = t.data_as<uint8_t>();
     uint8_t* dst = b.data_as<uint8_t>();
@@ -83,6 +117,7 @@ Dataset Dataset::Head(int64_t n) const {
   std::iota(order.begin(), order.end(), 0);
   Dataset d;
   d.arrays_ = Gather(order, 0, n);
+  d.rows_ = rows_;
   d.size_ = n;
   return d;
 }

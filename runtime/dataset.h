@@ -13,17 +13,22 @@
 
 namespace mixtrain {
 
+// Arrays holding k rows per example, by name (the labels of a model that flattens its
+// predictions across examples: N*T label rows for N sequences of T tokens). Others hold one.
+using RowsPerExample = std::map<std::string, int64_t>;
+
 // Whether arrays of these shapes make a data set: at least one array, each of rank >= 1 with at
-// least one element, all with the same first (example) dimension. The error names `source` and
-// the arrays at fault.
+// least one element, all holding the same number of examples: the first dimension, over k for the
+// arrays `rows` names. The error names `source` and the arrays at fault.
 absl::Status CheckExampleShapes(const std::map<std::string, std::vector<int64_t>>& shapes,
-                                const std::string& source);
+                                const std::string& source, const RowsPerExample& rows = {});
 
 class Dataset {
  public:
-  // The arrays must pass CheckExampleShapes; `source` names the data in errors.
+  // The arrays must pass CheckExampleShapes; `source` names the data in errors. An example's
+  // rows in an array of `rows` are consecutive: example i is rows [i*k, (i+1)*k).
   static absl::StatusOr<Dataset> Create(std::map<std::string, Tensor> arrays,
-                                        const std::string& source);
+                                        const std::string& source, const RowsPerExample& rows = {});
   int64_t size() const { return size_; }
   const std::map<std::string, Tensor>& arrays() const { return arrays_; }
   bool has(const std::string& key) const { return arrays_.contains(key); }
@@ -39,7 +44,11 @@ class Dataset {
   Dataset Head(int64_t n) const;
 
  private:
+  // Rows of array `k` per example (1 unless Create's `rows` says otherwise).
+  int64_t RowsOf(const std::string& k) const;
+
   std::map<std::string, Tensor> arrays_;
+  RowsPerExample rows_;
   int64_t size_ = 0;
 };
 

@@ -9,10 +9,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/check.h"
-#include "kernels/cpu/dnnl_common.h"
 #include "graph/onnx_export.h"
 #include "graph/onnx_import.h"
 #include "graph/shape_inference.h"
+#include "graph/sym_dim.h"
 #include "passes/pipeline.h"
 #include "passes/passes.h"
 #include "passes/precision.h"
@@ -20,6 +20,7 @@
 #include "runtime/cuda/device_select.h"
 #include "runtime/planner.h"
 #include "runtime/trainer_checkpoint.h"
+#include "runtime/training_graphs.h"
 
 namespace mixtrain {
 namespace {
@@ -143,17 +144,11 @@ absl::Status Trainer::BuildOn(std::unique_ptr<Graph> model, std::shared_ptr<Devi
   state_names_.clear();
   precision_ = {};
   const bool on_cpu = device_->type() == DeviceType::kCPU;
-  // bf16 is native on every GPU the CUDA backend accepts (compute capability 8.0 and up).
-  MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(c, *model, on_cpu ? dnnl_util::NativeBf16() : true));
-  // MIXTRAIN_TRAIN_LAYOUT=plain keeps ONNX's layouts on the CPU too (benchmarks compare both).
-  const char* layout = std::getenv("MIXTRAIN_TRAIN_LAYOUT");
-  recipe.cpu_layouts = on_cpu && !(layout != nullptr && std::string(layout) == "plain");
-  recipe.fp32_grad_products = on_cpu;
+  MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveRecipeFor(c, *model, device_->type()));
   precision_.preset = recipe.preset;
   precision_.low = recipe.low;
   precision_.scaling = !recipe.scaling ? "off" : recipe.dynamic_scaling ? "dynamic" : "static";
-  if (!recipe.note.empty())
-    precision_.note = on_cpu ? absl::StrCat(recipe.note, " (oneDNN ISA ", dnnl_util::DnnlIsaName(), ")") : recipe.note;
+  precision_.note = recipe.note;
 
   // --- names ---
   for (Value* v : model->inputs())
@@ -169,20 +164,15 @@ absl::Status Trainer::BuildOn(std::unique_ptr<Graph> model, std::shared_ptr<Devi
   eval_spec_.class_axis = c.class_axis();
 
   // --- one canonical model for the step, the eval graph and the export ---
-  MT_RETURN_IF_ERROR(PrepareModel(*model, recipe));
-  model_ = model->Clone();
-
-  // --- the training step ---
-  std::unique_ptr<Graph> g = model->Clone();
-  if (comm_ != nullptr) {
-    // Dropout draws differ between ranks (as they do between a batch's examples in one process).
-    recipe.train_mode.seed += static_cast<int64_t>(comm_->rank()) * 0x9E3779B9;
-  }
-  MT_ASSIGN_OR_RETURN(params_, BuildTrainingStep(*g, recipe));
+  // Data parallel: dropout draws differ between ranks (as they do between a batch's examples in
+  // one process).
+  const int64_t step_seed = comm_ != nullptr ? static_cast<int64_t>(comm_->rank()) * 0x9E3779B9 : 0;
+  MT_ASSIGN_OR_RETURN(TrainingGraphs built, BuildTrainingGraphs(std::move(model), recipe, step_seed));
+  model_ = std::move(built.model);
+  params_ = std::move(built.params);
+  std::unique_ptr<Graph> g = std::move(built.step), e = std::move(built.eval);
   signature_ = SignModel(*model_, params_);
   if (comm_ != nullptr) MT_RETURN_IF_ERROR(CheckRanksAgree());
-  std::unique_ptr<Graph> e = model->Clone();
-  MT_RETURN_IF_ERROR(BuildEvalGraph(*e, recipe));
   if (!on_cpu) {
     *missing = OpsWithoutKernels(*g, device_->type());
     for (std::string& op : OpsWithoutKernels(*e, device_->type()))
@@ -375,6 +365,25 @@ absl::StatusOr<EvalResult> Trainer::Evaluate(const std::map<std::string, Tensor>
   if (auto it = batch.find(labels_name_); it != batch.end())
     MT_RETURN_IF_ERROR(AccumulateEvalCounts(eval_spec_, output, it->second, r.counts));
   return r;
+}
+
+const Value& Trainer::LossOutput() const {
+  const Value* v = eval_graph_->FindValue(output_name_);
+  MT_CHECK(v != nullptr) << "the evaluation graph lost the loss's output " << output_name_;
+  return *v;
+}
+
+int64_t Trainer::LabelRowsPerExample() const {
+  const Value* labels = eval_graph_->FindValue(labels_name_);
+  const Value* input = eval_graph_->FindValue(input_name_);
+  if (labels == nullptr || input == nullptr || !labels->shape.rank_known || !input->shape.rank_known ||
+      labels->shape.rank() == 0 || input->shape.rank() == 0)
+    return 1;
+  const std::optional<sym::Mono> rows = sym::MonoOf(labels->shape.dims[0]);
+  const std::optional<sym::Mono> examples = sym::MonoOf(input->shape.dims[0]);
+  if (!rows || !examples) return 1;
+  const std::optional<sym::Mono> k = sym::Divide(*rows, *examples);
+  return k && k->known() ? k->coef : 1;
 }
 
 absl::StatusOr<Tensor> Trainer::GetParameter(const std::string& name) const {

@@ -107,6 +107,11 @@ class Trainer {
 
   const Graph& TransformedGraph() const { return *train_graph_; }
   const Graph& EvalGraph() const { return *eval_graph_; }
+  // The model output the loss reads, in the evaluation graph (shaped by shape inference).
+  const Value& LossOutput() const;
+  // Rows of labels per example of the first input: the labels' first dim over the input's, when
+  // shape inference makes it a whole number (k = T for logits flattened to N*T rows); else 1.
+  int64_t LabelRowsPerExample() const;
   std::vector<std::string> ParameterNames() const { return params_; }
   absl::StatusOr<Tensor> GetParameter(const std::string& name) const;
   absl::Status SetParameter(const std::string& name, const Tensor& value);

@@ -61,6 +61,11 @@ int Check(const cli::Args& args) {
               r->nodes_simplified, r->nodes_removed, r->initializers_removed);
   for (const std::string& s : r->not_folded) std::printf("  not folded: %s\n", s.c_str());
   std::printf("ops: %s\n", absl::StrJoin(r->op_types, " ").c_str());
+  if (r->dropouts.empty())
+    std::printf("dropout: none (an export from eval() mode drops its dropout layers without a trace; export "
+                "from train() mode to train with them)\n");
+  else
+    std::printf("dropout: %s; evaluation and export drop nothing\n", absl::StrJoin(r->dropouts, ", ").c_str());
   std::printf("dynamic dims: %s\n", r->dynamic_dims.empty() ? "none" : absl::StrJoin(r->dynamic_dims, "; ").c_str());
 
   int64_t train_n = 0, train_bytes = 0;

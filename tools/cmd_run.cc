@@ -61,7 +61,7 @@ MT_REGISTER_COMMAND(
                      {.name = "out", .default_value = "", .help = "the .npz to write the outputs to"},
                      {.name = "optimize", .default_value = "true",
                       .help = "run the inference passes first (fusions, channels-last conv stacks); "
-                              "--no-optimize runs the graph as imported",
+                              "--no-optimize runs the graph as imported and canonicalized (constants folded, sequence ops rewritten)",
                       .is_bool = true},
                      {.name = "dtype", .default_value = "fp32",
                       .help = "fp32, or bf16 / fp16 to compute every float op in that type (inputs "

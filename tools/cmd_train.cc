@@ -3,6 +3,7 @@
 // Built only on the public API (include/mixtrain/), like any embedding service.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "mixtrain/mixtrain.h"
 #include "mixtrain/status_macros.h"
 #include "tools/cli.h"
@@ -148,6 +150,7 @@ absl::StatusOr<std::map<std::string, std::string>> CheckPaths(const cli::Args& a
 struct Data {
   Dataset train, test;
   bool has_test = false;
+  std::vector<std::string> notes;  // printed once setup has succeeded
 };
 
 // Reshapes image arrays to the rank the model input wants (N x 784 for an MLP).
@@ -158,27 +161,38 @@ absl::StatusOr<HostTensor> FitToInput(const HostTensor& x, int64_t rank) {
 }
 
 // The number of classes a cross_entropy model predicts: the class axis of the output the loss
-// reads, from one inference pass on the first example, or the first batch when the model was
-// exported with a fixed batch size (the public API gives no output shapes).
-absl::StatusOr<int64_t> NumClasses(const TrainConfig& c, const Dataset& train) {
-  InferenceOptions options;
-  options.optimize = false;
-  MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> s, InferenceSession::Create(c.model, options));
-  int64_t n = 1;
-  for (const TensorInfo& in : s->Inputs())
-    if (!in.shape.empty() && in.shape[0] > 0) n = std::max(n, std::min(in.shape[0], train.size()));
-  MIXTRAIN_ASSIGN_OR_RETURN(TensorMap first, train.Gather(train.Order(false, 0, 0), 0, n));
-  TensorMap feeds;
-  for (const TensorInfo& in : s->Inputs())
-    if (first.contains(in.name)) feeds.emplace(in.name, first.at(in.name));
-  const std::string output = c.output.empty() ? s->OutputNames().at(0) : c.output;
-  MIXTRAIN_ASSIGN_OR_RETURN(TensorMap out, s->Run(feeds, {output}));
-  const std::vector<int64_t>& dims = out.at(output).shape();
-  const int64_t rank = static_cast<int64_t>(dims.size());
+// reads, as shape inference plans the step; 0 (labels unchecked before the step) when that dim
+// depends on the batch.
+int64_t NumClasses(const TrainConfig& c, const Trainer& t) {
+  const TensorInfo out = t.LossOutput();
+  const int64_t rank = static_cast<int64_t>(out.shape.size());
   const int64_t axis = c.class_axis < 0 ? c.class_axis + rank : c.class_axis;
-  if (axis < 0 || axis >= rank)  // Trainer::Create accepted the axis for the same output
-    return absl::InternalError(absl::StrCat("output '", output, "' has no class axis ", c.class_axis));
-  return dims[axis];
+  if (axis < 0 || axis >= rank) return 0;  // Trainer::Create accepted the axis for this output
+  return std::max<int64_t>(out.shape[axis], 0);
+}
+
+// Keeps the arrays a step reads (`wanted`) when all of them are there; a file may hold others (a
+// reference loss, gradients), which are named in one note. With one missing, every array stays,
+// so the data check's error lists them all.
+TensorMap KeepWanted(TensorMap arrays, const std::vector<TensorInfo>& wanted, const std::string& source,
+                     std::vector<std::string>& notes) {
+  for (const TensorInfo& w : wanted)
+    if (!arrays.contains(w.name)) return arrays;
+  TensorMap kept;
+  std::vector<std::string> ignored;
+  for (auto& [name, t] : arrays) {
+    const bool read = std::any_of(wanted.begin(), wanted.end(), [&](const TensorInfo& w) { return w.name == name; });
+    if (read) kept.emplace(name, std::move(t));
+    else ignored.push_back(name);
+  }
+  if (!ignored.empty()) {
+    constexpr size_t kShown = 4;
+    std::string shown = absl::StrJoin(ignored.begin(), ignored.begin() + std::min(ignored.size(), kShown), ", ");
+    if (ignored.size() > kShown) absl::StrAppend(&shown, ", ...");
+    notes.push_back(absl::StrCat(source, ": ", ignored.size(), " array", ignored.size() == 1 ? "" : "s",
+                                 " the model does not read ignored (", shown, ")"));
+  }
+  return kept;
 }
 
 // Loads the data and checks all of it against the model before the first step: arrays, element
@@ -200,6 +214,8 @@ absl::StatusOr<Data> LoadData(const TrainConfig& c, const Trainer& t, int64_t li
       else train.emplace(k, v);
     }
     source = c.data.path;
+    train = KeepWanted(std::move(train), inputs, source, d.notes);
+    if (!test.empty()) test = KeepWanted(std::move(test), inputs, source + " (test/ arrays)", d.notes);
   } else if (c.data.dataset == "fashion-mnist") {
     MIXTRAIN_ASSIGN_OR_RETURN(FashionMnist fm, LoadFashionMnist());
     MIXTRAIN_ASSIGN_OR_RETURN(HostTensor train_images, FitToInput(fm.train_images, rank));
@@ -213,19 +229,25 @@ absl::StatusOr<Data> LoadData(const TrainConfig& c, const Trainer& t, int64_t li
     return absl::InvalidArgumentError(absl::StrCat("--dataset: unknown '", c.data.dataset,
                                                    "' (fashion-mnist, or use --data=FILE.npz)"));
   }
-  DataCheckOptions check{.inputs = inputs, .labels_key = labels, .allow_nonfinite_inputs = allow_nonfinite};
-  MIXTRAIN_RETURN_IF_ERROR(CheckTrainingData(train, source, check));
-  MIXTRAIN_ASSIGN_OR_RETURN(d.train, Dataset::Create(train, source));
-  if (c.loss == "cross_entropy") {  // the label values, now that the classes are known
-    MIXTRAIN_ASSIGN_OR_RETURN(check.num_classes, NumClasses(c, d.train));
-    DataCheckOptions labels_only{.labels_key = labels, .num_classes = check.num_classes,
-                                 .allow_nonfinite_inputs = true};
-    MIXTRAIN_RETURN_IF_ERROR(CheckTrainingData(train, source, labels_only));
+  // A model that flattens its examples' logits (N x T tokens to N*T rows) reads k label rows
+  // per example: a batch of examples takes k rows of labels each.
+  const int64_t k = t.LabelRowsPerExample();
+  std::map<std::string, int64_t> rows;
+  if (k != 1) {
+    rows[labels] = k;
+    const TensorInfo out = t.LossOutput();
+    d.notes.push_back(absl::StrCat("output '", out.name, "' holds ", k, " rows per example of input '", input,
+                                   "': each example takes ", k, " consecutive rows of '", labels, "'"));
   }
+  DataCheckOptions check{.inputs = inputs, .labels_key = labels, .label_rows_per_example = k,
+                         .allow_nonfinite_inputs = allow_nonfinite};
+  if (c.loss == "cross_entropy") check.num_classes = NumClasses(c, t);
+  MIXTRAIN_RETURN_IF_ERROR(CheckTrainingData(train, source, check));
+  MIXTRAIN_ASSIGN_OR_RETURN(d.train, Dataset::Create(train, source, rows));
   if (!test.empty()) {
     const std::string test_source = source + " (test/ arrays)";
     MIXTRAIN_RETURN_IF_ERROR(CheckTrainingData(test, test_source, check));
-    MIXTRAIN_ASSIGN_OR_RETURN(d.test, Dataset::Create(test, test_source));
+    MIXTRAIN_ASSIGN_OR_RETURN(d.test, Dataset::Create(test, test_source, rows));
     d.has_test = true;
   }
   if (limit_train > 0) d.train = d.train.Head(limit_train);
@@ -233,10 +255,34 @@ absl::StatusOr<Data> LoadData(const TrainConfig& c, const Trainer& t, int64_t li
   return d;
 }
 
-absl::StatusOr<EvalResult> EvaluateAll(Trainer& t, const Dataset& ds, int64_t bs) {
+// Examples per step: --batch-size (or the config's), else the batch a model exported with a fixed
+// one takes, else 64 or every example when there are fewer. A model with a fixed batch takes only
+// that (per rank).
+absl::StatusOr<int64_t> BatchSize(const cli::Args& a, const TrainConfig& c, const Trainer& t, int64_t examples,
+                                  int ranks) {
+  const TensorInfo input = t.BatchInputs().at(0);
+  const int64_t fixed = input.shape.empty() ? -1 : input.shape[0];
+  const bool given = a.has("batch-size") || c.data.batch_size != TrainConfig().data.batch_size;
+  int64_t bs = c.data.batch_size;
+  if (!given && !c.data_parallel) bs = fixed > 0 ? fixed : std::min<int64_t>(bs, examples);
+  if (fixed > 0 && bs / ranks != fixed)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--batch-size=", bs, ": the model was exported with a fixed batch of ", fixed, " (input '", input.name,
+        "' is [", absl::StrJoin(input.shape, ", "), "])",
+        ranks > 1 ? absl::StrCat(", so --batch-size must be ", fixed * ranks, " over ", ranks, " ranks") : ""));
+  if (bs > examples)
+    return absl::InvalidArgumentError(absl::StrCat("--batch-size=", bs, ": must be <= the ", examples,
+                                                   " training examples"));
+  return bs;
+}
+
+// The test loss and accuracy over `ds` in batches of `bs`; a model with a fixed batch (`fixed`)
+// takes batches of that size only, so a last partial batch is left out.
+absl::StatusOr<EvalResult> EvaluateAll(Trainer& t, const Dataset& ds, int64_t bs, bool fixed) {
   EvalResult total;
   std::vector<int64_t> order = ds.Order(false, 0, 0);
   for (int64_t b = 0; b < ds.size(); b += bs) {
+    if (fixed && b + bs > ds.size()) break;
     MIXTRAIN_ASSIGN_OR_RETURN(TensorMap batch, ds.Gather(order, b, std::min(ds.size(), b + bs)));
     MIXTRAIN_ASSIGN_OR_RETURN(EvalResult r, t.Evaluate(batch));
     total += r;
@@ -317,11 +363,11 @@ absl::Status RunTrain(const cli::Args& a) {
   MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(c.model, c));
   Trainer& t = *trainer;
   MIXTRAIN_ASSIGN_OR_RETURN(Data d, LoadData(c, t, limit_train, limit_test, a.flag("allow-nonfinite-inputs")));
-  const int64_t bs = c.data.batch_size;
-  if (bs > d.train.size())
-    return absl::InvalidArgumentError(absl::StrCat("--batch-size=", bs, ": must be <= the ", d.train.size(),
-                                                   " training examples"));
+  MIXTRAIN_ASSIGN_OR_RETURN(const int64_t bs, BatchSize(a, c, t, d.train.size(), ranks));
   const int64_t per_epoch = d.train.NumBatches(bs, /*drop_last=*/true);
+  const std::vector<int64_t> input_dims = t.BatchInputs().at(0).shape;
+  const bool fixed_batch = !input_dims.empty() && input_dims[0] > 0;
+  const int64_t eval_bs = fixed_batch ? input_dims[0] : std::max<int64_t>(bs, 256);
   constexpr int64_t kMaxSteps = 1000000000000;  // steps' own bound (TrainConfig::NumberRuleOf("steps"))
   if (c.steps == 0 && c.epochs > kMaxSteps / per_epoch)
     return absl::InvalidArgumentError(absl::StrCat("--epochs=", c.epochs, ": ", c.epochs, " epochs of ", per_epoch,
@@ -337,6 +383,7 @@ absl::Status RunTrain(const cli::Args& a) {
   const ResolvedPrecision p = t.precision();
   const ResolvedDevice where = t.device();
   if (!where.note.empty()) std::fprintf(info, "mixtrain train: %s\n", where.note.c_str());
+  for (const std::string& note : d.notes) std::fprintf(info, "mixtrain train: %s\n", note.c_str());
   if (!p.note.empty()) std::fprintf(info, "mixtrain train: %s\n", p.note.c_str());
   std::fprintf(info, "mixtrain train: %s on %s: precision %s (%s), loss scaling %s, %zu parameter tensors\n",
                c.model.c_str(), where.name.c_str(), p.preset.c_str(), ElementTypeName(p.low_type),
@@ -412,7 +459,7 @@ absl::Status RunTrain(const cli::Args& a) {
     if (batch >= per_epoch) {
       if (tty) std::fprintf(info, "\n");
       if (d.has_test && rank == 0) {
-        MIXTRAIN_ASSIGN_OR_RETURN(EvalResult e, EvaluateAll(t, d.test, std::max<int64_t>(bs, 256)));
+        MIXTRAIN_ASSIGN_OR_RETURN(EvalResult e, EvaluateAll(t, d.test, eval_bs, fixed_batch));
         std::printf("epoch %lld: %s\n", static_cast<long long>(epoch + 1), EvalLine(e).c_str());
         std::fflush(stdout);
       }
@@ -424,7 +471,7 @@ absl::Status RunTrain(const cli::Args& a) {
   double secs = std::chrono::duration<double>(Clock::now() - t0).count();
   if (tty) std::fprintf(info, "\n");
   if (batch != 0 && d.has_test && rank == 0) {  // stopped mid-epoch (--steps): evaluate anyway
-    MIXTRAIN_ASSIGN_OR_RETURN(EvalResult e, EvaluateAll(t, d.test, std::max<int64_t>(bs, 256)));
+    MIXTRAIN_ASSIGN_OR_RETURN(EvalResult e, EvaluateAll(t, d.test, eval_bs, fixed_batch));
     std::printf("final: %s\n", EvalLine(e).c_str());
   }
   MIXTRAIN_ASSIGN_OR_RETURN(const int64_t skipped_after, t.skipped_steps());
@@ -493,7 +540,7 @@ MT_REGISTER_COMMAND(
                 {"accumulate", "1", "gradient accumulation over N micro-batches"},
                 {"epochs", "1", "epochs over the training data"},
                 {"steps", "0", "train this many steps instead of --epochs"},
-                {"batch-size", "64", "examples per step"},
+                {"batch-size", "64", "examples per step (default: the batch a model exported with a fixed one takes, else 64, or every example when there are fewer)"},
                 {"shuffle", "true", "shuffle each epoch (--no-shuffle to keep the order)", true},
                 {"seed", "0", "seed for shuffling and dropout"},
                 {"freeze", "", "regex of initializers to keep frozen"},

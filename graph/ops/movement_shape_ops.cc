@@ -100,12 +100,27 @@ absl::Status InferRange(InferContext& ctx) {
   return absl::OkStatus();
 }
 
+// A draw of the input's shape, in the attribute `dtype` or else the input's type. No kernel runs
+// it: canonicalization rewrites exporters' dropout masks into Dropout (passes/canonicalize_dropout.cc).
+absl::Status InferRandomUniformLike(InferContext& ctx) {
+  TypeInfo& out = ctx.output(0);
+  out.dtype = ctx.input(0).dtype;
+  if (ctx.node().has_attr("dtype")) {
+    absl::StatusOr<DType> t = FromOnnxType(static_cast<int32_t>(ctx.node().attr_int("dtype", 0)));
+    if (!t.ok() || !IsFloat(*t)) return ctx.Error("attribute 'dtype' must be a float type");
+    out.dtype = *t;
+  }
+  out.shape = ctx.input(0).shape;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 MT_REGISTER_OP_SCHEMAS(movement_shape, {{"Constant", "", InferConstant},
                                         {"Shape", "", InferShapeOp, kOpReadsOnlyDims},
                                         {"Size", "", InferSize, kOpReadsOnlyDims},
                                         {"ConstantOfShape", "", InferConstantOfShape},
-                                        {"Range", "", InferRange}});
+                                        {"Range", "", InferRange},
+                                        {"RandomUniformLike", "", InferRandomUniformLike, kOpRandom}});
 
 }  // namespace mixtrain

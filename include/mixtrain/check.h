@@ -2,7 +2,9 @@
 // Runs the import canonicalization, decides which initializers train (the framework's
 // parameters: see "How to export for training" in the README), appends the loss and builds the
 // backward graph, collecting every node that blocks it (unsupported op, missing gradient rule,
-// unknown rank, no CPU kernel) instead of stopping at the first.
+// unknown rank, no CPU kernel) instead of stopping at the first. When nothing blocks, it builds
+// the training step, evaluation graph and export that `mixtrain train` builds with these options
+// (its defaults otherwise) and plans each on the CPU, so `trains` means training starts.
 //
 // Errors: a non-OK status only when the model cannot be read or an option is bad; a model that
 // does not train is an OK result with trains == false and its blockers listed.
@@ -55,6 +57,10 @@ struct ModelCheck {
   std::vector<std::string> trainability_warnings;
   std::vector<std::string> dynamic_dims;        // "input 'x': [batch,3,32,32]"
   std::vector<std::string> op_types;            // distinct ops after canonicalization
+  // The dropouts training draws ("node (ratio 0.3)"), after canonicalization (which rewrites the
+  // dynamo exporter's random-mask form into Dropout). Empty for an export from eval mode, which
+  // keeps no trace of its module's dropout (no node, no exporter metadata).
+  std::vector<std::string> dropouts;
   // device "cuda": whether its kernels could be looked up ("" when they could; else why not), and
   // the ops of the training step and evaluation without one (by op; or, when every op has some
   // kernel, "<precision> step|eval: <the planner's list of ops and dtypes>" for fp32, bf16 AMP and

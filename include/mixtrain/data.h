@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,6 +37,9 @@ struct DataCheckOptions {
   // (the first counts examples). Other arrays are not checked against anything but themselves.
   std::vector<TensorInfo> inputs;
   std::string labels_key = "labels";
+  // Label rows per example (Trainer::LabelRowsPerExample: k for a model that flattens its
+  // logits to k rows per example): the labels hold k times the inputs' first dimension.
+  int64_t label_rows_per_example = 1;
   // Classification: integer labels must lie in [0, num_classes), or equal ignore_index.
   // 0 = not a classification (or unknown): label values are not checked.
   int64_t num_classes = 0;
@@ -62,9 +66,12 @@ absl::Status CheckTrainingData(const TensorMap& arrays, const std::string& sourc
 // uninterrupted run would.
 class Dataset {
  public:
-  // Every array must have rank >= 1, at least one element and the same first dimension; `source`
-  // names the data in errors.
-  static absl::StatusOr<Dataset> Create(const TensorMap& arrays, const std::string& source);
+  // Every array must have rank >= 1, at least one element and the same first dimension, but the
+  // arrays `rows_per_example` names: k rows per example (consecutive: example i is rows
+  // [i*k, (i+1)*k)), so k times the others' first dimension; Gather returns all k rows of each
+  // example. `source` names the data in errors.
+  static absl::StatusOr<Dataset> Create(const TensorMap& arrays, const std::string& source,
+                                        const std::map<std::string, int64_t>& rows_per_example = {});
   Dataset();
   ~Dataset();
   Dataset(const Dataset&);

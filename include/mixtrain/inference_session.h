@@ -29,12 +29,14 @@ struct InferenceOptions {
   bool float32_outputs = true;
   // Run the inference passes first (fusions such as Conv+Relu or MatMul+bias+Gelu into one
   // oneDNN primitive, channels-last layouts for conv stacks, weights pre-arranged once). They
-  // change results only by rounding; false runs the graph exactly as imported.
+  // change results only by rounding; false runs the graph as imported and canonicalized (the
+  // import stage every graph goes through: constants folded, sequence ops and exporters'
+  // random-mask dropout rewritten into ops with kernels; the values are the same).
   bool optimize = true;
   // Where it runs: "cpu" (the default), "cuda" (an error naming the reason where no GPU is usable,
   // or naming every op without a CUDA kernel, at Create), or "auto" (the GPU when it is usable and
   // has a kernel for every op, else the CPU; DeviceNote() says why). On a GPU `optimize` applies
-  // no passes: they arrange the graph for oneDNN's CPU kernels.
+  // no passes past canonicalization: they arrange the graph for oneDNN's CPU kernels.
   std::string device = "cpu";
 };
 

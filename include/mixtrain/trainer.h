@@ -161,6 +161,15 @@ class Trainer {
 
   // What a batch must hold: the model's inputs and the labels (TrainConfig::data.labels_key).
   std::vector<TensorInfo> BatchInputs() const;
+  // The model output the loss reads (TrainConfig::output, else the first), shaped as shape
+  // inference plans it for the step: -1 for a dim that depends on the batch (its symbol in
+  // dim_names). A cross_entropy model's class count is its dim at TrainConfig::class_axis.
+  TensorInfo LossOutput() const;
+  // Label rows per example of the model's first input: 1, or k when the model flattens its
+  // examples' predictions into k rows each (a language model's `logits.view(-1, V)` over N x T
+  // tokens: N*T rows of labels, k = T). A data set then holds k label rows per example
+  // (Dataset::Create's rows_per_example). 1 when the shapes do not say (no labels, say).
+  int64_t LabelRowsPerExample() const;
 
   // One training step (one micro-batch with gradient accumulation) on `batch`: input name -> tensor.
   absl::StatusOr<StepResult> Step(const TensorMap& batch, StepOptions options = {});

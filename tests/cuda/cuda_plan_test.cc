@@ -54,6 +54,12 @@ TEST(CudaPlan, ModelsAndZooExportsPlanCompletely) {
     ASSERT_TRUE(r->cuda_unknown.empty()) << r->cuda_unknown;
     std::string missing;
     for (const std::string& s : r->cuda_missing_ops) missing += "\n  " + s;
+    // Dropout has no CUDA kernel yet: a train-mode export with dropout lacks exactly that one
+    // (--device=auto trains it on the CPU, saying why). A CUDA Dropout takes this line off.
+    if (!r->dropouts.empty()) {
+      EXPECT_EQ(r->cuda_missing_ops, std::vector<std::string>{"Dropout"}) << m.name << " lacks CUDA kernels:" << missing;
+      continue;
+    }
     EXPECT_TRUE(r->cuda_missing_ops.empty()) << m.name << " lacks CUDA kernels:" << missing;
   }
 #else

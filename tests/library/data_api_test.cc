@@ -75,6 +75,41 @@ TEST(DataApiTest, DatasetBatchesInASeededOrder) {
   EXPECT_EQ(bad.status().message(), "no arrays: holds no arrays");
 }
 
+// Labels of a model that flattens its logits (N x T tokens to N*T rows): k rows per example,
+// gathered with their example, checked against the inputs' example count.
+TEST(DataApiTest, LabelsWithKRowsPerExample) {
+  constexpr int64_t kRows = 3;
+  std::vector<int64_t> y(4 * kRows);
+  std::iota(y.begin(), y.end(), 0);
+  TensorMap a = {{"x", *HostTensor::FromVector<float>({4, 2}, std::vector<float>(8, 1.0f))},
+                 {"labels", *HostTensor::FromVector<int64_t>({4 * kRows}, y)}};
+  auto d = Dataset::Create(a, "flat", {{"labels", kRows}});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->size(), 4);
+  auto b = d->Gather({2, 0, 3, 1}, 0, 2);
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->at("x").shape(), (std::vector<int64_t>{2, 2}));
+  ASSERT_EQ(b->at("labels").shape(), std::vector<int64_t>{2 * kRows});
+  const std::vector<int64_t> want = {6, 7, 8, 0, 1, 2};  // example 2's rows, then example 0's
+  EXPECT_EQ(std::vector<int64_t>(b->at("labels").data<int64_t>(), b->at("labels").data<int64_t>() + 6), want);
+  EXPECT_EQ(d->Head(1).size(), 1);
+
+  // Without the rows per example, or with the wrong k, the counts disagree; the data check says so.
+  auto plain = Dataset::Create(a, "flat");
+  ASSERT_FALSE(plain.ok());
+  EXPECT_NE(plain.status().message().find("flat: array 'x' has 4 examples, array 'labels' has 12"),
+            absl::string_view::npos) << plain.status();
+  mixtrain::DataCheckOptions check;
+  check.label_rows_per_example = 2;
+  absl::Status st = mixtrain::CheckTrainingData(a, "flat", check);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("flat: array 'labels' has 12 rows for the 4 examples of array 'x' (2 rows per "
+                              "example: 8 expected)"),
+            absl::string_view::npos) << st;
+  check.label_rows_per_example = kRows;
+  EXPECT_TRUE(mixtrain::CheckTrainingData(a, "flat", check).ok());
+}
+
 TEST(DataApiTest, FashionMnistFromAMissingFolderIsAnError) {
   auto fm = mixtrain::LoadFashionMnist("/no/such/folder");
   EXPECT_FALSE(fm.ok());

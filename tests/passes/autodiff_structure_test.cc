@@ -81,23 +81,37 @@ TEST(TrainModePass, BatchNormOpset9FormGetsRunningStatOutputs) {
   EXPECT_EQ(StateUpdates(g).size(), 2u);
 }
 
+// Each Dropout gets training_mode, a mask output and a seed of its own: two dropouts of one shape
+// must not draw the same masks; the seed depends on the configured one and is the same in every
+// build of the graph (a rerun or resumed run draws the same masks).
 TEST(TrainModePass, DropoutGetsTrainingModeSeedAndMask) {
-  G b(13);
-  Graph& g = b.graph();
-  Value* x = g.AddValue("x", DType::kF32, Shape::Of({2, 3}));
-  g.AddInput(x);
-  Value* y = b.Op1("Dropout", {x, b.ConstF({}, {0.25f})});
-  g.AddOutput(y);
-  TrainModeOptions opt;
-  opt.seed = 42;
-  ASSERT_TRUE(MakeTrainModePass(opt)->Run(g).ok());
-  ASSERT_TRUE(Verify(g).ok());
-  const Node* d = y->producer;
-  EXPECT_EQ(d->attr_int("seed", 0), 42);
-  ASSERT_NE(d->input(2), nullptr);
-  EXPECT_EQ(d->input(2)->initializer->GetInt(0), 1);
-  ASSERT_NE(d->output(1), nullptr);
-  EXPECT_EQ(d->output(1)->dtype, DType::kBool);
+  auto seeds = [](int64_t config_seed) {
+    G b(13);
+    Graph& g = b.graph();
+    Value* x = g.AddValue("x", DType::kF32, Shape::Of({2, 3}));
+    g.AddInput(x);
+    Value* y1 = b.Op1("Dropout", {x, b.ConstF({}, {0.25f})});
+    Value* y2 = b.Op1("Dropout", {y1, b.ConstF({}, {0.25f})});
+    g.AddOutput(y2);
+    TrainModeOptions opt;
+    opt.seed = config_seed;
+    EXPECT_TRUE(MakeTrainModePass(opt)->Run(g).ok());
+    EXPECT_TRUE(Verify(g).ok());
+    std::vector<int64_t> out;
+    for (const Value* y : {y1, y2}) {
+      const Node* d = y->producer;
+      EXPECT_TRUE(d->has_attr("seed"));
+      out.push_back(d->attr_int("seed", -1));
+      EXPECT_GE(out.back(), 0);
+      EXPECT_TRUE(d->input(2) != nullptr && d->input(2)->initializer->GetInt(0) == 1);
+      EXPECT_TRUE(d->output(1) != nullptr && d->output(1)->dtype == DType::kBool);
+    }
+    return out;
+  };
+  const std::vector<int64_t> a = seeds(42);
+  EXPECT_NE(a[0], a[1]);
+  EXPECT_EQ(seeds(42), a);
+  EXPECT_NE(seeds(43), a);
 }
 
 TEST(LossPass, CrossEntropyAddsLabelsAndScalarLoss) {

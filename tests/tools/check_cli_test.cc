@@ -52,6 +52,24 @@ TEST_F(CheckCli, DynamoExporterConstantsAreFrozenWithTheirReason) {
   EXPECT_EQ(all.out.find("trainable: 21 initializers"), std::string::npos) << all.out;
 }
 
+// Dropout: a train-mode export's dropouts with their ratios (the dynamo exporter's bernoulli mask
+// rewritten into Dropout); an eval-mode export has none, and check says how to keep them.
+TEST_F(CheckCli, SaysWhichDropoutsTrain) {
+  Result ts = Check(kZoo + "dropout_mlp_ts.onnx");
+  EXPECT_EQ(ts.code, 0) << ts.out << ts.err;
+  EXPECT_NE(ts.out.find("dropout: /drop1/Dropout (ratio 0.3), /drop2/Dropout (ratio 0.3); evaluation and export "
+                        "drop nothing"),
+            std::string::npos) << ts.out;
+  EXPECT_NE(ts.out.find("4 constant nodes folded"), std::string::npos) << ts.out;
+  Result mask = Check(kZoo + "mobilenetv3_tv_train.onnx");
+  EXPECT_EQ(mask.code, 0) << mask.out << mask.err;
+  EXPECT_NE(mask.out.find("(ratio 0.2); evaluation"), std::string::npos) << mask.out;
+  EXPECT_EQ(mask.out.find("RandomUniformLike"), std::string::npos) << mask.out;
+  Result eval = Check(kZoo + "mobilenetv3_timm.onnx");
+  EXPECT_EQ(eval.code, 0) << eval.out << eval.err;
+  EXPECT_NE(eval.out.find("dropout: none (an export from eval() mode"), std::string::npos) << eval.out;
+}
+
 // x -> MatMul(W1) -> Det and x -> MatMul(W2) -> Mod(fmod=1): two branches, each
 // blocked by an op without a gradient rule; both are reported.
 TEST_F(CheckCli, ListsEveryBlockingNode) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 
@@ -131,6 +132,34 @@ TEST_F(RunCliTest, ErrorsNameTheProblem) {
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.output.find("--out"), std::string::npos) << r.output;
   EXPECT_FALSE(fs::exists(out));
+}
+
+// transformers' GPT-2 exported with dynamo=True, optimize=False splits its qkv projection with
+// SplitToSequence + SequenceAt, which no kernel runs: canonicalization, which every graph goes
+// through, makes them a Split, so --no-optimize runs it too, with the optimized run's values.
+TEST_F(RunCliTest, NoOptimizeRunsTheDynamoGpt2Export) {
+  const std::string zoo = std::string(MT_SOURCE_DIR) + "/tests/data/zoo/";
+  auto ref = ReadNpz(zoo + "gpt2_hf.npz");
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  ASSERT_TRUE(WriteNpz((dir_ / "ids.npz").string(), {{"input_ids", ref->at("input_ids")}}).ok());
+  std::map<std::string, Tensor> outs;
+  for (const char* flags : {" --no-optimize", ""}) {
+    const std::string out = (dir_ / (std::string("gpt2") + (*flags ? "_plain" : "_opt") + ".npz")).string();
+    Result r = RunCli("run " + zoo + "gpt2_hf.onnx --inputs=" + (dir_ / "ids.npz").string() + " --out=" + out + flags);
+    ASSERT_EQ(r.code, 0) << flags << ": " << r.output;
+    auto got = ReadNpz(out);
+    ASSERT_TRUE(got.ok()) << got.status();
+    outs.emplace(flags, got->at("logits"));
+  }
+  const Tensor &plain = outs.at(" --no-optimize"), &opt = outs.at("");
+  ASSERT_EQ(plain.dims(), std::vector<int64_t>({4, 8, 64}));
+  ASSERT_EQ(plain.dims(), opt.dims());
+  double max_ref = 0, max_err = 0;
+  for (int64_t i = 0; i < plain.numel(); ++i) {
+    max_ref = std::max(max_ref, std::fabs(opt.GetDouble(i)));
+    max_err = std::max(max_err, std::fabs(plain.GetDouble(i) - opt.GetDouble(i)));
+  }
+  EXPECT_LT(max_err, 1e-5 * max_ref);
 }
 
 TEST_F(RunCliTest, BenchPrintsTimesMemoryAndProfile) {

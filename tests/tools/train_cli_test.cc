@@ -296,6 +296,29 @@ TEST_F(TrainCli, BadDataIsNamedBeforeTraining) {
   ExpectError(TinyArgs(4) + " --data=" + Path("wide.npz"), "array 'x' has shape [64, 9], the model's input 'x' is [");
 }
 
+// Logits flattened in the model (zoo flat_lm_*: head(x).view(-1, V), labels N*T): train batches
+// T label rows per example and says so in one note; the zoo's .npz also holds arrays the model
+// does not read (references), which are ignored with one note. A fixed-batch export trains at its
+// batch without --batch-size and refuses another one naming the input's shape.
+TEST_F(TrainCli, FlattenedLogitsTakeKLabelRowsPerExample) {
+  const std::string zoo = std::string(MT_SOURCE_DIR) + "/tests/data/zoo/";
+  Result dyn = Run("train " + zoo + "flat_lm_dynamo.onnx --data=" + zoo + "flat_lm_dynamo.npz --batch-size=2 --steps=2");
+  ASSERT_EQ(dyn.code, 0) << dyn.out << dyn.err;
+  EXPECT_NE(dyn.err.find("mixtrain train: output 'logits' holds 8 rows per example of input 'idx': each example "
+                         "takes 8 consecutive rows of 'labels'\n"),
+            std::string::npos) << dyn.err;
+  EXPECT_NE(dyn.err.find("flat_lm_dynamo.npz: 10 arrays the model does not read ignored (adam_losses, grad/"),
+            std::string::npos) << dyn.err;
+  EXPECT_NE(dyn.err.find("4 train examples, batch 2, 2 steps"), std::string::npos) << dyn.err;
+  EXPECT_NE(dyn.out.find("trained 2 steps"), std::string::npos) << dyn.out;
+
+  Result fixed = Run("train " + zoo + "flat_lm_ts.onnx --data=" + zoo + "flat_lm_ts.npz --steps=1");
+  ASSERT_EQ(fixed.code, 0) << fixed.out << fixed.err;
+  EXPECT_NE(fixed.err.find("4 train examples, batch 4, 1 steps"), std::string::npos) << fixed.err;
+  ExpectError(zoo + "flat_lm_ts.onnx --data=" + zoo + "flat_lm_ts.npz --steps=1 --batch-size=2",
+              "--batch-size=2: the model was exported with a fixed batch of 4 (input 'idx' is [4, 8])");
+}
+
 // A FIFO given as an input is refused at once instead of blocking the run forever.
 TEST_F(TrainCli, FifoInputsAreRefusedWithoutBlocking) {
   const std::string fifo = Path("fifo");

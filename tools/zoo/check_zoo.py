@@ -10,6 +10,10 @@ references: for every NAME.onnx / NAME.npz pair it
     layout or transposition shows up as an O(1) error).
 BatchNormalization nodes are switched to training_mode=1 for this (batch statistics), as the
 engine's train-mode pass does, so BN models are checked against their train-mode references.
+Train-mode exports (make_zoo.py's train=True) have references at dropout p=0: their Dropout nodes
+lose training_mode (the identity); a random mask onnxruntime would draw itself (RandomUniformLike:
+the dynamo exporter's bernoulli) cannot be checked here and is skipped, saying so (the engine's
+tests compare it at p=0 and check the dropout statistically).
 
 pip packages: onnx, onnxruntime, numpy (see tools/zoo/make_zoo.py for versions)
 
@@ -57,6 +61,8 @@ def training_copy(model, grads):
             y = n.output[0]
             del n.output[:]
             n.output.extend([y, y + "__running_mean", y + "__running_var"])
+        if n.op_type == "Dropout" and len(n.input) > 2:
+            del n.input[2:]  # training_mode: a train-mode export's references are at p=0
     inits = {i.name: i for i in m.graph.initializer}
     for name in grads:
         i = inits[name]
@@ -103,6 +109,10 @@ def check(name, row):
         assert g in inits and inits[g].shape == v.shape, g
     assert int(row["n_params_mapped"]) == len(grads), (row["n_params_mapped"], len(grads))
     axis = int(row["class_axis"])
+    if any(n.op_type == "RandomUniformLike" for n in model.graph.node):
+        print(f"skip {name:20s} draws a random mask (RandomUniformLike): onnxruntime's own draws "
+              f"cannot match the p=0 references")
+        return True
 
     so = ort.SessionOptions()
     so.intra_op_num_threads = so.inter_op_num_threads = 1
@@ -124,7 +134,10 @@ def check(name, row):
         plain = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
         full = plain.run(None, feeds)[0]
         half = plain.run(None, {k: v[:2] for k, v in feeds.items()})[0]
-        assert half.shape[0] == 2 and np.allclose(half, full[:2], atol=1e-5), "dynamic batch"
+        # rows per example: 1, or T for logits the model flattens itself (N*T x V)
+        rows = full.shape[0] // next(iter(feeds.values())).shape[0]
+        assert half.shape[0] == 2 * rows and np.allclose(half, full[:2 * rows], atol=1e-5), \
+            "dynamic batch"
     l0 = loss()
     loss_err = abs(l0 - float(z["loss"]))
     assert loss_err < 1e-4 * max(1.0, abs(l0)), (l0, float(z["loss"]))

@@ -627,6 +627,108 @@ def build_llama():
             torch.randint(0, 64, (BATCH, 8)))
 
 
+# --- train-mode dropout and flattened logits (issue 32) -----------------------------------------
+
+def make_dropout_mlp():
+    torch = torch_mod()
+    from torch import nn
+
+    class DropoutMLP(nn.Module):
+        """Two dropouts of one shape and rate: their masks must differ (per-node seeds)."""
+        def __init__(self):
+            super().__init__()
+            self.fc1 = nn.Linear(16, 64)
+            self.drop1 = nn.Dropout(0.3)
+            self.fc2 = nn.Linear(64, 64)
+            self.drop2 = nn.Dropout(0.3)
+            self.fc3 = nn.Linear(64, 5)
+
+        def forward(self, x):
+            x = self.drop1(torch.relu(self.fc1(x)))
+            x = self.drop2(torch.relu(self.fc2(x)))
+            return self.fc3(x)
+
+    return DropoutMLP(), {"x": torch.randn(BATCH, 16)}, class_labels(5)
+
+
+@register("dropout_mlp_ts", "torchscript", 17, train=True,
+          notes="Linear-ReLU-Dropout(0.3) twice, then Linear; training=TrainingMode.TRAINING: "
+                "Dropout nodes whose ratio and training_mode come from Constant nodes")
+def build_dropout_mlp_ts():
+    return make_dropout_mlp()
+
+
+@register("dropout_mlp_dynamo", "dynamo", 18, train=True,
+          notes="dropout_mlp_ts's module through the dynamo exporter in train() mode: "
+                "nn.Dropout becomes a Dropout node (native_dropout) with Constant ratio and "
+                "training_mode")
+def build_dropout_mlp_dynamo():
+    return make_dropout_mlp()
+
+
+def make_mobilenet_v3_tv():
+    from torchvision.models.mobilenetv3 import MobileNetV3, _mobilenet_v3_conf
+    setting, _ = _mobilenet_v3_conf("mobilenet_v3_small", width_mult=0.5, reduced_tail=True)
+    m = MobileNetV3(setting, 128, num_classes=5)
+    return m, {"x": image((BATCH, 3, 64, 64))}, class_labels(5)
+
+
+MNV3_NOTE = ("torchvision MobileNetV3 with mobilenet_v3_small's blocks at width_mult=0.5, "
+             "reduced_tail, last_channel 128 (the full model is 6.9 MB), 3x64x64; its classifier's "
+             "nn.Dropout(p=0.2, inplace=True)")
+
+
+@register("mobilenetv3_tv_train", "dynamo", 20, train=True,
+          notes=MNV3_NOTE + " exports in train() mode as bernoulli: "
+                "RandomUniformLike(CastLike(Expand)), Less(r, 0.8), CastLike, Div by 0.8, Mul; "
+                "BatchNormalization in inference form with momentum 0.99")
+def build_mobilenetv3_tv_train():
+    return make_mobilenet_v3_tv()
+
+
+@register("mobilenetv3_tv_train_ts", "torchscript", 17, train=True,
+          notes=MNV3_NOTE + " exports with training=TrainingMode.TRAINING as a Dropout node; "
+                "BatchNormalization with training_mode=1")
+def build_mobilenetv3_tv_train_ts():
+    return make_mobilenet_v3_tv()
+
+
+def make_flat_lm(vocab=64, d=32, t=8):
+    torch = torch_mod()
+    from torch import nn
+
+    class FlatLM(nn.Module):
+        """A token model that flattens its logits itself: N*T rows of V classes."""
+        def __init__(self):
+            super().__init__()
+            self.emb = nn.Embedding(vocab, d)
+            self.pos = nn.Parameter(torch.randn(t, d) * 0.1)
+            self.ln = nn.LayerNorm(d)
+            self.fc = nn.Linear(d, 2 * d)
+            self.head = nn.Linear(2 * d, vocab)
+
+        def forward(self, idx):
+            x = self.ln(self.emb(idx) + self.pos)
+            return self.head(torch.tanh(self.fc(x))).view(-1, vocab)
+
+    return (FlatLM(), {"idx": torch.randint(0, vocab, (BATCH, t))},
+            torch.randint(0, vocab, (BATCH * t,)))
+
+
+@register("flat_lm_ts", "torchscript", 17,
+          notes="logits flattened inside the model (head(x).view(-1, V): 32 x 64 for 4 x 8 "
+                "tokens), labels saved flat (32): 8 label rows per example")
+def build_flat_lm_ts():
+    return make_flat_lm()
+
+
+@register("flat_lm_dynamo", "dynamo", 18, dynamic=True,
+          notes="flat_lm_ts's module through the dynamo exporter with a symbolic batch: the "
+                "logits' first dim is a multiple of it")
+def build_flat_lm_dynamo():
+    return make_flat_lm()
+
+
 # --- tf2onnx ---------------------------------------------------------------------------------------
 
 # Keras layers whose weights tf2onnx stores under names that are no Keras variable's: a conv's
@@ -809,6 +911,17 @@ def uniquify_params(module, seed):
     return changed
 
 
+def zero_dropout(module):
+    """Sets every dropout to p=0; returns [(module name, former p)]."""
+    from torch import nn
+    ratios = []
+    for name, m in module.named_modules():
+        if isinstance(m, nn.modules.dropout._DropoutNd) and m.p > 0:
+            ratios.append((name, m.p))
+            m.p = 0.0
+    return ratios
+
+
 def check_no_dropout(module):
     from torch import nn
     for name, m in module.named_modules():
@@ -972,9 +1085,10 @@ def export_torch(spec, module, inputs, path):
         if spec.dynamic:
             dyn = {n: {0: "batch"} for n in names}
             dyn["logits"] = {0: "batch"}
+        mode = torch.onnx.TrainingMode.TRAINING if spec.train else torch.onnx.TrainingMode.EVAL
         torch.onnx.export(module, args, path, dynamo=False, opset_version=spec.opset,
                           input_names=names, output_names=["logits"], dynamic_axes=dyn,
-                          do_constant_folding=spec.fold, training=torch.onnx.TrainingMode.EVAL)
+                          do_constant_folding=spec.fold, training=mode)
     else:
         dyn = None
         if spec.dynamic:
@@ -993,6 +1107,15 @@ def make_torch_model(spec):
     module, inputs, labels = spec.build()
     module = module.float()
     changed = uniquify_params(module, 0)
+    exported = None
+    if spec.train:
+        # The file holds the train-mode module with its dropout; the references are the same
+        # weights at dropout p=0 (deterministic, as the tests compare them: tests/zoo/zoo_test.cc
+        # zeroes the exported dropout ratios; tests/passes/dropout_export_test.cc checks the
+        # dropout itself statistically).
+        exported = copy.deepcopy(module).train()
+        ratios = zero_dropout(module)
+        assert ratios, f"{spec.name}: a train-mode export needs a dropout"
     check_no_dropout(module)
     bn = has_batchnorm(module)
     lm = spec.loss == "cross_entropy_lm"
@@ -1025,7 +1148,7 @@ def make_torch_model(spec):
         assert d < 1e-5, f"train/eval outputs differ by {d}: randomness or mode-dependent layers"
 
     path = os.path.join(OUT, spec.name + ".onnx")
-    export_torch(spec, module, inputs, path)
+    export_torch(spec, exported if spec.train else module, inputs, path)
     model = onnx.load(path)
     onnx.checker.check_model(model, full_check=True)
     in_names = graph_inputs(model)
@@ -1035,7 +1158,8 @@ def make_torch_model(spec):
     mapping, unmapped = map_params(value_params, model)
 
     feeds = {k: v.numpy() for k, v in inputs.items()}
-    ort_out = run_ort(path, feeds)
+    # A train-mode export draws its dropout masks in onnxruntime too: nothing to compare with.
+    ort_out = None if spec.train else run_ort(path, feeds)
     ort_err = None if ort_out is None else float(np.abs(ort_out - out_eval).max())
 
     arrays = dict(feeds)
@@ -1058,6 +1182,13 @@ def make_torch_model(spec):
         notes.append(layout_note(mapping))
     if changed:
         notes.append(f"seeded noise added to {len(changed)} constant/duplicate params")
+    if spec.train:
+        notes.append("exported in train() mode with dropout " +
+                     ", ".join(f"{n} p={p}" for n, p in ratios) +
+                     "; references (loss, grads, adam_losses) are the module at dropout p=0 (the "
+                     "zoo test zeroes the exported ratios; the dropout itself is checked "
+                     "statistically by tests/passes/dropout_export_test.cc); no onnxruntime "
+                     "comparison (it draws its own masks)")
     return dict(model=model, bn=bn, mapped=len(mapping), unmapped=unmapped, ort_err=ort_err,
                 dynamic=dynamic_batch_of(model, inputs), notes="; ".join(notes),
                 loss=float(loss.item()), n_params=len(named))

@@ -1,0 +1,55 @@
+// See training_graphs.h.
+#include "runtime/training_graphs.h"
+
+#include <cstdlib>
+
+#include "absl/strings/str_cat.h"
+#include "kernels/cpu/dnnl_common.h"
+#include "passes/passes.h"
+#include "runtime/planner.h"
+
+namespace mixtrain {
+
+absl::StatusOr<TrainingRecipe> ResolveRecipeFor(const pb::TrainConfig& config, const Graph& model,
+                                                DeviceType device) {
+  const bool on_cpu = device == DeviceType::kCPU;
+  // bf16 is native on every GPU the CUDA backend accepts (compute capability 8.0 and up).
+  MT_ASSIGN_OR_RETURN(TrainingRecipe recipe,
+                      ResolveTrainingRecipe(config, model, on_cpu ? dnnl_util::NativeBf16() : true));
+  // MIXTRAIN_TRAIN_LAYOUT=plain keeps ONNX's layouts on the CPU too (benchmarks compare both).
+  const char* layout = std::getenv("MIXTRAIN_TRAIN_LAYOUT");
+  recipe.cpu_layouts = on_cpu && !(layout != nullptr && std::string(layout) == "plain");
+  recipe.fp32_grad_products = on_cpu;
+  if (!recipe.note.empty() && on_cpu) recipe.note = absl::StrCat(recipe.note, " (oneDNN ISA ", dnnl_util::DnnlIsaName(), ")");
+  return recipe;
+}
+
+absl::StatusOr<TrainingGraphs> BuildTrainingGraphs(std::unique_ptr<Graph> model, const TrainingRecipe& recipe,
+                                                   int64_t step_seed) {
+  TrainingGraphs out;
+  out.recipe = recipe;
+  MT_RETURN_IF_ERROR(PrepareModel(*model, recipe));
+  out.step = model->Clone();
+  TrainingRecipe step_recipe = recipe;
+  step_recipe.train_mode.seed += step_seed;
+  MT_ASSIGN_OR_RETURN(out.params, BuildTrainingStep(*out.step, step_recipe));
+  out.eval = model->Clone();
+  MT_RETURN_IF_ERROR(BuildEvalGraph(*out.eval, recipe));
+  out.model = std::move(model);
+  return out;
+}
+
+absl::Status DryPlanTraining(const TrainingGraphs& graphs, DeviceType device) {
+  if (absl::Status st = DryPlan(*graphs.step, device, StateUpdates(*graphs.step)); !st.ok())
+    return absl::Status(st.code(), absl::StrCat("training step: ", st.message()));
+  if (absl::Status st = DryPlan(*graphs.eval, device, {}); !st.ok())
+    return absl::Status(st.code(), absl::StrCat("evaluation: ", st.message()));
+  std::unique_ptr<Graph> exported = graphs.model->Clone();
+  if (absl::Status st = LowerForExport(*exported, DType::kF32); !st.ok())
+    return absl::Status(st.code(), absl::StrCat("export: ", st.message()));
+  if (absl::Status st = DryPlan(*exported, DeviceType::kCPU, {}); !st.ok())
+    return absl::Status(st.code(), absl::StrCat("export (inference on the cpu): ", st.message()));
+  return absl::OkStatus();
+}
+
+}  // namespace mixtrain

@@ -1,0 +1,43 @@
+// The graphs training runs, built in one place for one device: the prepared (canonicalized) model
+// that evaluation and export start from, the training step and the evaluation graph. The Trainer
+// runs them; `mixtrain check` (api/check.cc) builds and plans the very same ones, so a model it
+// says trains is one whose step, evaluation and export `train` can build and plan.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "graph/graph.h"
+#include "passes/pipeline.h"
+#include "proto/mixtrain_pb.h"
+#include "runtime/device.h"
+
+namespace mixtrain {
+
+struct TrainingGraphs {
+  TrainingRecipe recipe;
+  std::unique_ptr<Graph> model;  // canonicalized: the export starts from it
+  std::unique_ptr<Graph> step, eval;
+  std::vector<std::string> params;  // what the step trains, in order
+};
+
+// `config` resolved for `device`: --dtype=auto is bf16 where bf16 is native (the CPU's oneDNN
+// says; every GPU the CUDA backend accepts has it); the CPU's step keeps its conv region
+// channel-blocked (unless MIXTRAIN_TRAIN_LAYOUT=plain) and lets bf16 products write fp32.
+absl::StatusOr<TrainingRecipe> ResolveRecipeFor(const pb::TrainConfig& config, const Graph& model,
+                                                DeviceType device);
+
+// Prepares `model` and builds the step and evaluation graphs from it with `recipe`. `step_seed`
+// is added to the dropout seed of the step (data parallel: each rank draws its own masks).
+absl::StatusOr<TrainingGraphs> BuildTrainingGraphs(std::unique_ptr<Graph> model, const TrainingRecipe& recipe,
+                                                   int64_t step_seed = 0);
+
+// Plans what training will run as its sessions will on `device`, without running anything (the
+// planner's DryPlan: batch 2 where the model leaves it open): the step with its state updates,
+// evaluation, and the exported inference model (fp32, on the CPU, where `mixtrain run` runs it).
+// The first failure, naming the graph ("training step: ...").
+absl::Status DryPlanTraining(const TrainingGraphs& graphs, DeviceType device);
+
+}  // namespace mixtrain
