@@ -28,8 +28,8 @@ struct InferenceSession::Impl {
 namespace {
 
 // Lowers `g` to options.compute_type when that is f16/bf16; the inference passes on the CPU.
-// Canonicalization runs in any case: it is the import stage every graph starts from, and it
-// rewrites what has no kernel (sequence ops, exporters' random-mask dropout) into what does, so
+// The import (ImportForInference: canonicalization, loops unrolled) runs in any case: it rewrites
+// what has no kernel (sequence ops, exporters' random-mask dropout, Loop/Scan) into what does, so
 // optimize=false still runs what exporters write.
 absl::StatusOr<std::shared_ptr<const Graph>> Prepare(std::unique_ptr<Graph> g, const InferenceOptions& options,
                                                      DeviceType device) {
@@ -43,9 +43,7 @@ absl::StatusOr<std::shared_ptr<const Graph>> Prepare(std::unique_ptr<Graph> g, c
   if (options.optimize && device == DeviceType::kCPU) {
     MT_RETURN_IF_ERROR(OptimizeForInference(*g));  // canonicalization first
   } else {
-    PassManager pm;
-    pm.Add(MakeCanonicalizePass());
-    MT_RETURN_IF_ERROR(pm.Run(*g));
+    MT_RETURN_IF_ERROR(ImportForInference(*g));
   }
   return std::shared_ptr<const Graph>(std::move(g));
 }

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "passes/canonicalize.h"
 #include "passes/precision.h"
+#include "passes/unroll_loop.h"
 
 namespace mixtrain {
 namespace {
@@ -89,9 +90,16 @@ std::vector<std::string> InferencePassNames() {
   return names;
 }
 
-absl::Status OptimizeForInference(Graph& g) {
+absl::Status ImportForInference(Graph& g) {
   PassManager pm;
   pm.Add(MakeCanonicalizePass());
+  pm.Add(MakeUnrollLoopPass());
+  return pm.Run(g);
+}
+
+absl::Status OptimizeForInference(Graph& g) {
+  PassManager pm;
+  pm.Add(MakeCanonicalizePass());  // unroll_loop is the first registered inference pass
   for (const Entry& e : Entries()) pm.Add(e.factory());
   pm.Add(MakeCleanupPass());
   return pm.Run(g);

@@ -32,7 +32,11 @@ TargetTraits CurrentTargetTraits();
 void RegisterInferencePass(const std::string& name, int position, PassFactory factory);
 // Registered inference passes, in position order.
 std::vector<std::string> InferencePassNames();
-// Runs every inference pass in order (verifying after each), then cleanup.
+// The import every forward graph a session runs starts from, optimized or not: canonicalization
+// (sequence ops, exporters' dropout masks into what has kernels), then unroll_loop (no kernel runs
+// a Loop or Scan; one it cannot write out stays and fails the plan naming it).
+absl::Status ImportForInference(Graph& g);
+// ImportForInference, then every inference pass in order (verifying after each), then cleanup.
 absl::Status OptimizeForInference(Graph& g);
 
 #define MT_REGISTER_INFERENCE_PASS(name, position, factory)                         \

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "kernels/cpu/dnnl_common.h"
+#include "passes/inference.h"
 #include "passes/passes.h"
 #include "runtime/planner.h"
 
@@ -47,6 +48,9 @@ absl::Status DryPlanTraining(const TrainingGraphs& graphs, DeviceType device) {
   std::unique_ptr<Graph> exported = graphs.model->Clone();
   if (absl::Status st = LowerForExport(*exported, DType::kF32); !st.ok())
     return absl::Status(st.code(), absl::StrCat("export: ", st.message()));
+  // As an InferenceSession opens the exported file.
+  if (absl::Status st = ImportForInference(*exported); !st.ok())
+    return absl::Status(st.code(), absl::StrCat("export (inference on the cpu): ", st.message()));
   if (absl::Status st = DryPlan(*exported, DeviceType::kCPU, {}); !st.ok())
     return absl::Status(st.code(), absl::StrCat("export (inference on the cpu): ", st.message()));
   return absl::OkStatus();

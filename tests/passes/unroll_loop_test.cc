@@ -366,6 +366,13 @@ TEST(UnrollLoop, InferencePipelineUnrolls) {
   std::vector<Tensor> got = RunGraph(*g, {{"x", Floats({2, 4, 3}, x)}});
   ASSERT_EQ(got.size(), 2u);
   ExpectNear(got[0], {2, 2}, RnnReference(x, 2).back());
+  // optimize=false (`run --no-optimize`) and check's plan of an exported file import the same way.
+  std::unique_ptr<Graph> plain = Import(ParseModel(kRnnLoop));
+  ASSERT_TRUE(ImportForInference(*plain).ok());
+  EXPECT_EQ(Loops(*plain), 0);
+  got = RunGraph(*plain, {{"x", Floats({2, 4, 3}, x)}});
+  ASSERT_EQ(got.size(), 2u);
+  ExpectNear(got[0], {2, 2}, RnnReference(x, 2).back());
 }
 
 // --- through the Trainer ---------------------------------------------------------------------------
