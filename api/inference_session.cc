@@ -1,7 +1,7 @@
-// mixtrain::v1::InferenceSession: a locked pimpl over the runtime's Session (runtime/session.h)
-// for an imported ONNX model, optionally lowered to compute in fp16/bf16 (passes/low_precision.h).
-#include <mutex>
-
+// mixtrain::v1::InferenceSession: a pimpl over the runtime's Session (runtime/session.h) for an
+// imported ONNX model, optionally lowered to compute in fp16/bf16 (passes/low_precision.h). The
+// Session does the locking (its thread contract is this class's: docs/embedding.md, "Threads");
+// everything here past Create is fixed.
 #include "api/convert.h"
 #include "graph/onnx_import.h"
 #include "mixtrain/inference_session.h"
@@ -17,7 +17,6 @@ namespace mixtrain {
 inline namespace v1 {
 
 struct InferenceSession::Impl {
-  std::mutex mu;
   InferenceOptions options;
   std::shared_ptr<const Graph> graph;
   std::unique_ptr<Session> session;
@@ -147,7 +146,6 @@ std::vector<std::string> InferenceSession::OutputNames() const {
 }
 
 absl::StatusOr<TensorMap> InferenceSession::Run(const TensorMap& feeds, const std::vector<std::string>& fetch) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
   return api::Guarded("InferenceSession::Run", [&]() -> absl::StatusOr<TensorMap> {
     std::vector<std::string> names = fetch.empty() ? OutputNames() : fetch;
     std::map<std::string, Tensor> inputs = api::ToTensors(feeds);
@@ -172,9 +170,8 @@ absl::StatusOr<TensorMap> InferenceSession::Run(const TensorMap& feeds, const st
 }
 
 std::optional<PlanStatistics> InferenceSession::LastPlanStatistics() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  const PlanStats* st = impl_->session->last_plan_stats();
-  if (st == nullptr) return std::nullopt;
+  const std::optional<PlanStats> st = impl_->session->last_plan_stats();
+  if (!st) return std::nullopt;
   PlanStatistics out;
   out.peak_planned_bytes = st->peak_planned_bytes;
   out.naive_bytes = st->naive_bytes;
@@ -186,12 +183,10 @@ std::optional<PlanStatistics> InferenceSession::LastPlanStatistics() const {
 }
 
 void InferenceSession::SetProfiling(bool on) {
-  std::lock_guard<std::mutex> lock(impl_->mu);
   impl_->session->set_profiling(on);
 }
 
 std::vector<OpTypeTime> InferenceSession::Profile() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
   std::vector<OpTypeTime> out;
   for (const OpProfile& p : impl_->session->Profile())
     out.push_back(OpTypeTime{.op_type = p.op_type, .calls = p.calls, .seconds = p.seconds});

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -11,6 +12,17 @@
 #include "runtime/planner.h"
 
 namespace mixtrain {
+
+// What one run of a plan writes: the executor (arena, kernels with their cached primitives and
+// prepacked weights) and the per-run buffers. One run uses a context at a time.
+struct Session::Context {
+  std::unique_ptr<Executor> executor;
+  std::vector<const void*> feed_data;  // per graph input, filled per run
+  // The tensors the context's last run returned. Once the caller has dropped one, the next run
+  // writes into it again instead of allocating: fresh large allocations page-fault on every run
+  // (glibc hands freed blocks back to the kernel), which cost ~1 ms per gpt_mini bf16 batch.
+  std::vector<Tensor> outputs;
+};
 
 // One input signature's plan. The signature fields let Run recognize it again without building
 // a key (no allocation on the hot path).
@@ -22,11 +34,29 @@ struct Session::CachedPlan {
   std::vector<std::vector<int64_t>> dims;
   std::vector<Tensor> keyed_values;  // per input; defined for inputs whose contents key the plan
   std::shared_ptr<const ExecutionPlan> plan;
-  std::unique_ptr<Executor> executor;
-  // The tensors the last Run returned. Once the caller has dropped one, the next Run writes into
-  // it again instead of allocating: fresh large allocations page-fault on every run (glibc hands
-  // freed blocks back to the kernel), which cost ~1 ms per gpt_mini bf16 batch.
-  std::vector<Tensor> outputs;
+  // The plan's execution contexts: as many as runs of it have overlapped, kept for reuse.
+  std::mutex pool_mu;
+  std::vector<std::unique_ptr<Context>> contexts;  // all of them
+  std::vector<Context*> idle;                      // those no run holds
+};
+
+// A context taken from a plan's pool for one run; given back when the lease ends.
+class Session::ContextLease {
+ public:
+  ContextLease(CachedPlan* plan, Context* context) : plan_(plan), context_(context) {}
+  ContextLease(ContextLease&& o) noexcept : plan_(o.plan_), context_(std::exchange(o.context_, nullptr)) {}
+  ContextLease& operator=(ContextLease&&) = delete;
+  ~ContextLease() {
+    if (context_ == nullptr) return;
+    std::lock_guard<std::mutex> lock(plan_->pool_mu);
+    plan_->idle.push_back(context_);
+  }
+  Context& operator*() const { return *context_; }
+  Context* operator->() const { return context_; }
+
+ private:
+  CachedPlan* plan_;
+  Context* context_;
 };
 
 namespace {
@@ -71,6 +101,9 @@ absl::Status Session::Init() {
     device_ = std::move(d);
   }
   options_.device = device_->type();
+  // A device with memory of its own runs everything on one stream (and its buffers, allocator
+  // and library handles are not made for several host threads): its runs take turns.
+  concurrent_runs_ = device_->type() == DeviceType::kCPU && device_->shares_host_memory();
   absl::flat_hash_set<std::string> targets;
   for (const auto& [from, to] : options_.state_updates) {
     const Value* v = graph_->FindValue(to);
@@ -97,7 +130,6 @@ absl::Status Session::Init() {
   device_->Synchronize();
   for (const Value* v : graph_->outputs()) default_fetches_.push_back(v->name);
   value_keyed_.assign(graph_->inputs().size(), false);
-  feed_data_.assign(graph_->inputs().size(), nullptr);
   profiling_ = options_.profile;
   return absl::OkStatus();
 }
@@ -229,16 +261,44 @@ absl::StatusOr<std::unique_ptr<Session::CachedPlan>> Session::MakePlan(
     cp->keyed_values.push_back(req.feeds[i].value != nullptr ? req.feeds[i].value->Clone() : Tensor());
   }
   cp->plan = std::move(*plan);
-  MT_ASSIGN_OR_RETURN(cp->executor, Executor::Create(cp->plan, device_.get(), InitializerAddresses(),
-                                                      options_.communicator.get(), HostInitializerAddresses()));
-  cp->executor->set_profiling(profiling_);
-  cp->executor->set_record(options_.record_steps);
+  // The first context now, so that a plan whose kernels cannot be made is never cached.
+  MT_ASSIGN_OR_RETURN(std::unique_ptr<Context> first, MakeContext(cp->plan));
+  cp->idle.push_back(first.get());
+  cp->contexts.push_back(std::move(first));
   return cp;
+}
+
+absl::StatusOr<std::unique_ptr<Session::Context>> Session::MakeContext(
+    std::shared_ptr<const ExecutionPlan> plan) const {
+  auto c = std::make_unique<Context>();
+  MT_ASSIGN_OR_RETURN(c->executor, Executor::Create(std::move(plan), device_.get(), InitializerAddresses(),
+                                                     options_.communicator.get(), HostInitializerAddresses()));
+  c->executor->set_profiling(profiling_);
+  c->executor->set_record(options_.record_steps);
+  c->feed_data.assign(graph_->inputs().size(), nullptr);
+  return c;
+}
+
+absl::StatusOr<Session::ContextLease> Session::Acquire(CachedPlan& p) {
+  {
+    std::lock_guard<std::mutex> lock(p.pool_mu);
+    if (!p.idle.empty()) {
+      Context* c = p.idle.back();
+      p.idle.pop_back();
+      return ContextLease(&p, c);
+    }
+  }
+  // Every context is running: a new one (made outside the lock; the others keep running).
+  MT_ASSIGN_OR_RETURN(std::unique_ptr<Context> c, MakeContext(p.plan));
+  std::lock_guard<std::mutex> lock(p.pool_mu);
+  p.contexts.push_back(std::move(c));
+  return ContextLease(&p, p.contexts.back().get());
 }
 
 absl::StatusOr<Session::CachedPlan*> Session::GetPlan(const std::map<std::string, Tensor>& feeds,
                                                       const std::vector<std::string>& fetches,
                                                       bool write_state) {
+  std::lock_guard<std::mutex> lock(plans_mu_);
   if (last_ != nullptr && Matches(*last_, feeds, fetches, write_state)) return last_;
   MT_ASSIGN_OR_RETURN(std::string key, SignatureKey(feeds, fetches, write_state));
   auto it = plans_.find(key);
@@ -266,21 +326,30 @@ absl::Status Session::Launch(const std::map<std::string, Tensor>& feeds) {
 absl::StatusOr<std::vector<Tensor>> Session::RunPlan(const std::map<std::string, Tensor>& feeds,
                                                      const std::vector<std::string>& fetches, bool write_state,
                                                      bool wait) {
+  const bool alone = !concurrent_runs_ || (write_state && !options_.state_updates.empty());
+  std::unique_lock<std::shared_mutex> exclusive(state_mu_, std::defer_lock);
+  std::shared_lock<std::shared_mutex> shared(state_mu_, std::defer_lock);
+  if (alone) {
+    exclusive.lock();
+  } else {
+    shared.lock();
+  }
   MT_ASSIGN_OR_RETURN(CachedPlan* p, GetPlan(feeds, fetches, write_state));
+  MT_ASSIGN_OR_RETURN(ContextLease context, Acquire(*p));
   const auto& inputs = graph_->inputs();
   for (size_t i = 0; i < inputs.size(); ++i) {
     auto it = feeds.find(inputs[i]->name);
-    feed_data_[i] = it == feeds.end() ? nullptr : it->second.data();
+    context->feed_data[i] = it == feeds.end() ? nullptr : it->second.data();
   }
-  Executor& exec = *p->executor;
-  MT_RETURN_IF_ERROR(exec.Run(feed_data_, runs_++));
+  Executor& exec = *context->executor;
+  MT_RETURN_IF_ERROR(exec.Run(context->feed_data, runs_.fetch_add(1)));
   const ExecutionPlan& plan = *p->plan;
   std::vector<Tensor> results;
   results.reserve(plan.fetch_slots.size());
-  p->outputs.resize(plan.fetch_slots.size());
+  context->outputs.resize(plan.fetch_slots.size());
   for (size_t i = 0; i < plan.fetch_slots.size(); ++i) {
     const Slot& slot = plan.slots[plan.fetch_slots[i]];
-    Tensor& kept = p->outputs[i];
+    Tensor& kept = context->outputs[i];
     if (!kept.defined() || !kept.sole_owner()) kept = Tensor(slot.dtype, slot.dims);
     results.push_back(kept);
     device_->CopyToHost(kept.data(), exec.SlotData(plan.fetch_slots[i]), slot.nbytes());
@@ -292,6 +361,7 @@ absl::StatusOr<std::vector<Tensor>> Session::RunPlan(const std::map<std::string,
 }
 
 absl::StatusOr<Tensor> Session::GetInitializer(const std::string& name) const {
+  std::shared_lock<std::shared_mutex> lock(state_mu_);
   auto it = init_index_.find(name);
   if (it == init_index_.end()) return absl::NotFoundError(absl::StrCat("no initializer '", name, "'"));
   const InitializerBuffer& b = inits_[it->second];
@@ -303,6 +373,8 @@ absl::StatusOr<Tensor> Session::GetInitializer(const std::string& name) const {
 }
 
 absl::Status Session::SetInitializer(const std::string& name, const Tensor& value) {
+  std::unique_lock<std::shared_mutex> lock(state_mu_);
+  std::lock_guard<std::mutex> plans_lock(plans_mu_);
   auto it = init_index_.find(name);
   if (it == init_index_.end()) return absl::NotFoundError(absl::StrCat("no initializer '", name, "'"));
   int i = it->second;
@@ -317,12 +389,14 @@ absl::Status Session::SetInitializer(const std::string& name, const Tensor& valu
     b.owned = true;
     device_->CopyToDevice(b.on_device.data(), value.data(), value.nbytes());
     const std::vector<const void*> host = HostInitializerAddresses();
-    for (auto& [key, p] : plans_) p->executor->BindHostInitializers(host);
+    for (auto& [key, p] : plans_)
+      for (auto& c : p->contexts) c->executor->BindHostInitializers(host);
   } else if (!b.owned) {
     b.tensor = value.Clone();
     b.owned = true;
     std::vector<void*> addresses = InitializerAddresses();
-    for (auto& [key, p] : plans_) p->executor->BindInitializers(addresses);
+    for (auto& [key, p] : plans_)
+      for (auto& c : p->contexts) c->executor->BindInitializers(addresses);
   } else {
     std::memcpy(b.tensor.data(), value.data(), value.nbytes());
   }
@@ -339,11 +413,31 @@ absl::Status Session::SetInitializer(const std::string& name, const Tensor& valu
   return absl::OkStatus();
 }
 
-const PlanStats* Session::last_plan_stats() const { return last_ == nullptr ? nullptr : &last_->plan->stats; }
+std::optional<PlanStats> Session::last_plan_stats() const {
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  if (last_ == nullptr) return std::nullopt;
+  return last_->plan->stats;
+}
+
+size_t Session::num_cached_plans() const {
+  std::lock_guard<std::mutex> lock(plans_mu_);
+  return plans_.size();
+}
+
+size_t Session::num_execution_contexts() const {
+  std::unique_lock<std::shared_mutex> lock(state_mu_);  // no run is adding one
+  std::lock_guard<std::mutex> plans_lock(plans_mu_);
+  size_t n = 0;
+  for (const auto& [key, p] : plans_) n += p->contexts.size();
+  return n;
+}
 
 void Session::set_profiling(bool on) {
+  std::unique_lock<std::shared_mutex> lock(state_mu_);
+  std::lock_guard<std::mutex> plans_lock(plans_mu_);
   profiling_ = on;
-  for (auto& [key, p] : plans_) p->executor->set_profiling(on);
+  for (auto& [key, p] : plans_)
+    for (auto& c : p->contexts) c->executor->set_profiling(on);
 }
 
 std::vector<OpProfile> Session::Profile() const {
@@ -361,19 +455,24 @@ std::vector<OpProfile> Session::Profile() const {
 }
 
 std::vector<NodeProfile> Session::ProfileByNode() const {
+  std::unique_lock<std::shared_mutex> lock(state_mu_);  // no run is adding to the times
+  std::lock_guard<std::mutex> plans_lock(plans_mu_);
   std::map<const Node*, NodeProfile> by_node;
   for (const auto& [key, p] : plans_) {
     const auto& steps = p->plan->steps;
-    for (size_t i = 0; i < steps.size(); ++i) {
-      if (p->executor->step_runs()[i] == 0) continue;
-      NodeProfile& n = by_node[steps[i].node];
-      n.node = steps[i].node;
-      n.calls += p->executor->step_runs()[i];
-      n.seconds += p->executor->step_seconds()[i];
-      n.allocations += p->executor->step_allocations()[i];
-      const double runs = static_cast<double>(p->executor->step_runs()[i]);
-      n.flops += runs * p->executor->step_costs()[i].flops;
-      n.bytes += runs * p->executor->step_costs()[i].bytes;
+    for (const auto& c : p->contexts) {
+      const Executor& e = *c->executor;
+      for (size_t i = 0; i < steps.size(); ++i) {
+        if (e.step_runs()[i] == 0) continue;
+        NodeProfile& n = by_node[steps[i].node];
+        n.node = steps[i].node;
+        n.calls += e.step_runs()[i];
+        n.seconds += e.step_seconds()[i];
+        n.allocations += e.step_allocations()[i];
+        const double runs = static_cast<double>(e.step_runs()[i]);
+        n.flops += runs * e.step_costs()[i].flops;
+        n.bytes += runs * e.step_costs()[i].bytes;
+      }
     }
   }
   std::vector<NodeProfile> v;
@@ -383,7 +482,10 @@ std::vector<NodeProfile> Session::ProfileByNode() const {
 }
 
 void Session::ResetProfile() {
-  for (auto& [key, p] : plans_) p->executor->ResetProfile();
+  std::unique_lock<std::shared_mutex> lock(state_mu_);
+  std::lock_guard<std::mutex> plans_lock(plans_mu_);
+  for (auto& [key, p] : plans_)
+    for (auto& c : p->contexts) c->executor->ResetProfile();
 }
 
 }  // namespace mixtrain

@@ -2,12 +2,23 @@
 // new input signature (dtypes, dims, and for inputs that shapes depend on, contents) gets its own
 // ExecutionPlan and Executor, cached. Initializers live in persistent device buffers across runs;
 // `state_updates` make values computed by a run the initializers' new contents (training state).
-// A Session is not thread-safe: one Run at a time (kernels use the cores inside each node).
+//
+// Threads: every method may be called from any thread. On the CPU, runs that write no state (no
+// state_updates, or write_state = false) run concurrently: each takes an execution context of its
+// plan's (an Executor: arena, kernels and their oneDNN primitives) from a pool that grows to the
+// number of runs made at once, so nothing a kernel writes is shared. Runs that write state, runs
+// on a device with memory of its own (one stream), and the methods that change the session
+// (SetInitializer, profiling) hold the session alone; planning a new signature holds the plan
+// cache. Kernels use the cores inside each node.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -81,11 +92,14 @@ class Session {
 
   const Graph& graph() const { return *graph_; }
   // Runs made so far; random ops draw from (seed, run count). Checkpoints save and restore it.
-  uint64_t run_count() const { return runs_; }
-  void set_run_count(uint64_t n) { runs_ = n; }
-  // Statistics of the plan the last Run used; null before the first Run.
-  const PlanStats* last_plan_stats() const;
-  size_t num_cached_plans() const { return plans_.size(); }
+  uint64_t run_count() const { return runs_.load(); }
+  void set_run_count(uint64_t n) { runs_.store(n); }
+  // Statistics of the plan the last Run used; empty before the first Run.
+  std::optional<PlanStats> last_plan_stats() const;
+  size_t num_cached_plans() const;
+  // Execution contexts made for every plan so far (at least one per plan; more after
+  // concurrent runs).
+  size_t num_execution_contexts() const;
 
   // Kernel time by op type over the runs made with profiling on, slowest first.
   void set_profiling(bool on);
@@ -99,6 +113,8 @@ class Session {
   absl::StatusOr<std::vector<Tensor>> RunPlan(const std::map<std::string, Tensor>& feeds,
                                               const std::vector<std::string>& fetches, bool write_state, bool wait);
   struct CachedPlan;
+  struct Context;
+  class ContextLease;
   // On the CPU an initializer's persistent buffer is a host tensor: the graph's own (read-only,
   // shared with the graph) until the session writes it, then a private copy. On a device with
   // memory of its own every initializer also has a device buffer, uploaded at Init: kernels read
@@ -123,24 +139,36 @@ class Session {
   absl::StatusOr<std::unique_ptr<CachedPlan>> MakePlan(const std::map<std::string, Tensor>& feeds,
                                                        const std::vector<std::string>& fetches,
                                                        bool write_state);
+  absl::StatusOr<std::unique_ptr<Context>> MakeContext(std::shared_ptr<const ExecutionPlan> plan) const;
+  // An idle context of `p`'s, or a new one when every one is running.
+  absl::StatusOr<ContextLease> Acquire(CachedPlan& p);
   std::vector<void*> InitializerAddresses() const;
   // Off host memory: the host copy of each initializer no state update writes (else null).
   std::vector<const void*> HostInitializerAddresses() const;
   void* InitializerAddress(int i) const;
 
+  // Fixed after Create.
   std::shared_ptr<const Graph> graph_;
   SessionOptions options_;
   std::shared_ptr<Device> device_;
-  std::vector<InitializerBuffer> inits_;  // Graph::initializers() order
   absl::flat_hash_map<std::string, int> init_index_;
   std::vector<std::string> default_fetches_;
+  bool concurrent_runs_ = false;  // the device is the host CPU: stateless runs may overlap
+
+  // Lock order: state_mu_, then plans_mu_, then a plan's pool mutex.
+  // Shared by runs that may overlap; held alone by runs that write state (or are not
+  // concurrent_runs_) and by the methods that change initializers or profiling.
+  mutable std::shared_mutex state_mu_;
+  std::vector<InitializerBuffer> inits_;  // Graph::initializers() order
+  bool profiling_ = false;
+
+  mutable std::mutex plans_mu_;  // the plan cache
   // Graph inputs whose contents key the plan (shapes depend on them); grows as planning learns.
   std::vector<bool> value_keyed_;
   absl::flat_hash_map<std::string, std::unique_ptr<CachedPlan>> plans_;
   CachedPlan* last_ = nullptr;
-  std::vector<const void*> feed_data_;  // per run, reused
-  bool profiling_ = false;
-  uint64_t runs_ = 0;
+
+  std::atomic<uint64_t> runs_{0};
 };
 
 }  // namespace mixtrain

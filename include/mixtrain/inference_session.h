@@ -2,8 +2,9 @@
 // Trainer::ExportInferenceModel) on the CPU runtime.
 //
 // Errors: as Trainer (see mixtrain/trainer.h): a non-OK absl::Status naming the file or input.
-// Thread safety: Run may be called from several threads; calls on one session are serialized by
-// an internal lock. Separate sessions run in parallel.
+// Thread safety: every method may be called from any thread. On the CPU, Run calls from several
+// threads run concurrently (each borrows an execution context of the session's); on a GPU they
+// take turns. SetProfiling and Profile wait for the runs in flight. docs/embedding.md, "Threads".
 #pragma once
 
 #include <cstddef>

@@ -179,6 +179,24 @@ dnnl::memory Unbound(const dnnl::memory::desc& md) {
   return dnnl::memory(md, Engine(), DNNL_MEMORY_NONE);
 }
 
+dnnl::primitive_attr Attr(dnnl::primitive_attr attr) {
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+BoundPrimitive::BoundPrimitive(dnnl::primitive p) : prim_(std::move(p)) {
+  const_dnnl_primitive_desc_t pd = prim_.get_primitive_desc();
+  const_dnnl_primitive_attr_t attr = nullptr;
+  dnnl_scratchpad_mode_t mode = dnnl_scratchpad_mode_library;
+  dnnl::error::wrap_c_api(dnnl_primitive_desc_get_attr(pd, &attr), "could not get primitive attributes");
+  dnnl::error::wrap_c_api(dnnl_primitive_attr_get_scratchpad_mode(attr, &mode), "could not get scratchpad mode");
+  MT_CHECK(mode == dnnl_scratchpad_mode_user)
+      << "a primitive built without dnnl_util::Attr() would use the creating thread's scratchpad";
+  const dnnl_memory_desc_t* md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  scratchpad_bytes_ = md == nullptr ? 0 : dnnl_memory_desc_get_size(md);
+  if (scratchpad_bytes_ > 0) Arg(DNNL_ARG_SCRATCHPAD, dnnl::memory::desc(*md));
+}
+
 dnnl::memory& BoundPrimitive::Arg(int arg, dnnl::memory m) {
   MT_CHECK(!has(arg)) << "argument " << arg << " bound twice";
   keys_.push_back(arg);
@@ -199,6 +217,7 @@ dnnl::memory& BoundPrimitive::at(int arg) {
 }
 
 void BoundPrimitive::Execute() {
+  if (scratchpad_bytes_ > 0) Bind(at(DNNL_ARG_SCRATCHPAD), TakeScratch(scratchpad_bytes_));
   for (size_t i = 0; i < mems_.size(); ++i)
     MT_CHECK(mems_[i].get_data_handle() != nullptr) << "argument " << keys_[i] << " was never bound to a buffer";
   dnnl::error::wrap_c_api(dnnl_primitive_execute(prim_.get(), Stream().get(),
@@ -207,7 +226,7 @@ void BoundPrimitive::Execute() {
 }
 
 BoundReorder::BoundReorder(const dnnl::memory::desc& from_md, const dnnl::memory::desc& to_md)
-    : run(dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), from_md, Engine(), to_md))) {
+    : run(dnnl::reorder(dnnl::reorder::primitive_desc(Engine(), from_md, Engine(), to_md, Attr()))) {
   run.Arg(DNNL_ARG_FROM, from_md);
   run.Arg(DNNL_ARG_TO, to_md);
 }

@@ -48,6 +48,17 @@ dnnl::memory::desc StridedDesc(std::span<const int64_t> dims, std::span<const in
 // Row-major strides of dense `dims`.
 std::vector<int64_t> DenseStrides(std::span<const int64_t> dims);
 
+// The attributes every primitive here is built with (pass `attr` to extend given ones): the
+// caller provides the scratchpad (scratchpad_mode::user), which BoundPrimitive::Execute takes
+// from the calling thread's scratch on each call. oneDNN's default mode ("library") hands each
+// primitive the scratchpad of the thread that created it, held in a thread_local of oneDNN's
+// (global_scratchpad_t; every oneDNN built without DNNL_ENABLE_CONCURRENT_EXEC, Debian's
+// included): executed on another thread, the primitive reads that thread's scratchpad pointer
+// instead, which is null where no primitive was created (a SIGSEGV at a small address inside the
+// JIT code: issue 33, an InferenceSession run on a second thread) or a buffer that another
+// primitive running there uses at the same time. BoundPrimitive refuses other attributes.
+dnnl::primitive_attr Attr(dnnl::primitive_attr attr = {});
+
 // Runs `f`, which builds or executes oneDNN objects; a dnnl::error (unsupported configuration,
 // out of memory) becomes a Status naming the node.
 template <typename F>
@@ -102,11 +113,13 @@ inline void Bind(dnnl::memory& m, const void* p) { m.set_data_handle(const_cast<
 // pointed at each call's buffers with Bind, and it runs through oneDNN's C API from a fixed
 // argument array. The C++ API's execute(stream, unordered_map) and a dnnl::memory per operand
 // per call cost ~20 heap allocations; this costs the ~5 oneDNN's execute makes inside itself
-// (its own argument map), which its API gives no way to avoid.
+// (its own argument map), which its API gives no way to avoid. The primitive must be built with
+// Attr(): its scratchpad, when it needs one, is bound to the calling thread's scratch (TakeScratch)
+// on each Execute, so a primitive runs on any thread, and on several at once.
 class BoundPrimitive {
  public:
   BoundPrimitive() = default;
-  explicit BoundPrimitive(dnnl::primitive p) : prim_(std::move(p)) {}
+  explicit BoundPrimitive(dnnl::primitive p);
   // Adds argument `arg` as a new unbound memory of `md`; returns it for Bind.
   dnnl::memory& Arg(int arg, const dnnl::memory::desc& md) { return Arg(arg, Unbound(md)); }
   // Adds argument `arg` as `m`, which another primitive may share (a reorder's output).
@@ -114,12 +127,14 @@ class BoundPrimitive {
   // The memory of argument `arg` (aborts when it was never added).
   dnnl::memory& at(int arg);
   bool has(int arg) const;
-  // Runs it on the thread's stream; throws dnnl::error as the C++ API does.
+  // Runs it on the thread's stream, with its scratchpad from the thread's scratch (so after
+  // StartScratch in the same call); throws dnnl::error as the C++ API does.
   void Execute();
   explicit operator bool() const { return static_cast<bool>(prim_); }
 
  private:
   dnnl::primitive prim_;
+  size_t scratchpad_bytes_ = 0;  // 0: the primitive needs none
   std::vector<int> keys_;
   std::vector<dnnl::memory> mems_;
   std::vector<dnnl_exec_arg_t> args_;

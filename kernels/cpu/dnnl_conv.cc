@@ -245,7 +245,7 @@ void MakeConvPrimitive(const KernelContext& ctx, const ConvShape& s, const ConvF
   dnnl::post_ops ops;
   if (f.has_z) ops.append_sum(1.0f);
   if (f.has_act) ops.append_eltwise(1.0f, f.act, f.alpha, f.beta);
-  dnnl::primitive_attr attr;
+  dnnl::primitive_attr attr = dnnl_util::Attr();
   attr.set_post_ops(ops);
   const auto make_pd = [&](dnnl::algorithm alg) {
     dnnl::convolution_forward::desc d(prop, alg, pick(e->x_md, fixed_x), pick(e->w_md, false), e->b_md,
@@ -330,7 +330,7 @@ absl::StatusOr<std::unique_ptr<ConvEntry>> BuildConv(const KernelContext& ctx, b
                                         dnnl_util::ToDims(dil), dnnl_util::ToDims(s.g.pads_begin),
                                         dnnl_util::ToDims(pad_r));
     e->prim = dnnl_util::BoundPrimitive(
-        dnnl::deconvolution_forward(dnnl::deconvolution_forward::primitive_desc(d, dnnl_util::Engine())));
+        dnnl::deconvolution_forward(dnnl::deconvolution_forward::primitive_desc(d, dnnl_util::Attr(), dnnl_util::Engine())));
     BindConvArgs(e.get());
   }));
   return e;

@@ -105,7 +105,7 @@ absl::StatusOr<std::unique_ptr<MatMulEntry>> Build(const KernelContext& ctx, con
     // post-op instead (post-ops run after the scale), so it is not scaled.
     const bool native_bias = s.bias && s.alpha == 1.0f;
     int z_post_op = -1;
-    dnnl::primitive_attr attr;
+    dnnl::primitive_attr attr = dnnl_util::Attr();
     if (s.alpha != 1.0f) attr.set_output_scales(0, {s.alpha});
     dnnl::post_ops ops;
     if (s.bias && !native_bias) ops.append_binary(dnnl::algorithm::binary_add, e->bias_md);

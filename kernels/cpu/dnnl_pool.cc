@@ -111,7 +111,7 @@ absl::StatusOr<std::unique_ptr<PoolEntry>> BuildPool(const KernelContext& ctx, c
         dnnl_util::ToDims(g.kernel), dnnl_util::ToDims(dil), dnnl_util::ToDims(g.pads_begin),
         dnnl_util::ToDims(g.pads_end_effective));
     e->prim = dnnl_util::BoundPrimitive(dnnl::pooling_v2_forward(
-        dnnl::pooling_v2_forward::primitive_desc(d, dnnl_util::Engine())));
+        dnnl::pooling_v2_forward::primitive_desc(d, dnnl_util::Attr(), dnnl_util::Engine())));
     e->prim.Arg(DNNL_ARG_SRC, e->x_md);
     e->prim.Arg(DNNL_ARG_DST, e->y_md);
   }));

@@ -111,7 +111,7 @@ absl::StatusOr<std::unique_ptr<ConvGradEntry>> BuildConvGrad(const KernelContext
     dnnl::convolution_forward::desc fd(dnnl::prop_kind::forward_training,
                                        dnnl::algorithm::convolution_direct, x_any, w_any,
                                        want_db ? e->b_md : no_bias, y_any, strides, dils, pl, pr);
-    dnnl::convolution_forward::primitive_desc hint(fd, dnnl_util::Engine());
+    dnnl::convolution_forward::primitive_desc hint(fd, dnnl_util::Attr(), dnnl_util::Engine());
     // A reorder from our layout `user` to the primitive's `want` (or back for outputs), or none.
     const auto copy = [](std::optional<dnnl_util::BoundReorder>& r, const dnnl::memory::desc& user,
                          const dnnl::memory::desc& want, bool output) -> dnnl::memory {
@@ -127,7 +127,7 @@ absl::StatusOr<std::unique_ptr<ConvGradEntry>> BuildConvGrad(const KernelContext
     if (want_dx) {
       dnnl::convolution_backward_data::desc d(dnnl::algorithm::convolution_direct, x_any, w_any,
                                               y_any, strides, dils, pl, pr);
-      dnnl::convolution_backward_data::primitive_desc pd(d, dnnl_util::Engine(), hint);
+      dnnl::convolution_backward_data::primitive_desc pd(d, dnnl_util::Attr(), dnnl_util::Engine(), hint);
       e->bwd_data = dnnl_util::BoundPrimitive(dnnl::convolution_backward_data(pd));
       dy_data = e->bwd_data.Arg(DNNL_ARG_DIFF_DST, copy(e->dy_d, e->dy_md, pd.diff_dst_desc(), false));
       e->bwd_data.Arg(DNNL_ARG_WEIGHTS, copy(e->w_d, e->w_md, pd.weights_desc(), false));
@@ -138,7 +138,7 @@ absl::StatusOr<std::unique_ptr<ConvGradEntry>> BuildConvGrad(const KernelContext
       dnnl::convolution_backward_weights::desc d(dnnl::algorithm::convolution_direct, x_any,
                                                  dw_any, want_db ? e->db_md : no_bias, y_any,
                                                  strides, dils, pl, pr);
-      dnnl::convolution_backward_weights::primitive_desc pd(d, dnnl_util::Engine(), hint);
+      dnnl::convolution_backward_weights::primitive_desc pd(d, dnnl_util::Attr(), dnnl_util::Engine(), hint);
       e->bwd_weights = dnnl_util::BoundPrimitive(dnnl::convolution_backward_weights(pd));
       e->dy_shared = dy_data && e->dy_d && dy_data->get_desc() == pd.diff_dst_desc();
       e->bwd_weights.Arg(DNNL_ARG_DIFF_DST, e->dy_shared ? *dy_data
