@@ -287,8 +287,8 @@ absl::StatusOr<std::string> Trainer::TransformedGraph(GraphFormat format) const 
 
 std::optional<PlanStatistics> Trainer::StepPlanStatistics() const {
   auto lock = impl_->Lock();
-  const PlanStats* st = impl_->rt->step_plan_stats();
-  if (st == nullptr) return std::nullopt;
+  const std::optional<PlanStats> st = impl_->rt->step_plan_stats();
+  if (!st) return std::nullopt;
   PlanStatistics out;
   out.peak_planned_bytes = st->peak_planned_bytes;
   out.naive_bytes = st->naive_bytes;

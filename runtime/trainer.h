@@ -120,7 +120,7 @@ class Trainer {
 
   int64_t calls() const { return calls_; }  // Step() calls so far
   // The training step's memory plan for the last Step's shapes (null before the first Step).
-  const PlanStats* step_plan_stats() const { return train_->last_plan_stats(); }
+  std::optional<PlanStats> step_plan_stats() const { return train_->last_plan_stats(); }
   // Per-node kernel timing of the training step (each kernel synchronized and timed; a little
   // slower while on). Profile() sums the steps run with it on, by node in graph order.
   void set_profiling(bool on) { train_->set_profiling(on); }
