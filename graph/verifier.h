@@ -49,7 +49,9 @@ absl::Status VerifyTypesAndSizes(const Graph& g);
 
 // Attribute values a type cannot rule out: float attributes finite (except the data a Constant,
 // Pad or Clip holds), epsilon >= 0, counts >= 1 (num_outputs, group, num_groups, blocksize,
-// strides, dilations, kernel_shape, offset_group), pads (but Pad's own) and Split's sizes >= 0.
+// strides, dilations, kernel_shape, offset_group), pads (but Pad's own) and Split's sizes >= 0,
+// flags (transA, keepdims, ceil_mode, allowzero, ...) 0 or 1, and string choices (auto_pad,
+// Resize's modes, Gelu's approximate, Pad's mode, ...) one of theirs.
 absl::Status CheckAttributeValues(const Node& n);
 // Once the first input's rank r is known: `axis` and each of `axes` within [-r, r-1] (Flatten
 // [-r, r], OneHot [-r-1, r], Unsqueeze the output's rank).

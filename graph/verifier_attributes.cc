@@ -11,8 +11,10 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "graph/onnx_import.h"
 #include "graph/verifier.h"
 #include "onnx/defs/schema.h"
@@ -106,6 +108,54 @@ bool IsSize(const Node& n, const std::string& attr) {
   return (attr == "pads" && n.op_type() != "Pad") || (attr == "split" && n.op_type() == "Split");
 }
 
+// Integer attributes that are flags (0 or 1) in every default-domain op that has them.
+bool IsFlag(const std::string& attr) {
+  static const auto* names = new absl::flat_hash_set<std::string>{
+      "transA", "transB", "ceil_mode", "count_include_pad", "allowzero", "keepdims", "noop_with_empty_axes",
+      "exclusive", "reverse", "select_last_index", "largest", "sorted", "align_corners", "antialias", "saturate",
+      "onesided", "inverse", "input_forget", "linear_before_reset", "layout", "upper", "center_point_box",
+      "detect_negative", "detect_positive", "fmod", "new_axis", "is_case_sensitive"};
+  return names->contains(attr);
+}
+
+// String attributes that name one of a few choices (every opset's), one row per op and attribute;
+// op "*" for every op with the attribute.
+struct Choice {
+  const char* op;
+  const char* attr;
+  const char* values;  // space-separated
+};
+constexpr Choice kChoices[] = {
+    {"*", "auto_pad", "NOTSET SAME_UPPER SAME_LOWER VALID"},
+    {"Resize", "mode", "nearest linear cubic"},
+    {"Resize", "coordinate_transformation_mode",
+     "half_pixel half_pixel_symmetric pytorch_half_pixel align_corners asymmetric tf_half_pixel_for_nn "
+     "tf_crop_and_resize"},
+    {"Resize", "nearest_mode", "round_prefer_floor round_prefer_ceil floor ceil"},
+    {"Resize", "keep_aspect_ratio_policy", "stretch not_larger not_smaller"},
+    {"Upsample", "mode", "nearest linear bilinear"},
+    {"Gelu", "approximate", "none tanh"},
+    {"Pad", "mode", "constant reflect edge wrap"},
+    {"RNN", "direction", "forward reverse bidirectional"},
+    {"GRU", "direction", "forward reverse bidirectional"},
+    {"LSTM", "direction", "forward reverse bidirectional"},
+    {"GridSample", "mode", "bilinear nearest bicubic linear cubic"},
+    {"GridSample", "padding_mode", "zeros border reflection"},
+    {"ScatterElements", "reduction", "none add mul max min"},
+    {"ScatterND", "reduction", "none add mul max min"},
+    {"SoftmaxCrossEntropyLoss", "reduction", "none sum mean"},
+    {"NegativeLogLikelihoodLoss", "reduction", "none sum mean"},
+    {"DepthToSpace", "mode", "DCR CRD"},
+    {"RoiAlign", "mode", "avg max"},
+};
+
+// The choices of string attribute `attr` of `n`, or null when it takes any string.
+const Choice* ChoiceOf(const Node& n, const std::string& attr) {
+  for (const Choice& c : kChoices)
+    if ((n.op_type() == c.op || std::string_view(c.op) == "*") && attr == c.attr) return &c;
+  return nullptr;
+}
+
 absl::Status Refuse(const Node& n, const Attribute& a, const std::string& value, const char* rule) {
   return absl::InvalidArgumentError(
       absl::StrCat(NodeRef(n), " attribute '", a.name, "' is ", value, "; it must be ", rule));
@@ -142,7 +192,17 @@ absl::Status CheckAttributeValues(const Node& n) {
       for (int64_t v : values) {
         if (IsCount(a.name) && v < 1) return Refuse(n, a, absl::StrCat(v), ">= 1");
         if (IsSize(n, a.name) && v < 0) return Refuse(n, a, absl::StrCat(v), ">= 0");
+        if (IsFlag(a.name) && v != 0 && v != 1) return Refuse(n, a, absl::StrCat(v), "0 or 1");
       }
+    }
+    if (a.kind == Attribute::Kind::kString) {
+      const Choice* c = ChoiceOf(n, a.name);
+      if (c == nullptr) continue;
+      const std::vector<absl::string_view> allowed = absl::StrSplit(c->values, ' ');
+      if (std::find(allowed.begin(), allowed.end(), a.s) == allowed.end())
+        return absl::InvalidArgumentError(absl::StrCat(NodeRef(n), " attribute '", a.name, "' is '",
+                                                       absl::CEscape(a.s.substr(0, 64)), "'; it must be one of: ",
+                                                       absl::StrJoin(allowed, ", ")));
     }
   }
   return absl::OkStatus();

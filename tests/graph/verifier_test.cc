@@ -472,6 +472,33 @@ TEST(Verifier, FloatAttributesAreFiniteAndEpsilonsNotNegative) {
   EXPECT_TRUE(g.ok()) << g.status();
 }
 
+// Found accepted by the mutation probe (tools/probe): flags other than 0 or 1, string choices
+// no op defines.
+TEST(Verifier, FlagsAndStringChoices) {
+  {
+    ModelBuilder b;
+    b.Input("a", kF32, {2, 3}).Output("y");
+    b.Initializer("w", {3, 4}, std::vector<float>(12, 1.f));
+    AddIntAttr(b.Node("Gemm", {"a", "w"}, {"y"}, "gemm"), "transB", 3);
+    ExpectError(b.model(), {"node 'gemm' (Gemm)", "attribute 'transB' is 3", "0 or 1"});
+  }
+  {
+    ModelBuilder b;
+    b.Input("x", kF32, {1, 1, 4, 4}).Output("y");
+    auto* a = b.Node("MaxPool", {"x"}, {"y"}, "pool")->add_attribute();
+    a->set_name("auto_pad");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s("SAME");
+    onnx::ModelProto m = b.model();
+    auto* ks = m.mutable_graph()->mutable_node(0)->add_attribute();
+    ks->set_name("kernel_shape");
+    ks->set_type(onnx::AttributeProto::INTS);
+    ks->add_ints(2);
+    ks->add_ints(2);
+    ExpectError(m, {"node 'pool' (MaxPool)", "attribute 'auto_pad' is 'SAME'", "NOTSET, SAME_UPPER, SAME_LOWER, VALID"});
+  }
+}
+
 TEST(Verifier, DeclaredTypesHaveNoNegativeDimensions) {
   // value_info of a name no node uses is still a declaration the file makes.
   ModelBuilder b = Chain();
