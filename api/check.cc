@@ -13,6 +13,7 @@
 #include "passes/parameters.h"
 #include "passes/passes.h"
 #include "passes/pipeline.h"
+#include "passes/training.h"
 #include "proto/mixtrain_pb.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/planner.h"
@@ -104,6 +105,8 @@ absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const Check
   return api::Guarded("CheckModel", [&]() -> absl::StatusOr<ModelCheck> {
     MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxFile(model_path));
     ModelCheck out;
+    // A value named like the training step's own ("lr", "step", ...) blocks training, as train says.
+    if (absl::Status st = CheckReservedNames(*g, ""); !st.ok()) out.blockers.push_back(std::string(st.message()));
     out.nodes_imported = static_cast<int>(g->num_nodes());
     for (const Value* v : g->inputs())
       if (!v->is_initializer() && HasSymbol(v->shape))

@@ -63,8 +63,9 @@ class Program {
   }
   // A name: one a model or config uses, an empty one, or a few fuzzed characters.
   std::string Name() {
-    static const char* const kNames[] = {"labels", "", "x", "y", "input", "output", "loss", "Gemm", "MatMul",
-                                         "Softmax", "FooOp", "Relu", "(", "a*", ".*", "labels "};
+    // Includes names the training step gives its own values ("loss", "lr", "step").
+    static const char* const kNames[] = {"labels", "", "x", "y", "input", "output", "loss", "Gemm", "lr",
+                                         "Softmax", "FooOp", "step", "(", "a*", ".*", "labels "};
     const uint8_t b = Byte();
     if (b < 200) return kNames[b % (sizeof(kNames) / sizeof(kNames[0]))];
     std::string s(Below(6), 'a');

@@ -172,6 +172,25 @@ TEST_F(ValidationCli, EmptyNamesAreRefused) {
   ExpectError(Train(2) + " --config=" + Path("empty_labels.textproto"), {"data.labels_key is empty"});
 }
 
+// Names the training step gives its own values (found by the `api` fuzz target: labels named
+// "loss" aborted in the loss pass; a model value or labels named "lr", "step", ... in the optimizer).
+TEST_F(ValidationCli, NamesTheTrainingStepReservesAreRefused) {
+  ExpectError(Train(2) + " --labels=loss", {"the labels may not be named 'loss'"});
+  ExpectError(Train(2) + " --labels=step", {"the labels may not be named 'step'", "the update counter"});
+  const std::string lr = Mutated("lr.onnx", [](onnx::ModelProto& m) {
+    const std::string old = m.graph().node(0).output(0);
+    for (auto& n : *m.mutable_graph()->mutable_node())
+      for (auto& in : *n.mutable_input())
+        if (in == old) in = "lr";
+    m.mutable_graph()->mutable_node(0)->set_output(0, "lr");
+  });
+  ExpectError("train " + lr + " --data=" + Path("data.npz") + " --steps=1 --batch-size=16",
+              {"the model's value 'lr' has a name the training step gives the learning rate input"});
+  Result check = Run("check " + lr);
+  EXPECT_EQ(check.code, 1) << check.err;  // does not train, and says why
+  EXPECT_NE(check.out.find("the model's value 'lr'"), std::string::npos) << check.out;
+}
+
 // A batch too large for the memory the process may use fails with an error line, not
 // std::bad_alloc's abort (issue 33: `bench --train --batch-size=3000000` under a memory limit).
 // The limit lets bench's random batch (200000 x 784 floats, 627 MB) be made but not copied, the
