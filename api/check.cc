@@ -16,6 +16,7 @@
 #include "passes/passes.h"
 #include "passes/pipeline.h"
 #include "passes/unroll_loop.h"
+#include "passes/training.h"
 #include "proto/mixtrain_pb.h"
 #include "runtime/cuda/cuda_device.h"
 #include "runtime/planner.h"
@@ -130,6 +131,8 @@ absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const Check
     MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxFile(model_path));
     const std::unique_ptr<Graph> imported = g->Clone();
     ModelCheck out;
+    // A value named like the training step's own ("lr", "step", ...) blocks training, as train says.
+    if (absl::Status st = CheckReservedNames(*g, ""); !st.ok()) out.blockers.push_back(std::string(st.message()));
     out.nodes_imported = static_cast<int>(g->num_nodes());
     for (const Value* v : g->inputs())
       if (!v->is_initializer() && HasSymbol(v->shape))

@@ -3,15 +3,25 @@
 // the message (walking its descriptor) and checks the round trip, so a field added to the proto
 // and not here fails that test. Also the rules of the numeric fields (one row each), which
 // Validate, FromTextProto and the `mixtrain train` flags check.
+#include <algorithm>
+#include <cctype>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <limits>
+#include <set>
+#include <string_view>
+#include <vector>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "api/convert.h"
 #include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/text_format.h"
+#include "graph/verifier.h"
+#include "kernels/registry.h"
 
 namespace mixtrain {
 namespace api {
@@ -223,6 +233,79 @@ std::string FormatBound(double v, bool integer) {
   return integer ? absl::StrCat(static_cast<int64_t>(v)) : absl::StrCat(v);
 }
 
+// The text of every token, with its line and column as protobuf's parser counts them.
+struct Token {
+  std::string text;
+  int line, column;
+};
+std::vector<Token> Tokenize(const std::string& text) {
+  google::protobuf::io::ArrayInputStream in(text.data(), static_cast<int>(text.size()));
+  CollectErrors ignored;  // the text parsed already
+  google::protobuf::io::Tokenizer t(&in, &ignored);
+  t.set_comment_style(google::protobuf::io::Tokenizer::SH_COMMENT_STYLE);
+  t.set_allow_f_after_float(true);
+  t.set_require_space_after_number(false);
+  t.set_allow_multiline_strings(true);
+  std::vector<Token> out;
+  while (t.Next()) out.push_back({t.current().text, t.current().line, t.current().column});
+  return out;
+}
+
+// A float field's literal as written ("1e-50", "-inf"), which the parser has already rounded to a
+// float (1e-50 to 0): checked against the field's rule as written, so a config file refuses what
+// the flag refuses. `tree` holds the parsed locations; "" when the field is not in the text.
+std::string FloatLiteral(const google::protobuf::Message& m, std::string_view path,
+                         const google::protobuf::TextFormat::ParseInfoTree& tree, const std::vector<Token>& tokens) {
+  const google::protobuf::Descriptor* d = m.GetDescriptor();
+  const google::protobuf::TextFormat::ParseInfoTree* at = &tree;
+  const std::vector<absl::string_view> parts = absl::StrSplit(absl::string_view(path.data(), path.size()), '.');
+  for (size_t i = 0; i + 1 < parts.size() && at != nullptr; ++i) {
+    const google::protobuf::FieldDescriptor* f = d->FindFieldByName(std::string(parts[i]));
+    if (f == nullptr || f->message_type() == nullptr || f->is_repeated()) return "";
+    at = at->GetTreeForNested(f, -1);  // -1: a singular field
+    d = f->message_type();
+  }
+  const google::protobuf::FieldDescriptor* f = d->FindFieldByName(std::string(parts.back()));
+  if (at == nullptr || f == nullptr || f->is_repeated()) return "";
+  const google::protobuf::TextFormat::ParseLocation start = at->GetLocation(f, -1);
+  if (start.line < 0) return "";
+  size_t i = 0;
+  while (i < tokens.size() && (tokens[i].line != start.line || tokens[i].column != start.column)) ++i;
+  // name ':' ['-'] value
+  if (++i < tokens.size() && tokens[i].text == ":") ++i;
+  std::string literal;
+  if (i < tokens.size() && tokens[i].text == "-") literal = tokens[i++].text;
+  if (i >= tokens.size()) return "";
+  std::string value = tokens[i].text;
+  const bool hex = value.size() > 1 && value[0] == '0' && (value[1] == 'x' || value[1] == 'X');
+  if (!hex && value.size() > 1 && (value.back() == 'f' || value.back() == 'F') &&
+      (std::isdigit(static_cast<unsigned char>(value[value.size() - 2])) || value[value.size() - 2] == '.'))
+    value.pop_back();  // "1.5f"
+  return literal + value;
+}
+
+// The op types a precision list may name: every ONNX op and every op a kernel runs (mixtrain's
+// own, such as the fused ones the precision pass sees), sorted.
+const std::vector<std::string>& PolicyOpTypes() {
+  static const auto* names = [] {
+    std::set<std::string> set(OnnxOpTypes().begin(), OnnxOpTypes().end());
+    for (const KernelDef& k : KernelRegistry::Global().defs()) set.insert(k.op_type);
+    return new std::vector<std::string>(set.begin(), set.end());
+  }();
+  return *names;
+}
+
+absl::Status CheckOpList(const char* field, const std::vector<std::string>& ops) {
+  for (const std::string& op : ops) {
+    if (op.empty()) return absl::InvalidArgumentError(absl::StrCat(field, " holds an empty op type"));
+    const std::vector<std::string>& known = PolicyOpTypes();
+    if (!std::binary_search(known.begin(), known.end(), op))
+      return absl::InvalidArgumentError(absl::StrCat(field, ": '", op, "' is not an op type mixtrain knows (the nearest is '",
+                                                     NearestName(op, known), "')"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace api
 
 inline namespace v1 {
@@ -233,8 +316,16 @@ absl::StatusOr<TrainConfig> TrainConfig::FromTextProto(const std::string& text) 
     google::protobuf::TextFormat::Parser parser;
     api::CollectErrors errors;
     parser.RecordErrorsTo(&errors);
+    google::protobuf::TextFormat::ParseInfoTree locations;
+    parser.WriteLocationsTo(&locations);
     if (!parser.ParseFromString(text, &p))
       return absl::InvalidArgumentError(absl::StrCat("not a valid TrainConfig textproto: ", errors.first));
+    const std::vector<api::Token> tokens = api::Tokenize(text);
+    for (const api::NumericField& f : api::kNumericFields) {
+      if (f.rule.kind != NumberRule::Kind::kFloat32) continue;
+      const std::string literal = api::FloatLiteral(p, f.path, locations, tokens);
+      if (!literal.empty()) MT_RETURN_IF_ERROR(ParseNumber(f.path, literal, f.rule).status());
+    }
     TrainConfig c = api::FromProto(p);
     MT_RETURN_IF_ERROR(c.Validate());
     return c;
@@ -266,7 +357,9 @@ bool NumberRule::Accepts(double value) const {
   if (!std::isfinite(value)) return false;
   if (kind == Kind::kInteger && value != std::trunc(value)) return false;
   if (kind == Kind::kFloat32) {
+    // Past FLT_MAX a float is inf; a nonzero value below its smallest subnormal becomes 0.
     if (std::fabs(value) > FLT_MAX) return false;
+    if (value != 0 && static_cast<float>(value) == 0) return false;
     value = static_cast<float>(value);
   }
   if (min_open ? !(value > min) : !(value >= min)) return false;
@@ -281,6 +374,9 @@ absl::StatusOr<double> ParseNumber(std::string_view name, std::string_view text,
   std::string why = absl::StrCat(std::string(name), "=", std::string(text), ": must be ", rule.Describe());
   if (parsed && std::isfinite(v) && rule.kind == NumberRule::Kind::kFloat32 && std::fabs(v) > FLT_MAX)
     absl::StrAppend(&why, " (a float32: at most ", FLT_MAX, " in magnitude)");
+  if (parsed && v != 0 && rule.kind == NumberRule::Kind::kFloat32 && static_cast<float>(v) == 0)
+    absl::StrAppend(&why, " (a float32 holds no nonzero value below ", std::numeric_limits<float>::denorm_min(),
+                    " in magnitude: this one would become 0)");
   return absl::InvalidArgumentError(why);
 }
 
@@ -309,6 +405,13 @@ absl::Status TrainConfig::Validate() const {
           absl::StrCat(e.path, "=", e.value, ": not one of the enum's ", e.count, " values"));
   if (device != "cpu" && device != "cuda" && device != "auto")
     return absl::InvalidArgumentError(absl::StrCat("device='", device, "': must be cpu, cuda or auto"));
+  // Names: the labels become a graph input, which needs one; the lists name op types.
+  if (data.labels_key.empty()) return absl::InvalidArgumentError("data.labels_key is empty: it names the labels array");
+  if (loss == "output:") return absl::InvalidArgumentError("loss='output:' names no model value (output:NAME)");
+  MT_RETURN_IF_ERROR(api::CheckOpList("precision.allow", precision.allow));
+  MT_RETURN_IF_ERROR(api::CheckOpList("precision.deny", precision.deny));
+  MT_RETURN_IF_ERROR(api::CheckOpList("precision.infer", precision.infer));
+  MT_RETURN_IF_ERROR(api::CheckOpList("precision.clear", precision.clear));
   return absl::OkStatus();
 }
 

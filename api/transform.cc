@@ -9,6 +9,8 @@
 #include "graph/onnx_import.h"
 #include "graph/shape_inference.h"
 #include "graph/text_format.h"
+#include "graph/verifier.h"
+#include "kernels/registry.h"
 #include "kernels/cpu/dnnl_common.h"
 #include "mixtrain/transform.h"
 #include "passes/pass.h"
@@ -29,7 +31,10 @@ constexpr char kEvalStage[] = "eval";
 // The TrainConfig `dump --passes=train|eval` builds from: options.train_config, else one made of
 // the precision, loss and optimizer fields.
 absl::StatusOr<pb::TrainConfig> TrainConfigOf(const TransformOptions& o) {
-  if (o.train_config) return api::ToProto(*o.train_config);
+  if (o.train_config) {
+    MT_RETURN_IF_ERROR(o.train_config->Validate());
+    return api::ToProto(*o.train_config);
+  }
   TrainConfig c;
   using P = TrainConfig::Precision;
   if (o.precision == "fp32") c.precision.preset = P::Preset::kFp32;
@@ -52,6 +57,7 @@ absl::StatusOr<pb::TrainConfig> TrainConfigOf(const TransformOptions& o) {
   else return absl::InvalidArgumentError(absl::StrCat("TransformOptions::optimizer '", o.optimizer, "' is unknown"));
   c.data_parallel = o.data_parallel;
   c.deterministic = o.deterministic;
+  MT_RETURN_IF_ERROR(c.Validate());  // the op names of --allow/--deny, as `train` checks them
   return api::ToProto(c);
 }
 
@@ -126,6 +132,11 @@ absl::StatusOr<TransformedModel> TransformModel(const std::string& model_path, c
     MT_ASSIGN_OR_RETURN(pb::TrainConfig config, TrainConfigOf(options));
     MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxFile(model_path));
     if (!names.empty()) {
+      // As the trainer would refuse them, before any pass: ops no kernel runs, of other domains.
+      MT_RETURN_IF_ERROR(VerifyRunnableOps(*g, [](const Node& n) {
+        return KernelRegistry::Global().Has(n.domain(), n.op_type(), DeviceType::kCPU) ||
+               KernelRegistry::Global().Has(n.domain(), n.op_type(), DeviceType::kCUDA);
+      }));
       MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(config, *g, dnnl_util::NativeBf16()));
       if (stage) {  // the trainer's own pipeline (passes/pipeline.h)
         MT_RETURN_IF_ERROR(PrepareModel(*g, recipe));

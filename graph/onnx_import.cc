@@ -87,6 +87,28 @@ constexpr int kValueInfoMetadataField = 4;
 constexpr int kTensorMetadataField = 16;
 constexpr int kGraphMetadataField = 16;
 
+// Every declared tensor type (graph inputs and outputs, value_info, used or not) has no negative
+// dimension, and a graph input's element type is set: a caller must know what to feed.
+absl::Status CheckTypeDeclarations(const onnx::GraphProto& gp) {
+  auto check = [](const onnx::ValueInfoProto& vi, const std::string& what) -> absl::Status {
+    if (!vi.type().has_tensor_type() || !vi.type().tensor_type().has_shape()) return absl::OkStatus();
+    for (const auto& d : vi.type().tensor_type().shape().dim())
+      if (d.has_dim_value() && d.dim_value() < 0)
+        return absl::InvalidArgumentError(
+            absl::StrCat(what, " '", vi.name(), "' is declared with negative dimension ", d.dim_value()));
+    return absl::OkStatus();
+  };
+  for (const auto& vi : gp.input()) {
+    MT_RETURN_IF_ERROR(check(vi, "graph input"));
+    if (vi.type().has_tensor_type() && vi.type().tensor_type().elem_type() == onnx::TensorProto::UNDEFINED)
+      return absl::InvalidArgumentError(
+          absl::StrCat("graph input '", vi.name(), "' is declared with no element type (elem_type 0)"));
+  }
+  for (const auto& vi : gp.output()) MT_RETURN_IF_ERROR(check(vi, "graph output"));
+  for (const auto& vi : gp.value_info()) MT_RETURN_IF_ERROR(check(vi, "value"));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<Attribute> ImportAttribute(const onnx::AttributeProto& a, const std::string& node) {
   Attribute out;
   out.name = a.name();
@@ -218,6 +240,7 @@ absl::StatusOr<std::unique_ptr<Graph>> BuildGraph(const onnx::ModelProto& m,
   for (const auto& t : m.training_info()) g->opaque_functions.push_back(t.SerializeAsString());
 
   const onnx::GraphProto& gp = m.graph();
+  MT_RETURN_IF_ERROR(CheckTypeDeclarations(gp));
   g->name = gp.name();
   g->doc_string = gp.doc_string();
   ReadMetadataProps(gp, kGraphMetadataField, &g->graph_metadata);

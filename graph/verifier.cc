@@ -316,11 +316,17 @@ bool CountElements(std::span<const int64_t> dims, int64_t* count) {
 absl::Status VerifySchemas(const Graph& g) {
   for (const auto& up : g.nodes()) {
     const Node& n = *up;
-    const onnx::OpSchema* s = SchemaFor(g, n);
-    if (s == nullptr) continue;
-    MT_RETURN_IF_ERROR(CheckArity(n, *s));
-    MT_RETURN_IF_ERROR(CheckAttributes(n, *s));
-    MT_RETURN_IF_ERROR(CheckTypes(n, *s));
+    if (const onnx::OpSchema* s = SchemaFor(g, n)) {
+      MT_RETURN_IF_ERROR(CheckArity(n, *s));
+      MT_RETURN_IF_ERROR(CheckAttributes(n, *s));
+      MT_RETURN_IF_ERROR(CheckTypes(n, *s));
+    } else if (n.domain().empty() || n.domain() == "ai.onnx") {
+      // Newer than the library: the types of the attributes its latest schema or
+      // kNewAttributes knows.
+      MT_RETURN_IF_ERROR(CheckNewerOpAttributes(
+          n, onnx::OpSchemaRegistry::Schema(n.op_type(), std::numeric_limits<int>::max(), onnx::ONNX_DOMAIN)));
+    }
+    MT_RETURN_IF_ERROR(CheckAttributeValues(n));
   }
   return absl::OkStatus();
 }
@@ -358,6 +364,7 @@ absl::Status VerifyTypesAndSizes(const Graph& g) {
   for (const auto& up : g.nodes()) {
     const Node& n = *up;
     if (const onnx::OpSchema* s = SchemaFor(g, n)) MT_RETURN_IF_ERROR(CheckTypes(n, *s));
+    MT_RETURN_IF_ERROR(CheckAxisAttributes(n));
   }
   for (const Value* v : g.values()) {
     if (!v->shape.fully_known() || v->is_initializer()) continue;  // initializers: at decoding

@@ -64,6 +64,10 @@ absl::StatusOr<bool> LossPass::Run(Graph& g) {
   if (existing)
     return absl::InvalidArgumentError(
         "the model already has a value named 'loss' (use --loss=output:loss)");
+  if (opt_.labels.empty())  // the labels become a graph input, which needs a name
+    return absl::InvalidArgumentError("the labels have no name (--labels, data.labels_key)");
+  if (opt_.labels == kLossName)
+    return absl::InvalidArgumentError("the labels may not be named 'loss': the loss is (choose --labels)");
   if (g.FindValue(opt_.labels))
     return absl::InvalidArgumentError(
         absl::StrCat("the model already has a value named '", opt_.labels, "' (choose --labels)"));

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "onnx/defs/schema.h"
 #include "graph/shape_inference.h"
@@ -123,6 +124,7 @@ absl::StatusOr<TrainingRecipe> ResolveTrainingRecipe(const pb::TrainConfig& c, c
     return absl::InvalidArgumentError(absl::StrCat("--output: the model has no value '", r.loss.output, "'"));
   }
   r.loss.labels = c.data().labels_key();
+  MT_RETURN_IF_ERROR(CheckReservedNames(model, absl::StartsWith(r.loss.kind, "output:") ? "" : r.loss.labels));
   r.loss.class_axis = c.class_axis();
   r.params = {c.trainable(), c.freeze()};
   MT_ASSIGN_OR_RETURN(r.optimizer, Optimizer(c));

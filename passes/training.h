@@ -27,6 +27,12 @@ inline constexpr char kFoundInfName[] = "found_inf";           // bool scalar ou
 
 inline constexpr char kPrecisionStatsName[] = "precision_stats";  // f32 [K, 8] output (debugger)
 
+// The names above, and the prefixes of the state the optimizer adds per parameter ("accum/",
+// "adam.m/", ...), are the step's own: a model value or the labels named so would collide with
+// them (passes/reserved_names.cc). Fails naming the value and the name's use; `labels` may be
+// "" (a loss the model computes), and "loss" is the loss pass's to judge for model values.
+absl::Status CheckReservedNames(const Graph& model, const std::string& labels);
+
 // Where a training-step node belongs, from the names the passes give the nodes they add: the
 // loss and loss-scale passes "loss/...", "loss_scale/...", autodiff "<node>/grad/...", the
 // optimizer pass "adam/", "sgd/", "adagrad/", "amp/", "step/", "clip/", "accum/", the precision

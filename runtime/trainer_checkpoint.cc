@@ -275,10 +275,12 @@ absl::StatusOr<std::pair<int64_t, int64_t>> Trainer::LoadCheckpointHere(const st
     return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path, "': ", why...));
   };
 
-  // --- counters ---
+  // --- counters: the bound of a run's steps (TrainConfig's `steps`, 10^12) holds for each, as a
+  // CRC-valid file may still carry any int64 ---
+  constexpr int64_t kMaxSteps = 1000000000000;
   for (auto [field, v] : {std::pair<const char*, int64_t>{"step", ck.step()}, {"epoch", ck.epoch()},
                           {"batch_in_epoch", ck.batch_in_epoch()}, {"planned_steps", ck.planned_steps()}})
-    if (v < 0) return refuse("field ", field, " is ", v, " (must be >= 0)");
+    if (v < 0 || v > kMaxSteps) return refuse("field ", field, " is ", v, " (must be in [0, ", kMaxSteps, "])");
   if (ck.world_size() != world_size())
     return refuse("saved by a run of ", ck.world_size(), " data-parallel rank(s), this run has ", world_size(),
                   " (resume with the same number of ranks)");

@@ -138,7 +138,9 @@ absl::StatusOr<Args> Args::Parse(const std::vector<std::string>& argv,
       value = (value == "1" || value == "true") ? "true" : "false";
     } else if (!has_value && !spec->bare_value.empty()) {
       value = spec->bare_value;
-    } else if (!has_value) {
+    } else if (!has_value || value.empty()) {
+      // An empty value names nothing: `--labels=` would reach the graph as a value without a name,
+      // `--data=` would quietly mean the built-in data set.
       return absl::InvalidArgumentError(absl::StrCat("flag --", name, " needs a value: --", name, "=..."));
     }
     a.values_[name] = value;
@@ -290,6 +292,62 @@ absl::Status CheckOutputPath(const std::string& flag, const std::string& path) {
       return error("is ", FileKind(st.st_mode), "; only a regular file is replaced");
   } else if (errno != ENOENT) {
     return error(std::strerror(errno));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+// What a path is, as a file: its device and inode when it exists, else the real path of its folder
+// and its name (a file not yet there, which is one file with another path only when both name it
+// so).
+struct FileId {
+  bool exists = false;
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::string resolved;
+  bool operator==(const FileId& o) const {
+    return exists == o.exists && (exists ? dev == o.dev && ino == o.ino : resolved == o.resolved);
+  }
+};
+
+FileId IdOf(const std::string& path) {
+  FileId id;
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    id.exists = true;
+    id.dev = st.st_dev;
+    id.ino = st.st_ino;
+    return id;
+  }
+  const auto [dir, name] = SplitPath(path);
+  char* real = ::realpath(dir.c_str(), nullptr);
+  id.resolved = absl::StrCat(real != nullptr ? real : dir, "/", name);
+  std::free(real);
+  return id;
+}
+
+}  // namespace
+
+absl::Status CheckFiles(const std::vector<FileArg>& inputs, const std::vector<FileArg>& outputs,
+                        const std::vector<std::pair<std::string, std::string>>& may_share) {
+  for (const FileArg& in : inputs) MIXTRAIN_RETURN_IF_ERROR(CheckInputPath(in.what, in.path));
+  for (const FileArg& out : outputs) MIXTRAIN_RETURN_IF_ERROR(CheckOutputPath(out.what, out.path));
+  auto same = [](const FileArg& a, const FileArg& b, const char* why) {
+    return absl::InvalidArgumentError(absl::StrCat(a.what, "=", a.path, " and ", b.what, "=", b.path,
+                                                   " are the same file: ", why));
+  };
+  std::vector<FileId> out_ids;
+  for (const FileArg& out : outputs) out_ids.push_back(IdOf(out.path));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    for (size_t j = 0; j < i; ++j)
+      if (out_ids[i] == out_ids[j]) return same(outputs[j], outputs[i], "one output would replace the other");
+    for (const FileArg& in : inputs) {
+      const bool allowed = std::find(may_share.begin(), may_share.end(),
+                                     std::make_pair(outputs[i].what, in.what)) != may_share.end();
+      if (!allowed && out_ids[i] == IdOf(in.path))
+        return same(outputs[i], in, "the output would destroy the input");
+    }
   }
   return absl::OkStatus();
 }

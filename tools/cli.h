@@ -94,6 +94,21 @@ absl::StatusOr<std::string> ReadInputFile(const std::string& what, const std::st
 // `flag` names it in the error ("--save").
 absl::Status CheckOutputPath(const std::string& flag, const std::string& path);
 
+// A file a command reads or writes, as the user named it: `what` is the flag or argument
+// ("--data", "MODEL.onnx"), `path` the path given.
+struct FileArg {
+  std::string what;
+  std::string path;
+};
+// Every file a command reads and writes, checked before any work: each input by CheckInputPath,
+// each output by CheckOutputPath, then no two outputs and no output and input the same file.
+// Paths are compared as files, not as text: "a", "./a", "d/../a", a symbolic link to it and a
+// hard link to it (same device and inode) are one file. The error names both. `may_share` lists
+// (output, input) pairs that may be one file, e.g. {"--save", "--resume"}: a checkpoint read in
+// full before the run replaced atomically by the run's own.
+absl::Status CheckFiles(const std::vector<FileArg>& inputs, const std::vector<FileArg>& outputs,
+                        const std::vector<std::pair<std::string, std::string>>& may_share = {});
+
 // A file written in full or not at all: the contents go to an unpredictable temp file created
 // next to the target with O_EXCL (".<name>.tmp.<pid>.XXXXXX", never an existing file or a link
 // planted there), renamed over the target by Commit(). Destroyed uncommitted, it removes the temp.

@@ -28,8 +28,13 @@ absl::Status RunDump(const cli::Args& args) {
     return absl::InvalidArgumentError("--format=onnx needs --out=FILE (ONNX is binary)");
   if (args.has("out") && out.empty())
     return absl::InvalidArgumentError("flag --out needs a file name");
-  MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("MODEL.onnx", model_path));
-  if (!out.empty()) MIXTRAIN_RETURN_IF_ERROR(cli::CheckOutputPath("--out", out));
+  {
+    std::vector<cli::FileArg> inputs = {{"MODEL.onnx", model_path}};
+    if (args.has("stats")) inputs.push_back({"--stats", args.str("stats")});
+    std::vector<cli::FileArg> outputs;
+    if (!out.empty()) outputs.push_back({"--out", out});
+    MIXTRAIN_RETURN_IF_ERROR(cli::CheckFiles(inputs, outputs));
+  }
 
   // The passes that take options get them from dump's flags; the others run with defaults.
   TransformOptions options;
@@ -38,6 +43,9 @@ absl::Status RunDump(const cli::Args& args) {
   MIXTRAIN_ASSIGN_OR_RETURN(options.low_type, ParseElementType(args.str("dtype")));
   if (options.low_type != ElementType::kFloat16 && options.low_type != ElementType::kBFloat16)
     return absl::InvalidArgumentError("flag --dtype must be fp16 or bf16");
+  if (options.precision == "fp32" && args.has("dtype"))
+    return absl::InvalidArgumentError(absl::StrCat("--dtype=", args.str("dtype"), " contradicts --precision=fp32: "
+                                                   "with fp32 no op runs in a low type; drop one of them"));
   options.allow = args.list("allow");
   options.deny = args.list("deny");
   if (args.has("fp32-nodes")) options.fp32_nodes = args.str("fp32-nodes");

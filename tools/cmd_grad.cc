@@ -23,9 +23,8 @@ absl::Status Grad(const cli::Args& args) {
   if (args.str("data").empty()) return absl::InvalidArgumentError("flag --data=BATCH.npz is required");
   if (args.str("out").empty()) return absl::InvalidArgumentError("flag --out=GRADS.npz is required");
   const std::string& model_path = args.positional()[0];
-  MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("MODEL.onnx", model_path));
-  MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("--data", args.str("data")));
-  MIXTRAIN_RETURN_IF_ERROR(cli::CheckOutputPath("--out", args.str("out")));
+  MIXTRAIN_RETURN_IF_ERROR(
+      cli::CheckFiles({{"MODEL.onnx", model_path}, {"--data", args.str("data")}}, {{"--out", args.str("out")}}));
   MIXTRAIN_ASSIGN_OR_RETURN(TensorMap data, ReadNpz(args.str("data")));
   MIXTRAIN_RETURN_IF_ERROR(CheckTrainingData(
       data, args.str("data"),

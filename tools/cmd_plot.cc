@@ -19,7 +19,9 @@ namespace {
 
 absl::Status Plot(const cli::Args& args, cli::ImageFormat format) {
   const std::string out = args.str("out");
-  MIXTRAIN_RETURN_IF_ERROR(cli::CheckOutputPath("--out", out));
+  std::vector<cli::FileArg> inputs;
+  for (const std::string& path : args.positional()) inputs.push_back({"LOG.jsonl", path});
+  MIXTRAIN_RETURN_IF_ERROR(cli::CheckFiles(inputs, {{"--out", out}}));
   std::vector<cli::TrainLog> logs;
   size_t steps = 0;
   for (const std::string& path : args.positional()) {

@@ -26,9 +26,8 @@ absl::Status RunModel(const cli::Args& args) {
         "expects exactly one MODEL.onnx, got ", args.positional().size(), " arguments (see --help)"));
   if (args.str("inputs").empty()) return absl::InvalidArgumentError("flag --inputs=IN.npz is required");
   if (args.str("out").empty()) return absl::InvalidArgumentError("flag --out=OUT.npz is required");
-  MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("MODEL.onnx", args.positional()[0]));
-  MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("--inputs", args.str("inputs")));
-  MIXTRAIN_RETURN_IF_ERROR(cli::CheckOutputPath("--out", args.str("out")));
+  MIXTRAIN_RETURN_IF_ERROR(cli::CheckFiles({{"MODEL.onnx", args.positional()[0]}, {"--inputs", args.str("inputs")}},
+                                           {{"--out", args.str("out")}}));
   InferenceOptions options;
   MIXTRAIN_ASSIGN_OR_RETURN(options.compute_type, ComputeType(args));
   options.optimize = args.flag("optimize");

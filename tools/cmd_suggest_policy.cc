@@ -19,7 +19,9 @@ absl::Status RunSuggest(const cli::Args& args) {
                                                    " arguments (see --help)"));
   const std::string out = args.str("out");
   if (args.has("out") && out.empty()) return absl::InvalidArgumentError("flag --out needs a file name");
-  if (!out.empty()) MIXTRAIN_RETURN_IF_ERROR(cli::CheckOutputPath("--out", out));
+  std::vector<cli::FileArg> outputs;
+  if (!out.empty()) outputs.push_back({"--out", out});
+  MIXTRAIN_RETURN_IF_ERROR(cli::CheckFiles({{"STATS.json", args.positional()[0]}}, outputs));
   MIXTRAIN_ASSIGN_OR_RETURN(cli::PrecisionStatsFile f, cli::ReadPrecisionStats(args.positional()[0]));
   const std::string policy = cli::SuggestPolicy(f);
   if (out.empty()) {

@@ -38,6 +38,26 @@ bool ParseEnum(const std::string& name, std::initializer_list<const char*> names
   return false;
 }
 
+// Settings that cannot all hold: each names where it came from (the flag, or the --config field).
+absl::Status CheckContradictions(const cli::Args& a, const TrainConfig& c) {
+  using P = TrainConfig::Precision;
+  using L = TrainConfig::LossScaler;
+  if (c.precision.preset != P::Preset::kFp32) return absl::OkStatus();
+  const std::string fp32 = a.has("precision") ? "--precision=fp32" : "precision.preset=FP32 (--config)";
+  if (c.precision.low_dtype != P::LowType::kAuto) {
+    const std::string low = a.has("dtype") ? absl::StrCat("--dtype=", a.str("dtype")) : "precision.low_dtype (--config)";
+    return absl::InvalidArgumentError(absl::StrCat(low, " contradicts ", fp32, ": with fp32 no op runs in a low type; "
+                                                   "drop one of them"));
+  }
+  if (c.loss_scaler.mode == L::Mode::kStatic || c.loss_scaler.mode == L::Mode::kDynamic) {
+    const std::string scale = a.has("loss-scale") ? absl::StrCat("--loss-scale=", a.str("loss-scale"))
+                                                  : "loss_scaler.mode (--config)";
+    return absl::InvalidArgumentError(absl::StrCat(scale, " contradicts ", fp32, ": loss scaling keeps low-precision "
+                                                   "gradients from underflowing, and fp32 has none; drop one of them"));
+  }
+  return absl::OkStatus();
+}
+
 // Applies the command-line flags over `c` (defaults < --config < flags). Numbers were checked
 // by Args::Parse against their NumericFlags() rows; a --config's fields by FromTextProto.
 absl::Status ApplyFlags(const cli::Args& a, TrainConfig& c) {
@@ -87,7 +107,8 @@ absl::Status ApplyFlags(const cli::Args& a, TrainConfig& c) {
     // A PrecisionPolicy textproto is the body of TrainConfig's `precision` field.
     absl::StatusOr<TrainConfig> parsed = TrainConfig::FromTextProto("precision {\n" + text + "\n}");
     if (!parsed.ok())
-      return absl::InvalidArgumentError(absl::StrCat("--policy=", a.str("policy"), ": not a valid PrecisionPolicy textproto"));
+      return absl::InvalidArgumentError(absl::StrCat("--policy=", a.str("policy"), ": not a valid PrecisionPolicy: ",
+                                                     parsed.status().message()));
     *prec = parsed->precision;
   }
   if (a.has("precision")) {
@@ -125,25 +146,26 @@ absl::Status ApplyFlags(const cli::Args& a, TrainConfig& c) {
     return absl::InvalidArgumentError("--deterministic needs --data-parallel (one process is deterministic already)");
   if (a.has("debug-precision-out") && c.debug_precision == 0) c.debug_precision = 1;
   if (c.epochs < 1 && c.steps < 1) return absl::InvalidArgumentError("--epochs or --steps must be >= 1");
-  return absl::OkStatus();
+  MIXTRAIN_RETURN_IF_ERROR(CheckContradictions(a, c));
+  return c.Validate();  // the names and lists too, before any file is touched
 }
 
 // Every file the run reads or writes, checked before any work: a typo in --save fails now, not
-// after an epoch. Returns the output files by flag.
+// after an epoch, and no output names an input. Returns the output files by flag.
 absl::StatusOr<std::map<std::string, std::string>> CheckPaths(const cli::Args& a, const TrainConfig& c) {
-  MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("MODEL.onnx", c.model));
-  if (!c.data.path.empty()) MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("--data", c.data.path));
-  if (a.has("resume")) MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("--resume", a.str("resume")));
+  std::vector<cli::FileArg> inputs = {{"MODEL.onnx", c.model}};
+  if (!c.data.path.empty()) inputs.push_back({"--data", c.data.path});
+  for (const char* flag : {"resume", "config", "policy"})
+    if (a.has(flag)) inputs.push_back({absl::StrCat("--", flag), a.str(flag)});
+  std::vector<cli::FileArg> files;
   std::map<std::string, std::string> outputs;  // flag -> path
   for (const char* flag : {"save", "export", "log-json", "debug-precision-out"}) {
     if (!a.has(flag)) continue;
-    const std::string path = a.str(flag);
-    MIXTRAIN_RETURN_IF_ERROR(cli::CheckOutputPath(absl::StrCat("--", flag), path));
-    for (const auto& [other, other_path] : outputs)
-      if (other_path == path)
-        return absl::InvalidArgumentError(absl::StrCat("--", other, " and --", flag, " name the same file '", path, "'"));
-    outputs[flag] = path;
+    files.push_back({absl::StrCat("--", flag), a.str(flag)});
+    outputs[flag] = a.str(flag);
   }
+  // --save may continue the --resume checkpoint: read in full first, replaced atomically.
+  MIXTRAIN_RETURN_IF_ERROR(cli::CheckFiles(inputs, files, {{"--save", "--resume"}}));
   return outputs;
 }
 
@@ -276,6 +298,42 @@ absl::StatusOr<int64_t> BatchSize(const cli::Args& a, const TrainConfig& c, cons
   return bs;
 }
 
+// A checkpoint's position against this run's data and length. Each epoch and each batch of a
+// run took a step, so neither counts past the step; the batch lies within this data's epoch; and
+// steps remain to be trained (a finished run resumed would train nothing and re-save the same).
+absl::Status CheckResumePosition(const std::string& path, const TrainingPosition& pos, int64_t step,
+                                 int64_t per_epoch, int64_t total) {
+  auto refuse = [&](auto&&... why) {
+    return absl::InvalidArgumentError(absl::StrCat("--resume=", path, ": ", why...));
+  };
+  if (pos.epoch > step || pos.batch > step)
+    return refuse("its position (epoch ", pos.epoch, ", batch ", pos.batch, ") is past its step ", step,
+                  ": every epoch and batch takes a step");
+  if (pos.batch >= per_epoch)
+    return refuse("it stopped at batch ", pos.batch, " of its epoch; an epoch of this data has ", per_epoch,
+                  " batches");
+  if (step >= total)
+    return refuse("it has trained ", step, " steps already and this run trains ", total,
+                  " in all: nothing is left to train (raise --steps or --epochs)");
+  return absl::OkStatus();
+}
+
+// With --accumulate=K the weights update on every Kth step: a run from step `from` to `total`
+// that reaches none would train nothing (refused); micro-batches after the last update are
+// dropped, which the returned note says.
+absl::StatusOr<std::string> CheckUpdates(int64_t accumulate, int64_t from, int64_t total) {
+  if (accumulate <= 1) return std::string();
+  const int64_t updates = total / accumulate - from / accumulate;
+  if (updates == 0)
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--accumulate=", accumulate, ": the weights update every ", accumulate, " steps, and steps ", from + 1, " to ",
+        total, " reach no update, so nothing would be trained (raise --steps or lower --accumulate)"));
+  if (const int64_t dropped = total % accumulate; dropped != 0)
+    return absl::StrCat("--accumulate=", accumulate, ": the last ", dropped, " of ", total,
+                        " steps reach no update; their gradients are dropped");
+  return std::string();
+}
+
 // The test loss and accuracy over `ds` in batches of `bs`; a model with a fixed batch (`fixed`)
 // takes batches of that size only, so a last partial batch is left out.
 absl::StatusOr<EvalResult> EvaluateAll(Trainer& t, const Dataset& ds, int64_t bs, bool fixed) {
@@ -379,9 +437,12 @@ absl::Status RunTrain(const cli::Args& a) {
     MIXTRAIN_ASSIGN_OR_RETURN(TrainingPosition pos, t.LoadCheckpoint(a.str("resume")));
     epoch = pos.epoch;
     batch = pos.batch;
+    MIXTRAIN_RETURN_IF_ERROR(CheckResumePosition(a.str("resume"), pos, t.steps_taken(), per_epoch, total));
   }
+  MIXTRAIN_ASSIGN_OR_RETURN(const std::string accumulate_note, CheckUpdates(c.accumulate, t.steps_taken(), total));
   const ResolvedPrecision p = t.precision();
   const ResolvedDevice where = t.device();
+  if (!accumulate_note.empty()) std::fprintf(info, "mixtrain train: %s\n", accumulate_note.c_str());
   if (!where.note.empty()) std::fprintf(info, "mixtrain train: %s\n", where.note.c_str());
   for (const std::string& note : d.notes) std::fprintf(info, "mixtrain train: %s\n", note.c_str());
   if (!p.note.empty()) std::fprintf(info, "mixtrain train: %s\n", p.note.c_str());

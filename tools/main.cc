@@ -1,6 +1,8 @@
 // mixtrain: train ONNX models with automatic mixed precision. Dispatches to the subcommands
 // registered by tools/cmd_*.cc.
 #include <cstdio>
+#include <exception>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -18,9 +20,8 @@ void PrintUsage(FILE* out) {
   std::fprintf(out, "\n`mixtrain <command> --help` lists a command's flags.\n");
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+// The dispatch; main() adds the last-resort handling of exceptions.
+int Main(int argc, char** argv) {
   if (argc < 2) {
     PrintUsage(stderr);
     return 2;
@@ -53,4 +54,22 @@ int main(int argc, char** argv) {
     return 0;
   }
   return it->second.run(*args);
+}
+
+}  // namespace
+
+// An allocation that fails anywhere in a command (a huge --batch-size, a memory limit) ends it
+// with an error line, as any other error does, instead of std::terminate's abort; so does any
+// other exception a library throws through a command.
+int main(int argc, char** argv) {
+  const std::string cmd = argc > 1 ? argv[1] : "";
+  try {
+    return Main(argc, argv);
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "mixtrain %s: out of memory (a batch, model or data set too large for the memory "
+                 "this process may use)\n", cmd.c_str());
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "mixtrain %s: %s\n", cmd.c_str(), e.what());
+  }
+  return 1;
 }

@@ -3,7 +3,9 @@
 // (models/, tests/data/zoo, tests/data/grad) still imports.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <filesystem>
 #include <fstream>
 
@@ -81,6 +83,13 @@ void AddIntAttr(onnx::NodeProto* n, const std::string& name, int64_t v) {
   a->set_name(name);
   a->set_type(onnx::AttributeProto::INT);
   a->set_i(v);
+}
+
+void AddFloatAttr(onnx::NodeProto* n, const std::string& name, float v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::FLOAT);
+  a->set_f(v);
 }
 
 constexpr int32_t kF32 = onnx::TensorProto::FLOAT;
@@ -364,6 +373,145 @@ TEST(Verifier, NewerOpsetFormsImport) {
   b.Node("ReduceMean", {"x", "axes"}, {"y"}, "mean");
   auto g = ImportOnnxBytes(b.model().SerializeAsString(), "");
   EXPECT_TRUE(g.ok()) << g.status();
+}
+
+// --- attribute values, op names and declarations (verifier_attributes.cc) ------------------------
+
+// Imported (a viewer shows any op), refused before a pass would run it.
+TEST(Verifier, UnknownOpsAreNotRunnableAndNameTheNearest) {
+  ModelBuilder b;
+  b.Input("x", kF32, {2}).Output("y");
+  b.Node("Reul", {"x"}, {"z"}, "typo");
+  onnx::ModelProto m = b.model();
+  auto* op = m.add_opset_import();
+  op->set_domain("com.example");
+  op->set_version(1);
+  auto* n = m.mutable_graph()->add_node();
+  n->set_op_type("Swizzle");
+  n->set_domain("com.example");
+  n->set_name("custom");
+  n->add_input("z");
+  n->add_output("y");
+  auto g = ImportOnnxBytes(m.SerializeAsString(), "");
+  ASSERT_TRUE(g.ok()) << g.status();
+  const absl::Status s = VerifyRunnableOps(**g, [](const mixtrain::Node& n) { return n.op_type() != "Swizzle"; });
+  EXPECT_EQ(std::string(s.message()),
+            "2 nodes of ops mixtrain does not run (it runs ONNX's ops and its own ai.mixtrain ones): node 'typo' "
+            "(Reul): no ONNX op (the nearest is 'Relu'); node 'custom' (com.example.Swizzle): no op mixtrain runs");
+  EXPECT_TRUE(VerifyRunnableOps(**g, [](const mixtrain::Node&) { return true; }).message().find("Swizzle") ==
+              absl::string_view::npos);
+  EXPECT_EQ(NearestName("softmx", OnnxOpTypes()), "Softmax");
+  EXPECT_TRUE(IsOnnxOpType("Mish"));  // opset 18, newer than the ONNX library
+}
+
+TEST(Verifier, AxisOutsideTheRank) {
+  ModelBuilder b;
+  b.Input("x", kF32, {2, 3}).Output("y");
+  AddIntAttr(b.Node("Softmax", {"x"}, {"y"}, "sm"), "axis", int64_t{1} << 40);
+  ExpectError(b.model(), {"node 'sm' (Softmax)", "attribute 'axis'", "1099511627776", "outside [-2, 1]"});
+  // Flatten's axis may equal the rank (everything in the first dimension); one past it may not.
+  for (int64_t axis : {2, 3}) {
+    ModelBuilder f;
+    f.Input("x", kF32, {2, 3}).Output("y");
+    AddIntAttr(f.Node("Flatten", {"x"}, {"y"}, "flat"), "axis", axis);
+    if (axis == 2) {
+      auto g = ImportOnnxBytes(f.model().SerializeAsString(), "");
+      EXPECT_TRUE(g.ok()) << g.status();
+    } else {
+      ExpectError(f.model(), {"node 'flat' (Flatten)", "axis", "3"});  // Flatten's shape rule refuses it first
+    }
+  }
+}
+
+// Opset 18's Split has no schema in the ONNX library (1.12): its new attribute's type comes from
+// the verifier's own table.
+TEST(Verifier, NewerOpAttributeOfWrongType) {
+  ModelBuilder b(18);
+  b.Input("x", kF32, {4}).Output("a").Output("c");
+  auto* a = b.Node("Split", {"x"}, {"a", "c"}, "split")->add_attribute();
+  a->set_name("num_outputs");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s("2");
+  ExpectError(b.model(), {"node 'split' (Split)", "attribute 'num_outputs'", "STRING", "wants INT"});
+  ModelBuilder zero(18);
+  zero.Input("x", kF32, {4}).Output("a");
+  AddIntAttr(zero.Node("Split", {"x"}, {"a"}, "split0"), "num_outputs", 0);
+  ExpectError(zero.model(), {"node 'split0' (Split)", "'num_outputs' is 0", ">= 1"});
+}
+
+TEST(Verifier, FloatAttributesAreFiniteAndEpsilonsNotNegative) {
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  {
+    ModelBuilder b;
+    b.Input("a", kF32, {2, 3}).Output("y");
+    b.Initializer("w", {3, 4}, std::vector<float>(12, 1.f));
+    AddFloatAttr(b.Node("Gemm", {"a", "w"}, {"y"}, "gemm"), "alpha", nan);
+    ExpectError(b.model(), {"node 'gemm' (Gemm)", "attribute 'alpha' is nan", "a finite number"});
+  }
+  for (float eps : {nan, -1e-5f}) {
+    ModelBuilder b;
+    b.Input("x", kF32, {2, 3}).Output("y");
+    b.Initializer("scale", {3}, {1, 1, 1});
+    b.Initializer("bias", {3}, {0, 0, 0});
+    AddFloatAttr(b.Node("LayerNormalization", {"x", "scale", "bias"}, {"y"}, "ln"), "epsilon", eps);
+    ExpectError(b.model(), {"node 'ln' (LayerNormalization)", "attribute 'epsilon'",
+                            std::isnan(eps) ? "a finite number" : ">= 0"});
+  }
+  {
+    ModelBuilder b;
+    b.Input("x", kF32, {2, 3}).Output("y");
+    for (const char* name : {"s", "b", "m", "v"}) b.Initializer(name, {3}, {1, 1, 1});
+    AddFloatAttr(b.Node("BatchNormalization", {"x", "s", "b", "m", "v"}, {"y"}, "bn"), "momentum", inf);
+    ExpectError(b.model(), {"node 'bn' (BatchNormalization)", "attribute 'momentum' is inf"});
+  }
+  // A Constant's value is data: -inf (an attention mask) is meaningful.
+  ModelBuilder c;
+  c.Output("y");
+  AddFloatAttr(c.Node("Constant", {}, {"y"}, "mask"), "value_float", -inf);
+  auto g = ImportOnnxBytes(c.model().SerializeAsString(), "");
+  EXPECT_TRUE(g.ok()) << g.status();
+}
+
+// Found accepted by the mutation probe (tools/probe): flags other than 0 or 1, string choices
+// no op defines.
+TEST(Verifier, FlagsAndStringChoices) {
+  {
+    ModelBuilder b;
+    b.Input("a", kF32, {2, 3}).Output("y");
+    b.Initializer("w", {3, 4}, std::vector<float>(12, 1.f));
+    AddIntAttr(b.Node("Gemm", {"a", "w"}, {"y"}, "gemm"), "transB", 3);
+    ExpectError(b.model(), {"node 'gemm' (Gemm)", "attribute 'transB' is 3", "0 or 1"});
+  }
+  {
+    ModelBuilder b;
+    b.Input("x", kF32, {1, 1, 4, 4}).Output("y");
+    auto* a = b.Node("MaxPool", {"x"}, {"y"}, "pool")->add_attribute();
+    a->set_name("auto_pad");
+    a->set_type(onnx::AttributeProto::STRING);
+    a->set_s("SAME");
+    onnx::ModelProto m = b.model();
+    auto* ks = m.mutable_graph()->mutable_node(0)->add_attribute();
+    ks->set_name("kernel_shape");
+    ks->set_type(onnx::AttributeProto::INTS);
+    ks->add_ints(2);
+    ks->add_ints(2);
+    ExpectError(m, {"node 'pool' (MaxPool)", "attribute 'auto_pad' is 'SAME'", "NOTSET, SAME_UPPER, SAME_LOWER, VALID"});
+  }
+}
+
+TEST(Verifier, DeclaredTypesHaveNoNegativeDimensions) {
+  // value_info of a name no node uses is still a declaration the file makes.
+  ModelBuilder b = Chain();
+  b.ValueInfo("unused", kF32, {2, -3});
+  ExpectError(b.model(), {"value 'unused'", "negative dimension -3"});
+}
+
+TEST(Verifier, GraphInputNeedsAnElementType) {
+  ModelBuilder b = Chain();
+  onnx::ModelProto m = b.model();
+  auto* tt = m.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type();
+  tt->set_elem_type(onnx::TensorProto::UNDEFINED);
+  ExpectError(m, {"graph input 'x'", "no element type"});
 }
 
 TEST(Verifier, ShippedAndTestModelsImport) {

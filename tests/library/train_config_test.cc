@@ -28,8 +28,10 @@ void SetEveryField(Message* m) {
       continue;  // onnx.TensorProto etc. are not part of TrainConfig
     if (f->is_repeated()) {
       ASSERT_EQ(f->cpp_type(), FieldDescriptor::CPPTYPE_STRING) << f->full_name();
-      r->AddString(m, f, "Op" + std::to_string(i));
-      r->AddString(m, f, "Other");
+      // The precision lists name op types (Validate checks them); fp32_nodes' regexes may too.
+      static const char* const kOps[] = {"Gemm", "Conv", "Softmax", "Relu", "Add", "Mul", "MatMul"};
+      r->AddString(m, f, kOps[i % 7]);
+      r->AddString(m, f, "LayerNormalization");
       continue;
     }
     switch (f->cpp_type()) {

@@ -77,6 +77,72 @@ TEST(NumberRuleTest, ParseNumberNamesTheValueAndTheRule) {
   EXPECT_EQ(*mixtrain::ParseNumber("--lr", "0.1", lr), static_cast<double>(0.1f));
 }
 
+// Issue 33: 1e-50 became 0 in --weight-decay and the others (a float's smallest is 1.4e-45).
+TEST(NumberRuleTest, RefusesWhatAFloatWouldFlushToZero) {
+  for (const char* field : {"optimizer.weight_decay", "optimizer.momentum", "optimizer.beta1", "optimizer.beta2",
+                            "optimizer.clip_grad_norm", "schedule.min_lr"}) {
+    SCOPED_TRACE(field);
+    const NumberRule& rule = *TrainConfig::NumberRuleOf(field);
+    EXPECT_TRUE(rule.Accepts(0));
+    EXPECT_TRUE(rule.Accepts(1e-40));  // subnormal, not zero
+    EXPECT_FALSE(rule.Accepts(1e-50));
+    EXPECT_EQ(ErrorOf(mixtrain::ParseNumber("--x", "1e-50", rule)),
+              "--x=1e-50: must be " + rule.Describe() +
+                  " (a float32 holds no nonzero value below 1.4013e-45 in magnitude: this one would become 0)");
+  }
+}
+
+// A config file's literal is checked as written: the text parser would round 1e-50 to 0 first.
+TEST(TrainConfigValidateTest, ConfigFloatsAreCheckedAsWritten) {
+  const std::string e = ErrorOf(TrainConfig::FromTextProto("optimizer { weight_decay: 1e-50 }"));
+  EXPECT_EQ(e.rfind("optimizer.weight_decay=1e-50: must be a finite number >= 0", 0), 0u) << e;
+  EXPECT_EQ(ErrorOf(TrainConfig::FromTextProto("optimizer {\n\tmomentum:\t-1e-50  # tab and comment\n}"))
+                .rfind("optimizer.momentum=-1e-50: must be", 0),
+            0u);
+  EXPECT_EQ(ErrorOf(TrainConfig::FromTextProto("schedule { gamma: inf }")).rfind("schedule.gamma=inf: must be", 0), 0u);
+  absl::StatusOr<TrainConfig> ok = TrainConfig::FromTextProto("optimizer { lr: 0.5f momentum: 0 }\nsteps: 3");
+  ASSERT_TRUE(ok.ok()) << ok.status();
+  EXPECT_EQ(ok->optimizer.lr, 0.5f);
+}
+
+TEST(TrainConfigValidateTest, NamesAndOpListsAreChecked) {
+  struct Case {
+    void (*set)(TrainConfig&);
+    const char* error;
+  };
+  const Case cases[] = {
+      {[](TrainConfig& c) { c.data.labels_key = ""; }, "data.labels_key is empty"},
+      {[](TrainConfig& c) { c.loss = "output:"; }, "loss='output:' names no model value"},
+      {[](TrainConfig& c) { c.precision.allow = {"Gemmm"}; },
+       "precision.allow: 'Gemmm' is not an op type mixtrain knows (the nearest is 'Gemm')"},
+      {[](TrainConfig& c) { c.precision.deny = {"softmax"}; }, "precision.deny: 'softmax' is not an op type"},
+      {[](TrainConfig& c) { c.precision.infer = {""}; }, "precision.infer holds an empty op type"},
+      {[](TrainConfig& c) { c.precision.clear = {"FooOp"}; }, "precision.clear: 'FooOp'"},
+  };
+  for (const Case& k : cases) {
+    TrainConfig c;
+    k.set(c);
+    const std::string e = ErrorOf(c.Validate());
+    EXPECT_EQ(e.rfind(k.error, 0), 0u) << e << "\nwanted: " << k.error;
+  }
+  // ONNX ops of any opset (Mish: 18, newer than the ONNX library) and mixtrain's own fused ops.
+  TrainConfig c;
+  c.precision.allow = {"Gemm", "Mish", "MaskedSoftmax", "FusedMatMul"};
+  EXPECT_TRUE(c.Validate().ok()) << c.Validate();
+}
+
+// An empty labels key through the C++ gradient API is an error, not an abort in the graph.
+TEST(TrainConfigValidateTest, EmptyLabelsNameIsAnErrorInComputeGradients) {
+  std::vector<float> x(2 * 8, 0.5f);
+  TensorMap batch = {{"x", *HostTensor::FromVector<float>({2, 8}, x)},
+                     {"labels", *HostTensor::FromVector<int64_t>({2}, {0, 1})}};
+  mixtrain::GradientOptions o;
+  o.labels = "";
+  EXPECT_NE(ErrorOf(mixtrain::ComputeGradients(MT_SOURCE_DIR "/tests/data/optim/mlp.onnx", batch, o))
+                .find("the labels have no name"),
+            std::string::npos);
+}
+
 TEST(TrainConfigValidateTest, NamesTheField) {
   EXPECT_TRUE(TrainConfig{}.Validate().ok());
   struct Case {

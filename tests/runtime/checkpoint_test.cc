@@ -227,6 +227,16 @@ TEST_F(Checkpoint, CraftedFieldsAreRefusedDespiteAValidChecksum) {
                 "field batch_in_epoch is -3");
   ExpectRefused(*fresh, Crafted(*t, "e", [](pb::Checkpoint& ck) { ck.set_planned_steps(-8); }),
                 "field planned_steps is -8");
+  // Past the bound of a run's steps (10^12), as TrainConfig's `steps` is (issue 33: step=2^62
+  // resumed and reported 4611686018427387904 steps trained).
+  ExpectRefused(*fresh, Crafted(*t, "s62", [](pb::Checkpoint& ck) { ck.set_step(int64_t{1} << 62); }),
+                "field step is 4611686018427387904 (must be in [0, 1000000000000])");
+  ExpectRefused(*fresh, Crafted(*t, "b9", [](pb::Checkpoint& ck) { ck.set_batch_in_epoch(int64_t{1} << 50); }),
+                "field batch_in_epoch is 1125899906842624");
+  ExpectRefused(*fresh, Crafted(*t, "e62", [](pb::Checkpoint& ck) { ck.set_epoch(int64_t{1} << 62); }),
+                "field epoch is 4611686018427387904");
+  ExpectRefused(*fresh, Crafted(*t, "p62", [](pb::Checkpoint& ck) { ck.set_planned_steps(int64_t{1} << 62); }),
+                "field planned_steps is 4611686018427387904");
   ExpectRefused(*fresh, Crafted(*t, "f", [&](pb::Checkpoint& ck) {
     set(ck, kStepName, Tensor::ScalarI64(-5));
   }), "state 'step' is -5");

@@ -345,7 +345,8 @@ TEST_F(TrainCli, BadOutputPathsFailBeforeTheFirstStep) {
       {" --save=" + Path("no/such/dir/run.ckpt"), "--save=" + Path("no/such/dir/run.ckpt") + ": folder '"},
       {" --export=" + Path("a_dir"), "--export=" + Path("a_dir") + ": is a directory"},
       {" --log-json=" + Path("out_fifo"), ": is a FIFO; only a regular file is replaced"},
-      {" --save=" + Path("x.ckpt") + " --export=" + Path("x.ckpt"), "--save and --export name the same file"},
+      {" --save=" + Path("x.ckpt") + " --export=" + Path("x.ckpt"),
+       "--save=" + Path("x.ckpt") + " and --export=" + Path("x.ckpt") + " are the same file"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.flags);

@@ -8,6 +8,7 @@
 #   idx:               small IDX files made here (plain and gzip), the Fashion-MNIST test labels
 #   checkpoint:        the checkpoint the fuzzer's own Trainer saves (MIXTRAIN_FUZZ_WRITE_SEED)
 #   train_config:      tests/data/**/*.textproto and the TrainConfig defaults printed in full
+#   api:               the committed programs alone (tools/fuzz/make_api_seeds.py writes them)
 # Inputs over MAX_BYTES (default 256 KiB) are left out: libFuzzer would cut them at -max_len.
 # Usage: tools/fuzz/make_corpus.sh [OUT] [BUILD_DIR]
 set -euo pipefail
@@ -18,7 +19,7 @@ max_bytes=${MAX_BYTES:-262144}
 testdata=/usr/share/libonnx-testdata/data
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
-targets=(onnx_import dump npz idx checkpoint train_config)
+targets=(onnx_import dump npz idx checkpoint train_config api)
 
 for t in "${targets[@]}"; do
   mkdir -p "$out/$t"

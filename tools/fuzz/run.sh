@@ -9,7 +9,7 @@
 #   WORK=$BUILD/fuzz    corpora (made by make_corpus.sh on first use), artifacts, logs
 #   JOBS=1              targets run side by side
 #   MIN_SECONDS=20      time to minimize each crash before copying it (0: copy as found)
-# Limits suit a 2-core, 24 GB machine: inputs up to 64 KiB (4 KiB for the text and IDX
+# Limits suit a 2-core, 24 GB machine: inputs up to 64 KiB (4 KiB for the text, IDX and API
 # targets), 4 GB RSS per fuzzer, 30 s per input before it counts as a hang.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -18,12 +18,12 @@ shift || true
 build=${BUILD:-build-asan}
 work=${WORK:-$build/fuzz}
 jobs=${JOBS:-1}
-all=(onnx_import dump npz idx checkpoint train_config)
+all=(onnx_import dump npz idx checkpoint train_config api)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 
 declare -A max_len=([onnx_import]=65536 [dump]=65536 [npz]=16384 [idx]=4096 [checkpoint]=16384
-                    [train_config]=4096)
+                    [train_config]=4096 [api]=4096)
 for t in "${targets[@]}"; do
   [ -n "${max_len[$t]:-}" ] || { echo "run.sh: unknown target '$t' (${all[*]})" >&2; exit 2; }
   [ -x "$build/${t}_fuzzer" ] || { echo "run.sh: $build/${t}_fuzzer not built (cmake --preset asan)" >&2; exit 2; }

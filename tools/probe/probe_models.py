@@ -1,11 +1,14 @@
 #!/usr/bin/env python3
 """Robustness probe: mutated ONNX models through the `mixtrain` CLI.
 
-Generates invalid (and some valid) variants of models/*.onnx -- rewired inputs, dropped/added
-inputs, "" inputs, inserted nodes of many op types with odd arities, duplicated outputs, cycles,
-wrong dtypes, bad attributes, truncated/oversized initializer data, huge dims, random byte flips
-and truncation of the file -- and runs `mixtrain check`, `dump --passes=train`, `grad` and
-`train --steps=1` on each with a timeout. Prints one table per category: cases, clean errors
+Generates invalid (and some valid) variants of models/*.onnx and of exports nobody here wrote
+(tests/data/zoo: torch.nn, timm, torchvision, transformers, tf2onnx; both torch exporters) --
+rewired inputs, dropped/added inputs, "" inputs, inserted nodes of many op types with odd arities,
+duplicated outputs, cycles, wrong dtypes, bad attributes, attribute values out of range or of
+another type (NaN, inf, negative epsilons, huge axes, strings for ints), bad declarations (element
+type 0, negative dims), typo'd ops and unknown domains, other opsets, truncated/oversized
+initializer data, huge dims, random byte flips and truncation of the file -- and runs `mixtrain
+check`, `dump --passes=train`, `grad` and `train --steps=1` on each with a timeout. Prints one table per category: cases, clean errors
 (non-zero exit, one-line message), accepted (exit 0; for `check` also exit 1 with its report of
 why the model does not train), unclean errors (non-zero exit, other
 output), crashes (killed by a signal: SIGSEGV, SIGABRT from an MT_CHECK, ...) and hangs (timeout).
@@ -32,13 +35,39 @@ from onnx import TensorProto, helper
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-# model -> (batch .npz, class axis)
+# model -> (ONNX file, batch .npz, class axis): the repository's models, and exports nobody here
+# wrote (tests/data/zoo: torch.nn, timm, torchvision, transformers, tf2onnx; both torch exporters;
+# opsets 13..21). A zoo batch keeps only the model's inputs and the labels (its .npz also holds
+# the reference loss and gradients, which `train` would refuse as data).
 MODELS = {
-    "mlp": ("tests/data/grad/mlp_batch.npz", 1),
-    "fashion_cnn": ("tests/data/grad/fashion_cnn_batch.npz", 1),
-    "resnet_mini": ("tests/data/grad/resnet_mini_batch.npz", 1),
-    "gpt_mini": ("tests/data/grad/gpt_mini_batch.npz", 1),
+    "mlp": ("models/mlp.onnx", "tests/data/grad/mlp_batch.npz", 1),
+    "fashion_cnn": ("models/fashion_cnn.onnx", "tests/data/grad/fashion_cnn_batch.npz", 1),
+    "resnet_mini": ("models/resnet_mini.onnx", "tests/data/grad/resnet_mini_batch.npz", 1),
+    "gpt_mini": ("models/gpt_mini.onnx", "tests/data/grad/gpt_mini_batch.npz", 1),
 }
+ZOO = ["keras_mlp", "conv1d_pad", "gru_ts", "nn_mix", "groupnorm_cnn", "resnet_pad", "tfm_encoder_dynamo",
+       "gpt2_hf_ts", "vit_timm", "llama_hf", "bert_hf", "lstm_ts"]
+
+
+def zoo_models(work):
+    """MODELS rows for the zoo exports, from tests/data/zoo/manifest.tsv."""
+    rows = {}
+    with open(os.path.join(ROOT, "tests/data/zoo/manifest.tsv")) as f:
+        header = f.readline().rstrip("\n").split("\t")
+        for line in f:
+            row = dict(zip(header, line.rstrip("\n").split("\t")))
+            rows[row["name"]] = row
+    out = {}
+    for name in ZOO:
+        if name not in rows or rows[name]["loss"] != "cross_entropy":
+            continue
+        model = onnx.load(os.path.join(ROOT, "tests/data/zoo", name + ".onnx"), load_external_data=False)
+        keep = {i.name for i in model.graph.input} | {"labels"}
+        z = np.load(os.path.join(ROOT, "tests/data/zoo", name + ".npz"))
+        batch = os.path.join(work, name + "_batch.npz")
+        np.savez(batch, **{k: z[k] for k in z.files if k in keep})
+        out[name] = ("tests/data/zoo/%s.onnx" % name, batch, int(rows[name]["class_axis"]))
+    return out
 
 # Ops spliced into a model by the "insert" category, with the input counts tried.
 INSERT_OPS = [
@@ -57,6 +86,7 @@ INSERT_OPS = [
 CATEGORIES = [
     "rewire", "drop_input", "add_input", "empty_input", "insert", "dup_output", "cycle",
     "dtype", "attr", "init_data", "huge_dims", "byte_flip", "truncate",
+    "attr_value", "declared", "op_name", "opset",
 ]
 
 
@@ -214,6 +244,112 @@ def mut_attr(m, r):
                        if v == [] else helper.make_attribute(name, v))
 
 
+NAN, INF = float("nan"), float("inf")
+BAD_FLOATS = [NAN, INF, -INF, -1.0, -1e-5, 0.0, 1e38, 1e-45]
+BAD_INTS = [1 << 40, -(1 << 40), 1 << 62, -1, 0, 64, -65, 2, 3]
+
+
+def mut_attr_value(m, r):
+    """An attribute of a type its op allows holding a value it cannot take (NaN, infinities, a
+    negative epsilon, a huge or negative axis or count), or the same value in another type (a
+    string where an int goes), or a setting the op has added with such a value."""
+    g = m.graph
+    nodes = [n for n in g.node if n.attribute]
+    if not nodes or r.random() < 0.25:
+        n = r.choice(list(g.node))
+        name, v = r.choice([("epsilon", r.choice(BAD_FLOATS)), ("momentum", r.choice(BAD_FLOATS)),
+                            ("alpha", r.choice(BAD_FLOATS)), ("beta", r.choice(BAD_FLOATS)),
+                            ("axis", r.choice(BAD_INTS)), ("num_outputs", r.choice(BAD_INTS)),
+                            ("group", r.choice(BAD_INTS)), ("strides", [r.choice(BAD_INTS)] * 2),
+                            ("pads", [r.choice(BAD_INTS)] * 4), ("axes", [r.choice(BAD_INTS)])])
+        for a in list(n.attribute):
+            if a.name == name:
+                n.attribute.remove(a)
+        n.attribute.append(helper.make_attribute(name, v))
+        return
+    n = r.choice(nodes)
+    a = r.choice(n.attribute)
+    A = onnx.AttributeProto
+    if r.random() < 0.25:  # the value in another type
+        name = a.name
+        n.attribute.remove(a)
+        n.attribute.append(helper.make_attribute(name, r.choice(["2", 2.5, [1, 2], 7, [0.5], b"\xff"])))
+    elif a.type == A.FLOAT:
+        a.f = r.choice(BAD_FLOATS)
+    elif a.type == A.INT:
+        a.i = r.choice(BAD_INTS)
+    elif a.type == A.FLOATS and a.floats:
+        a.floats[r.randrange(len(a.floats))] = r.choice(BAD_FLOATS)
+    elif a.type == A.INTS and a.ints:
+        a.ints[r.randrange(len(a.ints))] = r.choice(BAD_INTS)
+    elif a.type == A.STRING:
+        a.s = r.choice([b"", b"\xff\xfe", b"NOTAMODE", b"x" * 300])
+    elif a.type == A.TENSOR:  # a Constant's tensor: wrong element type or no data
+        a.t.data_type = r.choice(DTYPES)
+        if r.random() < 0.5:
+            a.t.ClearField("raw_data")
+
+
+def mut_declared(m, r):
+    """The declarations: an element type of 0 or unknown, negative or huge dims, a dim that is
+    neither value nor symbol, on graph inputs, outputs and value_info (used or not)."""
+    g = m.graph
+    k = r.randrange(5)
+    vi = r.choice(list(g.input) + list(g.output))
+    tt = vi.type.tensor_type
+    if k == 0:
+        tt.elem_type = r.choice([0, 0, 17, 23, 999, -1])
+    elif k == 1 and tt.shape.dim:
+        tt.shape.dim[r.randrange(len(tt.shape.dim))].dim_value = r.choice([-1, -7, -(1 << 40)])
+    elif k == 2:
+        name = r.choice([n.output[0] for n in g.node if n.output] + ["unused_value"])
+        g.value_info.append(helper.make_tensor_value_info(
+            name, r.choice([TensorProto.FLOAT, 0, TensorProto.INT64]), [r.choice([-3, 2, 1 << 62, 0])]))
+    elif k == 3 and tt.shape.dim:
+        d = tt.shape.dim[r.randrange(len(tt.shape.dim))]
+        d.ClearField("dim_value")
+        d.dim_param = r.choice(["", "batch", "\x00", "N" * 200])
+    else:
+        vi.type.ClearField("tensor_type")
+        vi.type.sequence_type.elem_type.tensor_type.elem_type = TensorProto.FLOAT
+
+
+def mut_op_name(m, r):
+    """A node's op or domain: a typo of a real op, a name no one defines, a domain no one
+    defines (imported or not), ai.mixtrain's or ONNX-ML's domain."""
+    g = m.graph
+    n = r.choice(list(g.node))
+    k = r.randrange(5)
+    if k == 0:  # a typo: a letter dropped, doubled or swapped, or the case changed
+        op = n.op_type
+        i = r.randrange(len(op))
+        n.op_type = r.choice([op[:i] + op[i + 1:], op[:i] + op[i] + op[i:], op.lower(), op.upper(),
+                              op[:i] + op[i + 1:i + 2] + op[i:i + 1] + op[i + 2:]]) or "X"
+    elif k == 1:
+        n.op_type = r.choice(["FooOp", "", "Relu6", "Attention", "FusedMatMul", "Mish", "Gelu"])
+    elif k == 2:
+        n.domain = r.choice(["com.example", "com.microsoft", "ai.onnx.ml", "ai.mixtrain"])
+        if r.random() < 0.7:
+            m.opset_import.append(helper.make_opsetid(n.domain, 1))
+    elif k == 3:
+        n.domain = "com.example"  # not imported
+    else:
+        n.op_type = r.choice(["ReluGrad", "SoftmaxGrad", "FusedConv", "MaskedSoftmax", "SumToShape"])
+        n.domain = "ai.mixtrain"
+        m.opset_import.append(helper.make_opsetid("ai.mixtrain", 1))
+
+
+def mut_opset(m, r):
+    """The default domain's opset: another version, one out of range, or imported twice."""
+    ops = [o for o in m.opset_import if o.domain in ("", "ai.onnx")]
+    if not ops:
+        return
+    if r.random() < 0.2:
+        m.opset_import.append(helper.make_opsetid("", ops[0].version))
+    else:
+        ops[0].version = r.choice([1, 5, 6, 9, 11, 13, 17, 18, 20, 21, 22, 1000, -1])
+
+
 def mut_init_data(m, r):
     g = m.graph
     t = r.choice(g.initializer)
@@ -296,7 +432,8 @@ MUTATORS = {
     "rewire": mut_rewire, "drop_input": mut_drop_input, "add_input": mut_add_input,
     "empty_input": mut_empty_input, "insert": mut_insert, "dup_output": mut_dup_output,
     "cycle": mut_cycle, "dtype": mut_dtype, "attr": mut_attr, "init_data": mut_init_data,
-    "huge_dims": mut_huge_dims,
+    "huge_dims": mut_huge_dims, "attr_value": mut_attr_value, "declared": mut_declared,
+    "op_name": mut_op_name, "opset": mut_opset,
 }
 
 
@@ -347,25 +484,28 @@ def run_case(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--exe", default=os.path.join(ROOT, "build-c", "mixtrain"))
-    ap.add_argument("--cases", type=int, default=80, help="cases per category (13 categories)")
+    ap.add_argument("--exe", default=os.path.join(ROOT, "build", "mixtrain"))
+    ap.add_argument("--cases", type=int, default=120, help="cases per category (17 categories)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--timeout", type=float, default=30)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--commands", default="check,dump,grad,train")
     ap.add_argument("--categories", default=",".join(CATEGORIES))
-    ap.add_argument("--models", default=",".join(MODELS))
+    ap.add_argument("--models", default=",".join(list(MODELS) + ZOO))
     ap.add_argument("--keep", default="/tmp/probe_crashers",
                     help="folder for crashing/hanging cases (emptied first)")
     ap.add_argument("--verbose", action="store_true", help="print every non-clean result")
+    ap.add_argument("--keep-accepted", default="",
+                    help="also copy every case some command accepted here, to review for silent accepts")
     a = ap.parse_args()
 
     cmds = a.commands.split(",")
     cats = a.categories.split(",")
-    models = {k: MODELS[k] for k in a.models.split(",")}
-    originals = {k: onnx.load(os.path.join(ROOT, "models", k + ".onnx")) for k in models}
-    raw = {k: open(os.path.join(ROOT, "models", k + ".onnx"), "rb").read() for k in models}
     work = tempfile.mkdtemp(prefix="mt_probe_")
+    known = dict(MODELS, **zoo_models(work))
+    models = {k: known[k] for k in a.models.split(",")}
+    originals = {k: onnx.load(os.path.join(ROOT, v[0])) for k, v in models.items()}
+    raw = {k: open(os.path.join(ROOT, v[0]), "rb").read() for k, v in models.items()}
     shutil.rmtree(a.keep, ignore_errors=True)
     os.makedirs(a.keep)
     jobs, meta = [], {}
@@ -388,8 +528,8 @@ def main():
             with open(os.path.join(case_dir, "w.bin"), "wb") as f:
                 f.write(bytes(64))
             meta[path] = (cat, name)
-            data_npz = os.path.join(ROOT, models[name][0])
-            jobs.append((a.exe, case_dir, path, data_npz, models[name][1], cmds, a.timeout))
+            data_npz = os.path.join(ROOT, models[name][1])
+            jobs.append((a.exe, case_dir, path, data_npz, models[name][2], cmds, a.timeout))
 
     table = collections.defaultdict(collections.Counter)
     bad = []
@@ -399,6 +539,9 @@ def main():
             table[cat]["cases"] += 1
             for cmd, (kind, rc, msg) in results.items():
                 table[cat][kind] += 1
+                if kind == "accepted" and a.keep_accepted:
+                    os.makedirs(a.keep_accepted, exist_ok=True)
+                    shutil.copy(path, a.keep_accepted)
                 if kind in ("crash", "hang", "unclean"):
                     bad.append((os.path.getsize(path), path, cmd, kind, rc, msg))
                     if a.verbose:
