@@ -44,6 +44,7 @@ class Program {
  public:
   Program(const uint8_t* data, size_t size) : data_(data), size_(size) {}
   bool done() const { return pos_ >= size_; }
+  size_t pos() const { return pos_; }
   uint8_t Byte() { return pos_ < size_ ? data_[pos_++] : 0; }
   int Below(int n) { return Byte() % n; }
   bool Bit() { return Byte() & 1; }
@@ -176,8 +177,9 @@ struct State {
 const std::string kFiles[] = {fuzz::ScratchPath("a.ckpt"), fuzz::ScratchPath("b.ckpt"), fuzz::ScratchPath("export.onnx")};
 
 void RunAction(Program& p, State& s) {
+  const size_t at = p.pos();
   const int action = p.Below(14);
-  if (Trace()) std::fprintf(stderr, " action %d\n", action);
+  if (Trace()) std::fprintf(stderr, " action %d (byte %zu)\n", action, at);
   std::unique_ptr<Trainer>& t = s.trainers[p.Bit()];
   switch (action) {
     case 0: {  // Create
