@@ -1,4 +1,4 @@
-// Internal invariants abort with file and line; user errors are absl::Status (see DESIGN.md).
+// Internal invariants abort with file and line; user errors are absl::Status (docs/architecture.md).
 #pragma once
 
 #include <cstdio>

@@ -1,4 +1,4 @@
-// The IR: values, nodes and graphs (DESIGN.md). A Graph owns its nodes and values; values keep
+// The IR: values, nodes and graphs (docs/architecture.md). A Graph owns its nodes and values; values keep
 // producer/consumer links, which every mutation below keeps up to date.
 #pragma once
 

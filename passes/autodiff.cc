@@ -1,4 +1,4 @@
-// The autodiff pass: reverse mode from the loss to every trainable parameter (DESIGN.md step 6).
+// The autodiff pass: reverse mode from the loss to every trainable parameter (docs/architecture.md, "The pipeline").
 // Walks the forward nodes backwards, asks each node's rule for its input gradients, sums fan-out,
 // and adds "grad/<initializer>" outputs. Only the part of the graph between trainable parameters
 // and the loss is differentiated; what the rules emit and nothing uses is pruned.

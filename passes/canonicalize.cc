@@ -1,4 +1,4 @@
-// The import canonicalization stage (DESIGN.md step 1): what exporters leave for a runtime to
+// The import canonicalization stage (docs/architecture.md, "The pipeline"): what exporters leave for a runtime to
 // work out is worked out once, so later passes and autodiff see static ranks and constant
 // shape operands. To a fixed point:
 //   - shape data: int values whose contents shape arithmetic fully determines (Shape of a

@@ -1,4 +1,4 @@
-// The loss pass (DESIGN.md step 3): appends a loss to a model output and adds the labels graph
+// The loss pass (docs/architecture.md, "The pipeline"): appends a loss to a model output and adds the labels graph
 // input, so later passes find one scalar graph output named "loss".
 //   cross_entropy    SoftmaxCrossEntropyLoss(logits N x C [x d...], labels int64 N [x d...]), mean
 //   mse              mean((y - labels)^2)

@@ -1,5 +1,5 @@
 // Passes rewrite a Graph; the PassManager runs them in order, verifies after each, and can dump
-// the graph after any pass by name (DESIGN.md).
+// the graph after any pass by name (docs/architecture.md).
 #pragma once
 
 #include <memory>

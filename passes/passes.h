@@ -1,5 +1,5 @@
-// Factories and options of the training passes: train mode, loss, autodiff (DESIGN.md steps 2, 3
-// and 6). Each pass lives in its own file; this header is what tools and later passes include.
+// Factories and options of the training passes: train mode, loss, autodiff (docs/architecture.md,
+// "The pipeline"). Each pass lives in its own file; this header is what tools and later passes include.
 #pragma once
 
 #include <cstdint>

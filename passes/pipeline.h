@@ -1,4 +1,4 @@
-// The one place the training step is assembled (DESIGN.md's pass pipeline). A TrainConfig
+// The one place the training step is assembled (docs/architecture.md, "The pipeline"). A TrainConfig
 // resolves once into a TrainingRecipe (precision preset and low type with AUTO decided, loss
 // scaling, the precision policy with all four lists and the fp32 node regexes, loss, trainable
 // selection, optimizer); the trainer, `mixtrain dump --passes=train|eval`, and the public

@@ -1,4 +1,4 @@
-// The train-mode pass (DESIGN.md step 2): exported models come in eval form.
+// The train-mode pass (docs/architecture.md, "The pipeline"): exported models come in eval form.
 //   BatchNormalization -> batch statistics; the updated running mean/var become graph outputs
 //     "state/<initializer>" that the runtime writes back after each step (momentum as exported).
 //     Opset >= 14: training_mode=1 and outputs (Y, running_mean, running_var); before 14 the

@@ -1,5 +1,5 @@
-// The passes that make a gradient graph a training step (DESIGN.md steps 5 and 7): loss scaling
-// before autodiff; after it, the overflow check, unscale, gradient clipping, the optimizer update
+// The passes that make a gradient graph a training step (docs/architecture.md, "The pipeline"):
+// loss scaling before autodiff; after it, the overflow check, unscale, gradient clipping, the optimizer update
 // of fp32 master weights, the step counter and the dynamic loss-scale update — all in the graph,
 // so a step needs no host round trip. State is written back through "state/<initializer>"
 // outputs (passes/passes.h).
@@ -42,7 +42,7 @@ enum class StepPhase { kForward, kLoss, kBackward, kOptimizer, kDebug, kCommunic
 StepPhase PhaseOf(const Node& n);
 const char* StepPhaseName(StepPhase p);
 
-// The precision debugger's statistics (DESIGN.md, "Seeing the precision"): one
+// The precision debugger's statistics (docs/precision-debugger.md): one
 // ai.mixtrain.PrecisionStats per float value the step computes before the optimizer (the outputs
 // of forward, loss and backward nodes, and the float graph inputs), placed right after its
 // producer so no tensor lives longer, all concatenated into the output "precision_stats" [K, 8].

@@ -1,7 +1,7 @@
 // Elementwise math shared by the CPU and CUDA backends: storage-type adapters (load fp16/bf16 as
 // float, round to nearest even on store) and one plain functor per op. The functors hold only
 // their attributes, so a CPU loop and a CUDA kernel instantiate the very same code; the CPU tests
-// therefore check the CUDA math too (DESIGN.md, "Kernels and backends").
+// therefore check the CUDA math too (docs/architecture.md, "Devices").
 //
 // Float ops take and return float (fp16/bf16 are computed in float). Arithmetic, comparison and
 // min/max functors are templates so the same functor serves int32/int64/int8/uint8/double

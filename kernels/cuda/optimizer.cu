@@ -1,7 +1,7 @@
 // CUDA kernels of the training-step ops: ai.mixtrain Adam and SGD on fp32 master weights and
 // state (kernels/common/optimizer.h, the very functors the CPU loops run), AllFinite and
 // UpdateLossScale. The learning rate, step, skip flag and loss scale are read on the device, so
-// a step needs no host round trip (DESIGN.md: "the step needs no host round trip").
+// a step needs no host round trip (docs/architecture.md, "Devices").
 #include <cmath>
 
 #include "graph/half.h"

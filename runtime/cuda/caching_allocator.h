@@ -1,7 +1,7 @@
 // A caching allocator over a raw allocator (cudaMalloc, cudaMallocHost, or a fake in tests).
 // Training steps ask for the same sizes every step, so freed blocks go to per-size-class free
-// lists and are handed out again: after the first step no raw allocation happens (DESIGN.md,
-// "a caching allocator"). The bookkeeping is plain C++ so it is tested without a GPU.
+// lists and are handed out again: after the first step no raw allocation happens (docs/architecture.md,
+// "Devices"). The bookkeeping is plain C++ so it is tested without a GPU.
 //
 // Reuse is safe without events because every user of a device block runs on one stream: a block
 // freed by the host and handed to a later kernel is only touched after the earlier kernels that
