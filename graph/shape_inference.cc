@@ -75,6 +75,11 @@ bool HasOpTraits(const Node& n, uint32_t traits) {
   return s != nullptr && (s->traits & traits) == traits;
 }
 
+bool IsViewNode(const Node& n) {
+  return HasOpTraits(n, kOpView) && n.num_inputs() > 0 && n.input(0) != nullptr && n.num_outputs() > 0 &&
+         n.output(0) != nullptr;
+}
+
 bool KeepsInputFp32(const Node& n, size_t i) {
   const OpSchema* s = FindOpSchema(n.domain(), n.op_type());
   return s != nullptr && i < 32 && (s->fp32_inputs >> i & 1u) != 0;

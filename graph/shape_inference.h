@@ -107,6 +107,9 @@ bool KeepsInputFp32(const Node& n, size_t i);
 
 // Whether the node's op (by its schema row) has all of `traits`; false for unknown ops.
 bool HasOpTraits(const Node& n, uint32_t traits);
+// The one view-op test passes and the planner share: an op with kOpView (Identity, Reshape,
+// Flatten, Squeeze, Unsqueeze) with its data input and output present.
+bool IsViewNode(const Node& n);
 // Whether two runs of the node on equal inputs may differ (random ops, and ops with no schema,
 // whose behaviour nothing here knows): never folded or merged.
 bool MayDiffer(const Node& n);

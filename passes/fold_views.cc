@@ -143,7 +143,9 @@ bool Reshape(View& v, const std::vector<Mono>& dims) {
   return true;
 }
 
-bool IsViewOp(const Node& n) {
+// The ops whose chains this pass composes: the views (IsViewNode) and Transpose, which moves bytes
+// but only permutes the head split's dims.
+bool IsReshapeOrTranspose(const Node& n) {
   if (!n.domain().empty() || n.input(0) == nullptr || n.output(0) == nullptr) return false;
   const std::string& op = n.op_type();
   return op == "Reshape" || op == "Transpose" || op == "Squeeze" || op == "Unsqueeze" ||
@@ -320,11 +322,11 @@ bool Dies(const Graph& g, Node* n, const absl::flat_hash_set<Node*>& removed,
 // collected in *shape_readers), none a graph output.
 std::vector<Node*> ChainInto(const Graph& g, Value* y, std::vector<Node*>* shape_readers) {
   std::vector<Node*> chain;
-  for (Node* p = y->producer; p != nullptr && IsViewOp(*p);) {
+  for (Node* p = y->producer; p != nullptr && IsReshapeOrTranspose(*p);) {
     chain.push_back(p);
     Value* in = p->input(0);
     Node* up = in->producer;
-    if (up == nullptr || !IsViewOp(*up) || g.IsGraphOutput(in)) break;
+    if (up == nullptr || !IsReshapeOrTranspose(*up) || g.IsGraphOutput(in)) break;
     bool only_p = true;
     std::vector<Node*> readers;
     for (Node* c : in->consumers) {
@@ -399,12 +401,12 @@ void RemoveAll(Graph& g, const std::vector<Node*>& nodes) {
 bool EndsChain(const Graph& g, const Node& n) {
   Value* y = n.output(0);
   Node* next = fusion::SoleConsumer(g, y);
-  return next == nullptr || !IsViewOp(*next) || next->input(0) != y;
+  return next == nullptr || !IsReshapeOrTranspose(*next) || next->input(0) != y;
 }
 
 // Rule 1: a chain of two or more view ops ending at n becomes fewer nodes.
 bool FoldChain(Graph& g, Node* n) {
-  if (!IsViewOp(*n) || !EndsChain(g, *n)) return false;
+  if (!IsReshapeOrTranspose(*n) || !EndsChain(g, *n)) return false;
   std::vector<Node*> readers;
   const std::vector<Node*> chain = ChainInto(g, n->output(0), &readers);
   if (chain.size() < 2) return false;
@@ -429,7 +431,7 @@ bool FoldChain(Graph& g, Node* n) {
 bool SplitThroughChain(Graph& g, Node* s) {
   if (!IsOnnx(*s, "Split") || s->input(0) == nullptr) return false;
   Value* y = s->input(0);
-  if (fusion::SoleConsumer(g, y) != s || y->producer == nullptr || !IsViewOp(*y->producer))
+  if (fusion::SoleConsumer(g, y) != s || y->producer == nullptr || !IsReshapeOrTranspose(*y->producer))
     return false;
   std::vector<Node*> readers;
   const std::vector<Node*> chain = ChainInto(g, y, &readers);

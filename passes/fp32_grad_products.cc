@@ -18,6 +18,7 @@
 
 #include "graph/dtype.h"
 #include "graph/onnx_export.h"
+#include "graph/shape_inference.h"
 #include "passes/fusion_match.h"
 #include "passes/pass_registry.h"
 #include "passes/training.h"
@@ -83,10 +84,6 @@ bool WidenParamGrads(Graph& g) {
   return changed;
 }
 
-bool IsView(const Node& n) {
-  return IsOnnx(n, "Squeeze") || IsOnnx(n, "Unsqueeze") || IsOnnx(n, "Reshape") || IsOnnx(n, "Flatten");
-}
-
 // Cast(views(ReduceSum(x)), to = f32) with x bf16/fp16 (a linear layer's bias gradient: the
 // output gradient summed over tokens, squeezed to the bias's shape) => views(ai.mixtrain
 // ReduceSum(x, to = f32)): the reduction already sums in double.
@@ -95,7 +92,7 @@ bool WidenReduceSum(Graph& g, Node* cast) {
   Node* reader = cast;
   Value* v = cast->input(0);
   Node* p = v->producer;
-  while (p != nullptr && IsView(*p) && SoleConsumer(g, v) == reader) {
+  while (p != nullptr && IsViewNode(*p) && SoleConsumer(g, v) == reader) {
     views.push_back(p);
     reader = p;
     v = p->input(0);

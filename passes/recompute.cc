@@ -95,7 +95,6 @@ bool MustKeepOutputs(const Node& n) {
   return HasOpTraits(n, kOpRandom) || HasSubgraph(n) || PhaseOf(n) == StepPhase::kCommunication;
 }
 
-bool IsView(const Node& n) { return HasOpTraits(n, kOpView) && n.input(0) != nullptr; }
 
 // The step's working memory as node order implies it: every value a node computes, stored from
 // its producer to its last reader (a view lives in its source's storage); weights, graph inputs,
@@ -119,7 +118,7 @@ Footprint Simulate(const Graph& g) {
   };
   absl::flat_hash_map<const Value*, Live> live;  // by storage
   auto storage = [](const Value* v) {
-    while (v->producer != nullptr && IsView(*v->producer)) v = v->producer->input(0);
+    while (v->producer != nullptr && IsViewNode(*v->producer)) v = v->producer->input(0);
     return v;
   };
   auto read = [&](const Value* v, int64_t at) {
@@ -131,7 +130,7 @@ Footprint Simulate(const Graph& g) {
     const Node& node = *g.nodes()[i];
     if (HasOpTraits(node, kOpReadsOnlyDims)) continue;
     for (const Value* in : node.inputs()) read(in, i);
-    if (IsView(node)) continue;
+    if (IsViewNode(node)) continue;
     for (const Value* o : node.outputs())
       if (o != nullptr && !g.IsGraphOutput(o)) live[o] = {Bytes(o), i, i};
   }
@@ -343,7 +342,7 @@ class RecomputePass final : public Pass {
       stack.pop_back();
       for (Node* c : v->consumers) {
         if (!IsBackward(c)) continue;
-        if (IsView(*c) && c->input(0) == v && c->output(0) != nullptr) {
+        if (IsViewNode(*c) && c->input(0) == v && c->output(0) != nullptr) {
           views.push_back(c);
           stack.push_back(c->output(0));
         } else if (first == nullptr || order[c] < order[first]) {

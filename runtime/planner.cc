@@ -21,7 +21,6 @@ namespace {
 bool IsDefaultDomain(const Node& n) { return n.domain().empty() || n.domain() == "ai.onnx"; }
 
 // Views (zero-copy, never executed), in-place candidates and random ops: the op table's traits.
-bool IsViewOp(const Node& n) { return IsDefaultDomain(n) && HasOpTraits(n, kOpView); }
 // Output element i depends only on element i of input 0 (other inputs broadcast into it), so the
 // output may overwrite input 0 when it dies there.
 bool MayOverwriteInput0(const Node& n) { return HasOpTraits(n, kOpOverwritesInput0); }
@@ -240,7 +239,7 @@ class Planner {
       MT_ASSIGN_OR_RETURN(bool folded, Fold(n, in_slots, ins, outs));
       if (folded) return absl::OkStatus();
     }
-    if (IsViewOp(n) && in_slots[0] >= 0 && n.output(0) != nullptr) {
+    if (IsViewNode(n) && in_slots[0] >= 0 && n.output(0) != nullptr) {
       const Slot& in = plan_->slots[in_slots[0]];
       std::vector<int64_t> dims = outs[0].shape.sizes();
       if (outs[0].dtype != in.dtype || NumElements(dims) != NumElements(in.dims))
@@ -320,7 +319,7 @@ class Planner {
   absl::StatusOr<bool> Fold(const Node& n, const std::vector<int>& in_slots,
                             const std::vector<TypeInfo>& ins, const std::vector<TypeInfo>& outs) {
     std::vector<Tensor> results;
-    if (IsViewOp(n)) {
+    if (IsViewNode(n)) {
       results.push_back(known_[in_slots[0]].Reshaped(outs[0].shape.sizes()));
     } else {
       auto def = KernelRegistry::Global().Find(n, DeviceType::kCPU, DTypesOf(ins), DTypesOf(outs));
@@ -511,7 +510,7 @@ std::vector<std::string> OpsWithoutKernels(const Graph& graph, DeviceType device
         if (v != nullptr) host.insert(v);
       continue;
     }
-    if (IsViewOp(n)) continue;
+    if (IsViewNode(n)) continue;
     const std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
     if (registry.Has(domain, n.op_type(), device)) continue;
     std::string op = domain.empty() ? n.op_type() : absl::StrCat(domain, ".", n.op_type());
