@@ -41,6 +41,18 @@ std::string DefaultModel(const std::string& relative) {
   return relative;
 }
 
+// The config the trainer keeps (and saves in checkpoints) with every path absolute, so that
+// `train --resume=CKPT` reads and writes the same files from any working directory.
+TrainConfig WithAbsolutePaths(TrainConfig c) {
+  for (std::string* path : {&c.model, &c.data.path, &c.run.save, &c.run.save_best, &c.run.log_dir, &c.run.export_path}) {
+    std::error_code ec;
+    if (path->empty()) continue;
+    const std::filesystem::path abs = std::filesystem::absolute(*path, ec);
+    if (!ec) *path = abs.lexically_normal().string();
+  }
+  return c;
+}
+
 // The config of this run: defaults (or, with --resume, the checkpoint's run) < --config < flags.
 absl::Status ApplyFlags(const cli::Args& a, TrainConfig& c) {
   if (a.has("resume")) {
@@ -274,7 +286,7 @@ absl::Status RunTrain(const cli::Args& a) {
 
   // Setup (model, data, checkpoint) prints nothing until it has all succeeded, so an error is
   // the only line a failed run prints.
-  MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(c.model, c));
+  MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(c.model, WithAbsolutePaths(c)));
   Trainer& t = *trainer;
   MIXTRAIN_ASSIGN_OR_RETURN(Data d, LoadData(c, t, run.limit_train, run.limit_test, a.flag("allow-nonfinite-inputs")));
   if (!d.has_test)
