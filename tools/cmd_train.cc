@@ -413,7 +413,7 @@ std::vector<cli::FlagSpec> TrainFlags() {
       {"limit-test", "0", "use only the first N test examples"},
       {"save", "", "checkpoint file, replaced atomically at each epoch end, every --save-every steps, on SIGTERM/SIGINT and at the end"},
       {"save-every", "0", "also checkpoint every N steps (needs --save)"},
-      {"keep", "1", "checkpoints kept: --save and the K-1 before it as <name>-step<N><ext> beside it"},
+      {"keep", "1", "with K > 1, the last K checkpoints stay as <name>-step<N><ext> beside --save (which names the newest)"},
       {"resume", "", "continue the run a checkpoint came from: model, data and config come from it (flags may change the run's length, device, paths and the run options; anything else must match)"},
       {"eval-every", "0", "also evaluate on the test set every N steps (besides each epoch's end)"},
       {"early-stop", "0", "stop when the test loss has not improved for N evaluations (0: never)"},

@@ -67,7 +67,7 @@ absl::Status CheckpointKeeper::Save(const Trainer& t, const TrainingPosition& po
     return absl::InternalError(absl::StrCat("--keep: cannot replace '", numbered, "': ", std::strerror(errno)));
   if (::link(path_.c_str(), numbered.c_str()) != 0)
     return absl::InternalError(absl::StrCat("--keep: cannot link '", path_, "' as '", numbered, "': ", std::strerror(errno)));
-  // The numbered checkpoints of this path, by step; all but the newest keep - 1 go.
+  // The numbered checkpoints of this path, by step; all but the newest `keep` go.
   const PathParts p = Split(path_);
   const std::string prefix = p.stem + "-step";
   std::map<int64_t, std::filesystem::path> numbered_files;
@@ -83,7 +83,7 @@ absl::Status CheckpointKeeper::Save(const Trainer& t, const TrainingPosition& po
       numbered_files[step] = entry.path();
   }
   if (ec) return absl::InternalError(absl::StrCat("--keep: cannot list '", p.dir.string(), "': ", ec.message()));
-  while (numbered_files.size() > static_cast<size_t>(keep_ - 1)) {
+  while (numbered_files.size() > static_cast<size_t>(keep_)) {
     std::filesystem::remove(numbered_files.begin()->second, ec);
     numbered_files.erase(numbered_files.begin());
   }

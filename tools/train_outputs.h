@@ -23,9 +23,10 @@ namespace mixtrain::cli {
 void InstallStopHandlers();
 int StopSignal();  // the signal received, 0 when none
 
-// Checkpoints at one path (--save): each save replaces it atomically; with keep > 1 the save also
-// stays under a step-numbered name beside it ("run.ckpt" -> "run-step1200.ckpt", a hard link,
-// so no second write), and the oldest numbered ones beyond keep - 1 are removed.
+// Checkpoints at one path (--save): each save replaces it atomically. With keep > 1 the last
+// `keep` saves stay, each under its step-numbered name beside it ("run.ckpt" ->
+// "run-step1200.ckpt", a hard link to the file just written, so no second write); the path names
+// the newest, and older numbered ones are removed.
 class CheckpointKeeper {
  public:
   CheckpointKeeper(std::string path, int keep) : path_(std::move(path)), keep_(keep) {}

@@ -101,7 +101,7 @@ struct TrainConfig {
   struct Run {
     std::string save;           // checkpoint path: the latest checkpoint
     int64_t save_every = 0;     // steps between checkpoints; 0: at epoch ends only
-    int32_t keep = 1;           // checkpoints kept: `save` and the keep-1 before it, step-numbered
+    int32_t keep = 1;           // > 1: the last `keep` saves stay, step-numbered beside `save`
     int64_t eval_every = 0;     // steps between evaluations; 0: at epoch ends only
     int32_t early_stop = 0;     // stop after this many evaluations without a lower loss; 0: off
     std::string save_best;      // checkpoint of the lowest evaluation loss

@@ -131,9 +131,9 @@ TEST_F(LongRunCli, SaveEveryKeepsTheLastCheckpoints) {
   for (const auto& e : fs::directory_iterator(dir_))
     if (e.path().filename().string().rfind("ck", 0) == 0) files.push_back(e.path().filename().string());
   std::sort(files.begin(), files.end());
-  // Saves at steps 3, 6, 9, 12 (and 4, 8, 12 as epoch ends; 14 at the end): ck.pb is step 14's,
-  // and the two saves before it keep their numbered names.
-  EXPECT_EQ(files, (std::vector<std::string>{"ck-step12.pb", "ck-step14.pb", "ck.pb"}));
+  // Saves at steps 3, 6, 9, 12 (and 4, 8, 12 as epoch ends; 14 at the end): the last three stay
+  // numbered, and ck.pb is step 14's.
+  EXPECT_EQ(files, (std::vector<std::string>{"ck-step12.pb", "ck-step14.pb", "ck-step9.pb", "ck.pb"}));
   Result resumed = Run("train --resume=ck-step12.pb --steps=14");
   ASSERT_EQ(resumed.code, 0) << resumed.err;
   EXPECT_NE(resumed.out.find("trained 2 steps (14 in all)"), std::string::npos) << resumed.out;
