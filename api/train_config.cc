@@ -86,6 +86,7 @@ pb::TrainConfig ToProto(const TrainConfig& c) {
   MT_SET(p, data_parallel, c.data_parallel);
   MT_SET(p, deterministic, c.deterministic);
   MT_SET(p, recompute, c.recompute);
+  if (c.ignore_index) p.set_ignore_index(*c.ignore_index);
 
   pb::OptimizerConfig o;
   MT_SET_ENUM(o, kind, c.optimizer.kind, pb::OptimizerConfig::Kind);
@@ -134,6 +135,21 @@ pb::TrainConfig ToProto(const TrainConfig& c) {
   MT_SET(d, shuffle, c.data.shuffle);
   MT_SET(d, seed, c.data.seed);
   if (d.ByteSizeLong() > 0) *p.mutable_data() = d;
+
+  pb::RunConfig r;
+  MT_SET(r, save, c.run.save);
+  MT_SET(r, save_every, c.run.save_every);
+  MT_SET(r, keep, c.run.keep);
+  MT_SET(r, eval_every, c.run.eval_every);
+  MT_SET(r, early_stop, c.run.early_stop);
+  MT_SET(r, save_best, c.run.save_best);
+  MT_SET(r, limit_train, c.run.limit_train);
+  MT_SET(r, limit_test, c.run.limit_test);
+  MT_SET(r, log_every, c.run.log_every);
+  MT_SET(r, log_dir, c.run.log_dir);
+  MT_SET(r, export_path, c.run.export_path);
+  MT_SET(r, export_dtype, c.run.export_dtype);
+  if (r.ByteSizeLong() > 0) *p.mutable_run() = r;
   return p;
 }
 #undef MT_SET
@@ -155,6 +171,7 @@ TrainConfig FromProto(const pb::TrainConfig& p) {
   c.data_parallel = p.data_parallel();
   c.deterministic = p.deterministic();
   c.recompute = p.recompute();
+  if (p.has_ignore_index()) c.ignore_index = p.ignore_index();
   const pb::OptimizerConfig& o = p.optimizer();
   c.optimizer = {static_cast<TC::Optimizer::Kind>(o.kind()), o.lr(), o.beta1(), o.beta2(),
                  o.has_epsilon() ? std::optional<float>(o.epsilon()) : std::nullopt,
@@ -172,6 +189,9 @@ TrainConfig FromProto(const pb::TrainConfig& p) {
                    ls.backoff_factor(), ls.growth_interval(), ls.max_scale()};
   const pb::DataConfig& d = p.data();
   c.data = {d.path(), d.dataset(), d.labels_key(), d.batch_size(), d.shuffle(), d.seed()};
+  const pb::RunConfig& r = p.run();
+  c.run = {r.save(),        r.save_every(),  r.keep(),     r.eval_every(), r.early_stop(),  r.save_best(),
+           r.limit_train(), r.limit_test(), r.log_every(), r.log_dir(),    r.export_path(), r.export_dtype()};
   return c;
 }
 
@@ -220,6 +240,14 @@ constexpr NumericField kNumericFields[] = {
     MT_FIELD(steps, NumberRule::Integer(0, kMaxSteps)),
     MT_FIELD(accumulate, NumberRule::Integer(1, kInt32Max)),
     MT_FIELD(debug_precision, NumberRule::Integer(0, kInt32Max)),
+    MT_FIELD(ignore_index, NumberRule::Integer(-9007199254740991.0, 9007199254740991.0)),  // exact in a double
+    MT_FIELD(run.save_every, NumberRule::Integer(0, kMaxSteps)),
+    MT_FIELD(run.keep, NumberRule::Integer(1, 1000000)),
+    MT_FIELD(run.eval_every, NumberRule::Integer(0, kMaxSteps)),
+    MT_FIELD(run.early_stop, NumberRule::Integer(0, kInt32Max)),
+    MT_FIELD(run.limit_train, NumberRule::Integer(0, kMaxSteps)),
+    MT_FIELD(run.limit_test, NumberRule::Integer(0, kMaxSteps)),
+    MT_FIELD(run.log_every, NumberRule::Integer(1, kMaxSteps)),
 };
 #undef MT_FIELD
 
@@ -412,6 +440,9 @@ absl::Status TrainConfig::Validate() const {
   MT_RETURN_IF_ERROR(api::CheckOpList("precision.deny", precision.deny));
   MT_RETURN_IF_ERROR(api::CheckOpList("precision.infer", precision.infer));
   MT_RETURN_IF_ERROR(api::CheckOpList("precision.clear", precision.clear));
+  if (run.export_dtype != "fp32" && run.export_dtype != "fp16" && run.export_dtype != "bf16")
+    return absl::InvalidArgumentError(
+        absl::StrCat("run.export_dtype='", run.export_dtype, "': must be fp32, fp16 or bf16"));
   return absl::OkStatus();
 }
 

@@ -22,6 +22,7 @@ namespace mixtrain::api {
 using RtTrainer = ::mixtrain::Trainer;
 using RtStepResult = ::mixtrain::StepResult;
 using RtEvalResult = ::mixtrain::EvalResult;
+using RtCheckpointPosition = ::mixtrain::CheckpointPosition;
 }  // namespace mixtrain::api
 
 #include "mixtrain/trainer.h"
@@ -253,15 +254,33 @@ std::vector<std::pair<std::string, double>> EvalResult::Metrics() const {
 absl::Status Trainer::SaveCheckpoint(const std::string& path, TrainingPosition position) const {
   auto lock = impl_->Lock();
   return api::Guarded("Trainer::SaveCheckpoint", [&] {
-    return impl_->rt->SaveCheckpoint(path, position.epoch, position.batch);
+    return impl_->rt->SaveCheckpoint(path, {position.epoch, position.batch, position.best_eval_loss,
+                                            position.best_eval_step, position.evals_since_best});
   });
 }
 
 absl::StatusOr<TrainingPosition> Trainer::LoadCheckpoint(const std::string& path) {
   auto lock = impl_->Lock();
   return api::Guarded("Trainer::LoadCheckpoint", [&]() -> absl::StatusOr<TrainingPosition> {
-    MT_ASSIGN_OR_RETURN(auto pos, impl_->rt->LoadCheckpoint(path));
-    return TrainingPosition{pos.first, pos.second};
+    MT_ASSIGN_OR_RETURN(api::RtCheckpointPosition p, impl_->rt->LoadCheckpointPosition(path));
+    return TrainingPosition{p.epoch, p.batch, p.best_eval_loss, p.best_eval_step, p.evals_since_best};
+  });
+}
+
+absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& path) {
+  return api::Guarded("ReadCheckpointInfo", [&]() -> absl::StatusOr<CheckpointInfo> {
+    MT_ASSIGN_OR_RETURN(pb::Checkpoint ck, ReadCheckpointFile(path));
+    CheckpointInfo info;
+    info.config = api::FromProto(ck.config());
+    info.position = {ck.epoch(), ck.batch_in_epoch()};
+    if (ck.has_best_eval_loss())
+      info.position = {ck.epoch(), ck.batch_in_epoch(), ck.best_eval_loss(), ck.best_eval_step(),
+                       ck.evals_since_best()};
+    info.steps = ck.step();
+    info.planned_steps = ck.planned_steps();
+    info.precision = ck.precision();
+    info.world_size = ck.world_size();
+    return info;
   });
 }
 

@@ -115,6 +115,7 @@ absl::StatusOr<bool> LossPass::Run(Graph& g) {
     }
     Node* n = g.AddNode("SoftmaxCrossEntropyLoss", {scores, flat_labels}, {loss}, "loss/SoftmaxCrossEntropyLoss");
     n->SetAttr(Attribute::String("reduction", "mean"));
+    if (opt_.ignore_index) n->SetAttr(Attribute::Int("ignore_index", *opt_.ignore_index));
   } else if (opt_.kind == "mse" || opt_.kind == "l1" || opt_.kind == "bce_with_logits") {
     Value* labels = g.AddValue(opt_.labels, y->dtype, y->shape);
     g.AddInput(labels);

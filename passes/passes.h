@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -40,6 +41,9 @@ struct LossOptions {
   // cross_entropy: the logits axis holding the classes (1 = ONNX's N x C [x d...]; -1 = last, for
   // N x T x V language-model logits). Other axes are moved to 1 by a Transpose.
   int class_axis = 1;
+  // cross_entropy: labels equal to it count in neither the loss nor its gradient (the mean is
+  // over the others: SoftmaxCrossEntropyLoss's ignore_index).
+  std::optional<int64_t> ignore_index;
 };
 // Appends the loss: a scalar graph output named "loss" and a labels graph input.
 std::unique_ptr<Pass> MakeLossPass(LossOptions options);

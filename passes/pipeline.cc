@@ -126,6 +126,7 @@ absl::StatusOr<TrainingRecipe> ResolveTrainingRecipe(const pb::TrainConfig& c, c
   r.loss.labels = c.data().labels_key();
   MT_RETURN_IF_ERROR(CheckReservedNames(model, absl::StartsWith(r.loss.kind, "output:") ? "" : r.loss.labels));
   r.loss.class_axis = c.class_axis();
+  if (c.has_ignore_index()) r.loss.ignore_index = c.ignore_index();
   r.params = {c.trainable(), c.freeze()};
   MT_ASSIGN_OR_RETURN(r.optimizer, Optimizer(c));
   r.optimizer.unscale = r.scaling;

@@ -162,6 +162,7 @@ absl::Status Trainer::BuildOn(std::unique_ptr<Graph> model, std::shared_ptr<Devi
                     : c.loss() == "mse" || c.loss() == "l1" ? EvalTask::kRegression
                                                             : EvalTask::kOther;
   eval_spec_.class_axis = c.class_axis();
+  if (c.has_ignore_index()) eval_spec_.ignore_index = c.ignore_index();
 
   // --- one canonical model for the step, the eval graph and the export ---
   // Data parallel: dropout draws differ between ranks (as they do between a batch's examples in

@@ -51,6 +51,16 @@ struct ResolvedPrecision {
   std::string note;     // why --dtype=auto chose what it did, when the user should know
 };
 
+// Where a run stands beyond the trainer's state, saved with a checkpoint: the epoch and batch to
+// continue from, and early stopping's record (the lowest evaluation loss, its step, and the
+// evaluations since it) so a resumed run stops where the uninterrupted one would.
+struct CheckpointPosition {
+  int64_t epoch = 0, batch = 0;
+  std::optional<double> best_eval_loss;
+  int64_t best_eval_step = 0;
+  int32_t evals_since_best = 0;
+};
+
 struct StepNodeTime {
   const Node* node = nullptr;
   StepPhase phase = StepPhase::kForward;
@@ -92,7 +102,10 @@ class Trainer {
   // Every state tensor, the step count, `epoch` and `batch`, the config, the model's signature and
   // the planned run length, framed with a format version and a CRC-32 (docs/checkpoints.md) and
   // written atomically. Data parallel: rank 0 writes (every rank calls it; all fail if it fails).
-  absl::Status SaveCheckpoint(const std::string& path, int64_t epoch = 0, int64_t batch = 0) const;
+  absl::Status SaveCheckpoint(const std::string& path, const CheckpointPosition& position) const;
+  absl::Status SaveCheckpoint(const std::string& path, int64_t epoch = 0, int64_t batch = 0) const {
+    return SaveCheckpoint(path, CheckpointPosition{epoch, batch});
+  }
   // Restores state; returns the (epoch, batch) position saved with it. Refuses, changing nothing, a
   // file that is truncated or fails its checksum, has a negative counter or a bad loss scale, was
   // made for another model (naming what differs) or another config (naming the field and both
@@ -100,7 +113,11 @@ class Trainer {
   // or whose state tensors do not match this trainer's. Adopts the saved planned run length (see
   // set_total_steps), so a schedule continues as the uninterrupted run would. Data parallel: every
   // rank reads it; a checkpoint of another rank count is refused; all fail if any rank fails.
-  absl::StatusOr<std::pair<int64_t, int64_t>> LoadCheckpoint(const std::string& path);
+  absl::StatusOr<CheckpointPosition> LoadCheckpointPosition(const std::string& path);
+  absl::StatusOr<std::pair<int64_t, int64_t>> LoadCheckpoint(const std::string& path) {
+    MT_ASSIGN_OR_RETURN(CheckpointPosition p, LoadCheckpointPosition(path));
+    return std::make_pair(p.epoch, p.batch);
+  }
   // The model with the trained weights in inference form (BatchNorm with running statistics);
   // `dtype` f16/bf16 stores weights and computes in the low type where the policy allows.
   absl::Status ExportInferenceModel(const std::string& path, DType dtype = DType::kF32) const;
@@ -161,7 +178,7 @@ class Trainer {
   absl::Status CheckRanksAgree() const;
   // Data parallel: `mine` on this rank, an error on every rank when any rank failed.
   absl::Status AgreeOnSuccess(const absl::Status& mine, const std::string& what) const;
-  absl::StatusOr<std::pair<int64_t, int64_t>> LoadCheckpointHere(const std::string& path);
+  absl::StatusOr<CheckpointPosition> LoadCheckpointHere(const std::string& path);
   // The precision statistics of the step just run, measured by a dry rerun of it.
   absl::StatusOr<Tensor> RerunForStatistics(const std::map<std::string, Tensor>& feeds, float loss_scale);
   // Copies trained parameters and BN statistics into the eval session.
@@ -192,5 +209,7 @@ class Trainer {
 inline constexpr uint32_t kCheckpointVersion = 1;
 absl::StatusOr<std::string> EncodeCheckpoint(const pb::Checkpoint& ck);
 absl::StatusOr<pb::Checkpoint> DecodeCheckpoint(std::string_view bytes, const std::string& path);
+// Reads and decodes the checkpoint file at `path` (a regular file; DecodeCheckpoint's checks).
+absl::StatusOr<pb::Checkpoint> ReadCheckpointFile(const std::string& path);
 
 }  // namespace mixtrain

@@ -86,13 +86,20 @@ std::string ModelDifference(const pb::ModelSignature& saved, const pb::ModelSign
 }
 
 // Config fields a resumed run may change: where the model and the data come from (the model
-// itself is checked by its signature), the run's length (the schedule keeps the saved horizon) and
-// the device. Every other field shapes the trajectory and must be equal.
+// itself is checked by its signature), the run's length (the schedule keeps the saved horizon),
+// the device and how the CLI runs around the step (`run`: checkpoints, evaluation, logs). Every
+// other field shapes the trajectory and must be equal.
 bool MayDiffer(const std::string& field) {
   static const absl::flat_hash_set<std::string> kFields = {
       "model", "steps", "epochs", "device", "data.path", "data.dataset", "data.labels_key",
-      "debug_precision", "recompute"};
+      "debug_precision", "recompute", "run"};
   return kFields.contains(field);
+}
+
+// A low dtype of AUTO on one side matches any on the other: what it resolved to is compared
+// apart (Checkpoint.precision), so `--dtype=auto` resumes a bf16 run where auto means bf16.
+bool AutoMatches(const std::string& field, const std::string& a, const std::string& b) {
+  return field == "precision.low_dtype" && (a == "AUTO" || b == "AUTO");
 }
 
 std::string FieldText(const google::protobuf::Message& m, const google::protobuf::FieldDescriptor* f) {
@@ -157,7 +164,7 @@ void ConfigDifferences(const google::protobuf::Message& saved, const google::pro
       continue;
     }
     std::string a = FieldText(saved, f), b = FieldText(mine, f);
-    if (a != b) out.push_back(absl::StrCat(name, " is ", a, " ", saved_where, ", ", b, " ", mine_where));
+    if (a != b && !AutoMatches(name, a, b)) out.push_back(absl::StrCat(name, " is ", a, " ", saved_where, ", ", b, " ", mine_where));
   }
 }
 
@@ -205,10 +212,13 @@ absl::StatusOr<pb::Checkpoint> DecodeCheckpoint(std::string_view bytes, const st
   return ck;
 }
 
-absl::Status Trainer::SaveCheckpoint(const std::string& path, int64_t epoch, int64_t batch) const {
-  if (epoch < 0 || batch < 0)
-    return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path, "': position epoch ", epoch,
-                                                   ", batch ", batch, " is negative"));
+absl::Status Trainer::SaveCheckpoint(const std::string& path, const CheckpointPosition& position) const {
+  const int64_t epoch = position.epoch, batch = position.batch;
+  if (epoch < 0 || batch < 0 || position.best_eval_step < 0 || position.evals_since_best < 0)
+    return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path, "': position epoch ", epoch, ", batch ",
+                                                   batch, ", best evaluation at step ", position.best_eval_step,
+                                                   ", evaluations since ", position.evals_since_best,
+                                                   ": none may be negative"));
   pb::Checkpoint ck;
   ck.set_step(calls_);
   ck.set_rng_offset(train_->run_count());  // Dropout masks are drawn from (seed, run count)
@@ -226,6 +236,11 @@ absl::Status Trainer::SaveCheckpoint(const std::string& path, int64_t epoch, int
     p->set_name(name);
   }
   ck.set_world_size(world_size());
+  if (position.best_eval_loss) {
+    ck.set_best_eval_loss(*position.best_eval_loss);
+    ck.set_best_eval_step(position.best_eval_step);
+    ck.set_evals_since_best(position.evals_since_best);
+  }
   absl::Status written = absl::OkStatus();
   if (rank() == 0) {
     absl::StatusOr<std::string> bytes = EncodeCheckpoint(ck);
@@ -247,13 +262,13 @@ absl::Status Trainer::AgreeOnSuccess(const absl::Status& mine, const std::string
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::pair<int64_t, int64_t>> Trainer::LoadCheckpoint(const std::string& path) {
-  absl::StatusOr<std::pair<int64_t, int64_t>> r = LoadCheckpointHere(path);
+absl::StatusOr<CheckpointPosition> Trainer::LoadCheckpointPosition(const std::string& path) {
+  absl::StatusOr<CheckpointPosition> r = LoadCheckpointHere(path);
   MT_RETURN_IF_ERROR(AgreeOnSuccess(r.status(), absl::StrCat("loading checkpoint '", path, "'")));
   return r;
 }
 
-absl::StatusOr<std::pair<int64_t, int64_t>> Trainer::LoadCheckpointHere(const std::string& path) {
+absl::StatusOr<pb::Checkpoint> ReadCheckpointFile(const std::string& path) {
   std::string bytes;
   {
     // A FIFO would block the read forever, a folder reads as an error: name them instead.
@@ -270,7 +285,11 @@ absl::StatusOr<std::pair<int64_t, int64_t>> Trainer::LoadCheckpointHere(const st
     std::fclose(f);
     if (failed) return absl::DataLossError(absl::StrCat("cannot read checkpoint '", path, "'"));
   }
-  MT_ASSIGN_OR_RETURN(pb::Checkpoint ck, DecodeCheckpoint(bytes, path));
+  return DecodeCheckpoint(bytes, path);
+}
+
+absl::StatusOr<CheckpointPosition> Trainer::LoadCheckpointHere(const std::string& path) {
+  MT_ASSIGN_OR_RETURN(pb::Checkpoint ck, ReadCheckpointFile(path));
   auto refuse = [&](auto&&... why) {
     return absl::InvalidArgumentError(absl::StrCat("checkpoint '", path, "': ", why...));
   };
@@ -279,7 +298,8 @@ absl::StatusOr<std::pair<int64_t, int64_t>> Trainer::LoadCheckpointHere(const st
   // CRC-valid file may still carry any int64 ---
   constexpr int64_t kMaxSteps = 1000000000000;
   for (auto [field, v] : {std::pair<const char*, int64_t>{"step", ck.step()}, {"epoch", ck.epoch()},
-                          {"batch_in_epoch", ck.batch_in_epoch()}, {"planned_steps", ck.planned_steps()}})
+                          {"batch_in_epoch", ck.batch_in_epoch()}, {"planned_steps", ck.planned_steps()},
+                          {"best_eval_step", ck.best_eval_step()}, {"evals_since_best", ck.evals_since_best()}})
     if (v < 0 || v > kMaxSteps) return refuse("field ", field, " is ", v, " (must be in [0, ", kMaxSteps, "])");
   if (ck.world_size() != world_size())
     return refuse("saved by a run of ", ck.world_size(), " data-parallel rank(s), this run has ", world_size(),
@@ -333,7 +353,13 @@ absl::StatusOr<std::pair<int64_t, int64_t>> Trainer::LoadCheckpointHere(const st
   total_steps_ = ck.planned_steps();
   train_->set_run_count(ck.rng_offset());
   eval_stale_ = true;
-  return std::make_pair(ck.epoch(), ck.batch_in_epoch());
+  CheckpointPosition position{ck.epoch(), ck.batch_in_epoch()};
+  if (ck.has_best_eval_loss()) {
+    position.best_eval_loss = ck.best_eval_loss();
+    position.best_eval_step = ck.best_eval_step();
+    position.evals_since_best = ck.evals_since_best();
+  }
+  return position;
 }
 
 }  // namespace mixtrain

@@ -81,9 +81,15 @@ const std::vector<NumericFlag>& NumericFlags() {
       Field("class-axis", "class_axis"),       // train, grad, check, dump, bench
       // data.seed takes any uint64; a flag's value must be exact in a double.
       Own("seed", NumberRule::Integer(0, 9007199254740991.0)),
-      Own("limit-train", NumberRule::Integer(0, kMaxCount)),
-      Own("limit-test", NumberRule::Integer(0, kMaxCount)),
-      Own("log-every", NumberRule::Integer(1, kMaxCount)),
+      Field("ignore-index", "ignore_index"),
+      // train's run: checkpoints, evaluation, logs (TrainConfig.run, saved with checkpoints)
+      Field("limit-train", "run.limit_train"),
+      Field("limit-test", "run.limit_test"),
+      Field("log-every", "run.log_every"),
+      Field("save-every", "run.save_every"),
+      Field("keep", "run.keep"),
+      Field("eval-every", "run.eval_every"),
+      Field("early-stop", "run.early_stop"),
       Own("warmup", NumberRule::Integer(0, 1e6)),  // bench
       Own("iters", NumberRule::Integer(1, 1e6)),   // bench
       Own("smooth", NumberRule::Float(0, 1, false, true)),  // plot: the loss EMA's factor, [0, 1)

@@ -10,6 +10,7 @@
 #include "mixtrain/status_macros.h"
 #include "tools/cli.h"
 #include "tools/precision_report.h"
+#include "tools/step_flags.h"
 
 namespace mixtrain {
 namespace {
@@ -36,24 +37,13 @@ absl::Status RunDump(const cli::Args& args) {
     MIXTRAIN_RETURN_IF_ERROR(cli::CheckFiles(inputs, outputs));
   }
 
-  // The passes that take options get them from dump's flags; the others run with defaults.
+  // The passes build from the TrainConfig that `train` would make of the same step flags, so
+  // `dump --passes=train` with a run's flags shows that run's step.
+  TrainConfig config;
+  MIXTRAIN_RETURN_IF_ERROR(cli::ApplyStepFlags(args, config));
   TransformOptions options;
   options.passes = args.list("passes");
-  options.precision = args.str("precision");
-  MIXTRAIN_ASSIGN_OR_RETURN(options.low_type, ParseElementType(args.str("dtype")));
-  if (options.low_type != ElementType::kFloat16 && options.low_type != ElementType::kBFloat16)
-    return absl::InvalidArgumentError("flag --dtype must be fp16 or bf16");
-  if (options.precision == "fp32" && args.has("dtype"))
-    return absl::InvalidArgumentError(absl::StrCat("--dtype=", args.str("dtype"), " contradicts --precision=fp32: "
-                                                   "with fp32 no op runs in a low type; drop one of them"));
-  options.allow = args.list("allow");
-  options.deny = args.list("deny");
-  if (args.has("fp32-nodes")) options.fp32_nodes = args.str("fp32-nodes");
-  options.loss = args.str("loss");
-  options.class_axis = static_cast<int32_t>(args.integer("class-axis"));
-  options.optimizer = args.str("optimizer");
-  options.data_parallel = args.flag("data-parallel");
-  options.deterministic = args.flag("deterministic");
+  options.train_config = config;
   if (args.has("stats")) {
     if (format == "onnx")
       return absl::InvalidArgumentError("--stats marks nodes in the text or DOT rendering, not in --format=onnx");
@@ -77,13 +67,19 @@ absl::Status RunDump(const cli::Args& args) {
   return absl::OkStatus();
 }
 
+// dump's own flags, then the step-shaping flags it shares with train.
+std::vector<cli::FlagSpec> DumpFlags(std::vector<cli::FlagSpec> own) {
+  for (cli::FlagSpec& f : cli::StepFlagSpecs()) own.push_back(std::move(f));
+  return own;
+}
+
 MT_REGISTER_COMMAND(
     dump,
     cli::Command{
         .name = "dump",
         .usage = "mixtrain dump MODEL.onnx [--passes=LIST] [--format=text|dot|onnx] [--out=FILE]",
         .summary = "print a model's graph (after the named passes) as text, Graphviz DOT or ONNX",
-        .flags =
+        .flags = DumpFlags(
             {
                 {.name = "passes",
                  .default_value = "",
@@ -94,33 +90,15 @@ MT_REGISTER_COMMAND(
                  .default_value = "",
                  .help = "precision statistics (train --debug-precision-out): mark each node by its measured risk "
                          "(non-finite, overflow, near-overflow, underflow); use with --passes=train and the run's "
-                         "--dtype/--policy so the node names match"},
+                         "step flags (--dtype, --policy, ...) so the node names match"},
                 {.name = "format",
                  .default_value = "text",
                  .help = "text (one line per node and a summary), dot (Graphviz, coloured by "
                          "compute dtype) or onnx (needs --out)"},
-                {.name = "precision",
-                 .default_value = "amp",
-                 .help = "the precision pass's preset: fp32, amp or half"},
-                {.name = "dtype", .default_value = "bf16", .help = "the precision pass's low type: fp16 or bf16"},
-                {.name = "allow", .default_value = "", .help = "ops moved to the allow list (precision pass)"},
-                {.name = "deny", .default_value = "", .help = "ops moved to the deny list (precision pass)"},
-                {.name = "fp32-nodes", .default_value = "", .help = "regex of node names pinned to fp32"},
-                {.name = "loss", .default_value = "cross_entropy", .help = "the loss pass's loss: cross_entropy, mse, l1, bce_with_logits, output:NAME"},
-                {.name = "class-axis", .default_value = "1", .help = "the loss pass's cross_entropy class axis (-1 for N x T x V logits)"},
-                {.name = "optimizer", .default_value = "adam", .help = "the optimizer pass's optimizer: adam, adamw, sgd, adagrad"},
-                {.name = "data-parallel",
-                 .default_value = "false",
-                 .help = "the data-parallel step (--passes=train): the gradient all-reduces the optimizer pass adds",
-                 .is_bool = true},
-                {.name = "deterministic",
-                 .default_value = "false",
-                 .help = "with --data-parallel: the fixed-order reduction",
-                 .is_bool = true},
                 {.name = "out",
                  .default_value = "",
                  .help = "write here (atomically) instead of standard output"},
-            },
+            }),
         .run = [](const cli::Args& args) {
           absl::Status s = RunDump(args);
           return s.ok() ? 0 : cli::Fail("dump", s);

@@ -23,7 +23,11 @@ absl::Status RunSuggest(const cli::Args& args) {
   if (!out.empty()) outputs.push_back({"--out", out});
   MIXTRAIN_RETURN_IF_ERROR(cli::CheckFiles({{"STATS.json", args.positional()[0]}}, outputs));
   MIXTRAIN_ASSIGN_OR_RETURN(cli::PrecisionStatsFile f, cli::ReadPrecisionStats(args.positional()[0]));
-  const std::string policy = cli::SuggestPolicy(f);
+  bool all_fp32 = false;
+  const std::string policy = cli::SuggestPolicy(f, &all_fp32);
+  if (all_fp32)
+    std::fprintf(stderr, "mixtrain suggest-policy: this policy moves every matrix product and convolution that computed in %s to fp32: AMP is "
+                         "then off (see the NOTE in the policy)\n", f.low_dtype.c_str());
   if (out.empty()) {
     std::fputs(policy.c_str(), stdout);
     return absl::OkStatus();

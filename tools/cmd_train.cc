@@ -1,15 +1,15 @@
 // `mixtrain train [MODEL.onnx] [flags]`: trains a model with mixed precision. With no arguments,
-// models/fashion_cnn.onnx on Fashion-MNIST in bf16 AMP on the CPU, reporting test accuracy.
+// models/fashion_cnn.onnx on Fashion-MNIST in bf16 AMP on the CPU, reporting test accuracy. The
+// loop itself (evaluation, checkpoints, signals, logs) is tools/train_loop.cc.
 // Built only on the public API (include/mixtrain/), like any embedding service.
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
 #include <cstdio>
+#include <csignal>
+#include <filesystem>
 #include <map>
 
-#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -17,136 +17,78 @@
 #include "mixtrain/status_macros.h"
 #include "tools/cli.h"
 #include "tools/precision_report.h"
+#include "tools/step_flags.h"
 #include "tools/step_profile.h"
+#include "tools/train_loop.h"
+#include "tools/train_outputs.h"
 
 namespace mixtrain {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
-// The enum value named `name` (case-insensitive) in `names`, listed in the enum's order.
-template <typename Enum>
-bool ParseEnum(const std::string& name, std::initializer_list<const char*> names, Enum* out) {
-  int i = 0;
-  for (const char* n : names) {
-    if (absl::AsciiStrToUpper(name) == n) {
-      *out = static_cast<Enum>(i);
-      return true;
-    }
-    ++i;
+// The default job's model, found from any directory: beside the binary's build folder or the
+// installed package's share/mixtrain/models (CMakeLists.txt puts it in both); the relative path
+// when neither has it (a checkout's working directory).
+std::string DefaultModel(const std::string& relative) {
+  char exe[4096];
+  const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return relative;
+  const std::filesystem::path dir = std::filesystem::path(std::string(exe, n)).parent_path();
+  const std::string name = std::filesystem::path(relative).filename().string();
+  for (const std::filesystem::path& p : {dir / "share/mixtrain/models" / name, dir / "../share/mixtrain/models" / name}) {
+    std::error_code ec;
+    if (std::filesystem::is_regular_file(p, ec)) return std::filesystem::weakly_canonical(p, ec).string();
   }
-  return false;
+  return relative;
 }
 
-// Settings that cannot all hold: each names where it came from (the flag, or the --config field).
-absl::Status CheckContradictions(const cli::Args& a, const TrainConfig& c) {
-  using P = TrainConfig::Precision;
-  using L = TrainConfig::LossScaler;
-  if (c.precision.preset != P::Preset::kFp32) return absl::OkStatus();
-  const std::string fp32 = a.has("precision") ? "--precision=fp32" : "precision.preset=FP32 (--config)";
-  if (c.precision.low_dtype != P::LowType::kAuto) {
-    const std::string low = a.has("dtype") ? absl::StrCat("--dtype=", a.str("dtype")) : "precision.low_dtype (--config)";
-    return absl::InvalidArgumentError(absl::StrCat(low, " contradicts ", fp32, ": with fp32 no op runs in a low type; "
-                                                   "drop one of them"));
+// The config the trainer keeps (and saves in checkpoints) with every path absolute, so that
+// `train --resume=CKPT` reads and writes the same files from any working directory.
+TrainConfig WithAbsolutePaths(TrainConfig c) {
+  for (std::string* path : {&c.model, &c.data.path, &c.run.save, &c.run.save_best, &c.run.log_dir, &c.run.export_path}) {
+    std::error_code ec;
+    if (path->empty()) continue;
+    const std::filesystem::path abs = std::filesystem::absolute(*path, ec);
+    if (!ec) *path = abs.lexically_normal().string();
   }
-  if (c.loss_scaler.mode == L::Mode::kStatic || c.loss_scaler.mode == L::Mode::kDynamic) {
-    const std::string scale = a.has("loss-scale") ? absl::StrCat("--loss-scale=", a.str("loss-scale"))
-                                                  : "loss_scaler.mode (--config)";
-    return absl::InvalidArgumentError(absl::StrCat(scale, " contradicts ", fp32, ": loss scaling keeps low-precision "
-                                                   "gradients from underflowing, and fp32 has none; drop one of them"));
-  }
-  return absl::OkStatus();
+  return c;
 }
 
-// Applies the command-line flags over `c` (defaults < --config < flags). Numbers were checked
-// by Args::Parse against their NumericFlags() rows; a --config's fields by FromTextProto.
+// The config of this run: defaults (or, with --resume, the checkpoint's run) < --config < flags.
 absl::Status ApplyFlags(const cli::Args& a, TrainConfig& c) {
-  if (a.has("config")) {
-    MIXTRAIN_ASSIGN_OR_RETURN(std::string text, cli::ReadInputFile("--config", a.str("config")));
-    absl::StatusOr<TrainConfig> parsed = TrainConfig::FromTextProto(text);
-    if (!parsed.ok())
-      return absl::InvalidArgumentError(absl::StrCat("--config=", a.str("config"), ": ", parsed.status().message()));
-    c = *std::move(parsed);
+  if (a.has("resume")) {
+    MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("--resume", a.str("resume")));
+    MIXTRAIN_ASSIGN_OR_RETURN(CheckpointInfo info, ReadCheckpointInfo(a.str("resume")));
+    c = info.config;
   }
+  MIXTRAIN_RETURN_IF_ERROR(cli::ApplyStepFlags(a, c));
   if (!a.positional().empty()) c.model = a.positional()[0];
   if (a.positional().size() > 1)
     return absl::InvalidArgumentError("expects at most one MODEL.onnx (see --help)");
-  if (a.has("loss")) c.loss = a.str("loss");
-  if (a.has("output")) c.output = a.str("output");
-  if (a.has("labels")) c.data.labels_key = a.str("labels");
-  if (a.has("freeze")) c.freeze = a.str("freeze");
-  if (a.has("trainable")) c.trainable = a.str("trainable");
+  if (c.model == TrainConfig().model) c.model = DefaultModel(c.model);
   if (a.has("device")) c.device = a.str("device");
   if (a.has("data")) c.data.path = a.str("data");
   if (a.has("dataset")) c.data.dataset = a.str("dataset");
-  for (const cli::NumericFlag& f : cli::NumericFlags()) {
+  if (a.has("shuffle")) c.data.shuffle = a.flag("shuffle");
+  for (const cli::NumericFlag& f : cli::NumericFlags()) {  // the run's numbers: epochs, steps, save-every...
     if (f.config_field.empty() || !f.words.empty() || !a.has(f.name)) continue;
     MIXTRAIN_RETURN_IF_ERROR(c.SetNumber(f.config_field, a.number(f.name)));
   }
-  if (a.has("seed")) c.data.seed = static_cast<uint64_t>(a.integer("seed"));
-  if (a.has("shuffle")) c.data.shuffle = a.flag("shuffle");
-  TrainConfig::Optimizer* opt = &c.optimizer;
-  if (a.has("optimizer")) {
-    std::string k = a.str("optimizer");
-    TrainConfig::Optimizer::Kind kind;
-    if (!ParseEnum(k, {"ADAM", "ADAMW", "SGD", "ADAGRAD"}, &kind))
-      return absl::InvalidArgumentError(absl::StrCat("--optimizer: unknown '", k, "' (adam, adamw, sgd, adagrad)"));
-    opt->kind = kind;
-  }
-  if (a.has("nesterov")) opt->nesterov = a.flag("nesterov");
-  TrainConfig::Schedule* sch = &c.schedule;
-  if (a.has("schedule")) {
-    TrainConfig::Schedule::Kind kind;
-    if (!ParseEnum(a.str("schedule"), {"CONSTANT", "STEP", "COSINE"}, &kind))
-      return absl::InvalidArgumentError(absl::StrCat("--schedule: unknown '", a.str("schedule"), "' (constant, step, cosine)"));
-    sch->kind = kind;
-  }
-  TrainConfig::Precision* prec = &c.precision;
-  if (a.has("policy")) {
-    MIXTRAIN_ASSIGN_OR_RETURN(std::string text, cli::ReadInputFile("--policy", a.str("policy")));
-    // A PrecisionPolicy textproto is the body of TrainConfig's `precision` field.
-    absl::StatusOr<TrainConfig> parsed = TrainConfig::FromTextProto("precision {\n" + text + "\n}");
-    if (!parsed.ok())
-      return absl::InvalidArgumentError(absl::StrCat("--policy=", a.str("policy"), ": not a valid PrecisionPolicy: ",
-                                                     parsed.status().message()));
-    *prec = parsed->precision;
-  }
-  if (a.has("precision")) {
-    TrainConfig::Precision::Preset p;
-    if (!ParseEnum(a.str("precision"), {"AMP", "FP32", "HALF"}, &p))
-      return absl::InvalidArgumentError(absl::StrCat("--precision: unknown '", a.str("precision"), "' (fp32, amp, half)"));
-    prec->preset = p;
-  }
-  if (a.has("dtype")) {
-    std::string d = a.str("dtype");
-    if (d == "fp16") prec->low_dtype = TrainConfig::Precision::LowType::kFp16;
-    else if (d == "bf16") prec->low_dtype = TrainConfig::Precision::LowType::kBf16;
-    else if (d == "auto") prec->low_dtype = TrainConfig::Precision::LowType::kAuto;
-    else return absl::InvalidArgumentError(absl::StrCat("--dtype: '", d, "' (fp16, bf16 or auto)"));
-  }
-  for (const std::string& op : a.list("allow")) prec->allow.push_back(op);
-  for (const std::string& op : a.list("deny")) prec->deny.push_back(op);
-  if (a.has("fp32-nodes")) prec->fp32_nodes.push_back(a.str("fp32-nodes"));
-  TrainConfig::LossScaler* ls = &c.loss_scaler;
-  if (a.has("loss-scale")) {
-    const std::string v = a.str("loss-scale");
-    if (v == "dynamic") {
-      ls->mode = TrainConfig::LossScaler::Mode::kDynamic;
-    } else if (v == "off") {
-      ls->mode = TrainConfig::LossScaler::Mode::kOff;
-    } else {
-      ls->mode = TrainConfig::LossScaler::Mode::kStatic;
-      MIXTRAIN_RETURN_IF_ERROR(c.SetNumber("loss_scaler.init_scale", a.number("loss-scale")));
-    }
+  TrainConfig::Run& run = c.run;
+  for (auto [flag, field] : {std::pair<const char*, std::string*>{"save", &run.save}, {"save-best", &run.save_best},
+                             {"log-dir", &run.log_dir}, {"export", &run.export_path}})
+    if (a.has(flag)) *field = a.str(flag);
+  if (a.has("export-dtype")) {
+    const std::string d = a.str("export-dtype");
+    if (d != "fp32" && d != "fp16" && d != "bf16")
+      return absl::InvalidArgumentError(absl::StrCat("--export-dtype: '", d, "' (fp32, fp16 or bf16)"));
+    run.export_dtype = d;
   }
   if (a.has("debug-precision")) MIXTRAIN_RETURN_IF_ERROR(c.SetNumber("debug_precision", a.number("debug-precision")));
-  if (a.has("data-parallel")) c.data_parallel = a.flag("data-parallel");
-  if (a.has("deterministic")) c.deterministic = a.flag("deterministic");
-  if (c.deterministic && !c.data_parallel)
-    return absl::InvalidArgumentError("--deterministic needs --data-parallel (one process is deterministic already)");
   if (a.has("debug-precision-out") && c.debug_precision == 0) c.debug_precision = 1;
   if (c.epochs < 1 && c.steps < 1) return absl::InvalidArgumentError("--epochs or --steps must be >= 1");
-  MIXTRAIN_RETURN_IF_ERROR(CheckContradictions(a, c));
+  if (run.keep > 1 && run.save.empty()) return absl::InvalidArgumentError("--keep needs --save=CKPT (the checkpoints it keeps)");
+  if (run.save_every > 0 && run.save.empty())
+    return absl::InvalidArgumentError("--save-every needs --save=CKPT (where the checkpoints go)");
   return c.Validate();  // the names and lists too, before any file is touched
 }
 
@@ -159,10 +101,13 @@ absl::StatusOr<std::map<std::string, std::string>> CheckPaths(const cli::Args& a
     if (a.has(flag)) inputs.push_back({absl::StrCat("--", flag), a.str(flag)});
   std::vector<cli::FileArg> files;
   std::map<std::string, std::string> outputs;  // flag -> path
-  for (const char* flag : {"save", "export", "log-json", "debug-precision-out"}) {
-    if (!a.has(flag)) continue;
-    files.push_back({absl::StrCat("--", flag), a.str(flag)});
-    outputs[flag] = a.str(flag);
+  const std::pair<const char*, std::string> named[] = {
+      {"save", c.run.save}, {"save-best", c.run.save_best}, {"export", c.run.export_path},
+      {"log-json", a.str("log-json")}, {"debug-precision-out", a.str("debug-precision-out")}};
+  for (const auto& [flag, path] : named) {
+    if (path.empty()) continue;
+    files.push_back({absl::StrCat("--", flag), path});
+    outputs[flag] = path;
   }
   // --save may continue the --resume checkpoint: read in full first, replaced atomically.
   MIXTRAIN_RETURN_IF_ERROR(cli::CheckFiles(inputs, files, {{"--save", "--resume"}}));
@@ -264,6 +209,7 @@ absl::StatusOr<Data> LoadData(const TrainConfig& c, const Trainer& t, int64_t li
   DataCheckOptions check{.inputs = inputs, .labels_key = labels, .label_rows_per_example = k,
                          .allow_nonfinite_inputs = allow_nonfinite};
   if (c.loss == "cross_entropy") check.num_classes = NumClasses(c, t);
+  check.ignore_index = c.ignore_index;
   MIXTRAIN_RETURN_IF_ERROR(CheckTrainingData(train, source, check));
   MIXTRAIN_ASSIGN_OR_RETURN(d.train, Dataset::Create(train, source, rows));
   if (!test.empty()) {
@@ -334,39 +280,6 @@ absl::StatusOr<std::string> CheckUpdates(int64_t accumulate, int64_t from, int64
   return std::string();
 }
 
-// The test loss and accuracy over `ds` in batches of `bs`; a model with a fixed batch (`fixed`)
-// takes batches of that size only, so a last partial batch is left out.
-absl::StatusOr<EvalResult> EvaluateAll(Trainer& t, const Dataset& ds, int64_t bs, bool fixed) {
-  EvalResult total;
-  std::vector<int64_t> order = ds.Order(false, 0, 0);
-  for (int64_t b = 0; b < ds.size(); b += bs) {
-    if (fixed && b + bs > ds.size()) break;
-    MIXTRAIN_ASSIGN_OR_RETURN(TensorMap batch, ds.Gather(order, b, std::min(ds.size(), b + bs)));
-    MIXTRAIN_ASSIGN_OR_RETURN(EvalResult r, t.Evaluate(batch));
-    total += r;
-  }
-  return total;
-}
-
-// "test loss 0.4123  test accuracy 85.20%  top-5 99.10%  perplexity 1.51 (10000 examples)": the
-// figures EvalResult::Metrics() gives for the loss (accuracy over every labelled position).
-std::string EvalLine(const EvalResult& e) {
-  std::string line;
-  for (const auto& [name, v] : e.Metrics()) {
-    if (name == "loss") absl::StrAppendFormat(&line, "test loss %.4f", v);
-    if (name == "top1") absl::StrAppendFormat(&line, "  test accuracy %.2f%%", 100 * v);
-    if (name == "top5") absl::StrAppendFormat(&line, "  top-5 %.2f%%", 100 * v);
-    if (name == "perplexity") absl::StrAppendFormat(&line, "  perplexity %.4g", v);
-    if (name == "mae") absl::StrAppendFormat(&line, "  MAE %.4g", v);
-    if (name == "rmse") absl::StrAppendFormat(&line, "  RMSE %.4g", v);
-  }
-  absl::StrAppendFormat(&line, " (%d examples", e.examples);
-  if (e.positions != e.examples && e.task != EvalResult::Task::kOther)
-    absl::StrAppendFormat(&line, ", %d %s", e.positions,
-                          e.task == EvalResult::Task::kRegression ? "values" : "positions");
-  return line + ")";
-}
-
 // Data parallel: the ranks' communicator once created. A rank that fails ends the whole job
 // through it (the others would wait for it in their next all-reduce).
 std::shared_ptr<Communicator>& DataParallelWorld() {
@@ -374,19 +287,19 @@ std::shared_ptr<Communicator>& DataParallelWorld() {
   return world;
 }
 
+// "trained 156 steps (390 in all) in 12.3 s (0 skipped)": this call's steps, and the run's when
+// it resumed.
+std::string TrainedLine(int64_t ran, int64_t steps, double secs, int64_t skipped) {
+  return absl::StrFormat("trained %lld steps%s in %.1f s (%lld skipped)", static_cast<long long>(ran),
+                         ran != steps ? absl::StrFormat(" (%lld in all)", static_cast<long long>(steps)) : "", secs,
+                         static_cast<long long>(skipped));
+}
+
 absl::Status RunTrain(const cli::Args& a) {
   TrainConfig c;
   MIXTRAIN_RETURN_IF_ERROR(ApplyFlags(a, c));
-  const int64_t log_every = a.integer("log-every");
-  const int64_t limit_train = a.integer("limit-train");
-  const int64_t limit_test = a.integer("limit-test");
-  ElementType export_dtype = ElementType::kFloat32;
-  if (a.has("export-dtype")) {
-    MIXTRAIN_ASSIGN_OR_RETURN(export_dtype, ParseElementType(a.str("export-dtype")));
-    if (export_dtype != ElementType::kFloat32 && export_dtype != ElementType::kFloat16 &&
-        export_dtype != ElementType::kBFloat16)
-      return absl::InvalidArgumentError("--export-dtype must be fp32, fp16 or bf16");
-  }
+  const TrainConfig::Run& run = c.run;
+  MIXTRAIN_ASSIGN_OR_RETURN(const ElementType export_dtype, ParseElementType(run.export_dtype));
   MIXTRAIN_ASSIGN_OR_RETURN(auto outputs, CheckPaths(a, c));
   // Data parallel: only rank 0 prints, evaluates and writes files (the checkpoint included, by
   // the trainer); every rank steps, reads the data and checks the flags.
@@ -408,42 +321,43 @@ absl::Status RunTrain(const cli::Args& a) {
       outputs.erase("debug-precision-out");
     }
   }
-  // --log-json goes to an unpredictable temp file renamed over the target when the run succeeds,
-  // so a failed run leaves nothing behind (and a link planted at a guessable name is never used).
-  std::unique_ptr<cli::AtomicOutputFile> json_log;
-  if (outputs.contains("log-json")) {
-    MIXTRAIN_ASSIGN_OR_RETURN(json_log, cli::AtomicOutputFile::Open("--log-json", outputs.at("log-json")));
-  }
-  std::FILE* json = json_log ? json_log->file() : nullptr;
 
   // Setup (model, data, checkpoint) prints nothing until it has all succeeded, so an error is
   // the only line a failed run prints.
-  MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(c.model, c));
+  MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> trainer, Trainer::Create(c.model, WithAbsolutePaths(c)));
   Trainer& t = *trainer;
-  MIXTRAIN_ASSIGN_OR_RETURN(Data d, LoadData(c, t, limit_train, limit_test, a.flag("allow-nonfinite-inputs")));
+  MIXTRAIN_ASSIGN_OR_RETURN(Data d, LoadData(c, t, run.limit_train, run.limit_test, a.flag("allow-nonfinite-inputs")));
+  if (!d.has_test)
+    for (auto [flag, set] : {std::pair<const char*, bool>{"--eval-every", run.eval_every > 0},
+                             {"--early-stop", run.early_stop > 0}, {"--save-best", !run.save_best.empty()}})
+      if (set)
+        return absl::InvalidArgumentError(absl::StrCat(flag, " needs a test set: 'test/' arrays in --data (",
+                                                       c.data.path, " has none)"));
   MIXTRAIN_ASSIGN_OR_RETURN(const int64_t bs, BatchSize(a, c, t, d.train.size(), ranks));
   const int64_t per_epoch = d.train.NumBatches(bs, /*drop_last=*/true);
   const std::vector<int64_t> input_dims = t.BatchInputs().at(0).shape;
   const bool fixed_batch = !input_dims.empty() && input_dims[0] > 0;
-  const int64_t eval_bs = fixed_batch ? input_dims[0] : std::max<int64_t>(bs, 256);
   constexpr int64_t kMaxSteps = 1000000000000;  // steps' own bound (TrainConfig::NumberRuleOf("steps"))
   if (c.steps == 0 && c.epochs > kMaxSteps / per_epoch)
     return absl::InvalidArgumentError(absl::StrCat("--epochs=", c.epochs, ": ", c.epochs, " epochs of ", per_epoch,
                                                    " batches are more than ", kMaxSteps, " steps"));
   const int64_t total = c.steps > 0 ? c.steps : per_epoch * c.epochs;
   t.SetTotalSteps(total);
-  int64_t epoch = 0, batch = 0;
+  TrainingPosition start;
   if (a.has("resume")) {
-    MIXTRAIN_ASSIGN_OR_RETURN(TrainingPosition pos, t.LoadCheckpoint(a.str("resume")));
-    epoch = pos.epoch;
-    batch = pos.batch;
-    MIXTRAIN_RETURN_IF_ERROR(CheckResumePosition(a.str("resume"), pos, t.steps_taken(), per_epoch, total));
+    MIXTRAIN_ASSIGN_OR_RETURN(start, t.LoadCheckpoint(a.str("resume")));
+    MIXTRAIN_RETURN_IF_ERROR(CheckResumePosition(a.str("resume"), start, t.steps_taken(), per_epoch, total));
   }
   MIXTRAIN_ASSIGN_OR_RETURN(const std::string accumulate_note, CheckUpdates(c.accumulate, t.steps_taken(), total));
+  MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<cli::RunLog> log,
+                            cli::RunLog::Open(outputs.contains("log-json") ? outputs.at("log-json") : "",
+                                              rank == 0 ? run.log_dir : ""));
   const ResolvedPrecision p = t.precision();
   const ResolvedDevice where = t.device();
   if (!accumulate_note.empty()) std::fprintf(info, "mixtrain train: %s\n", accumulate_note.c_str());
-  if (!where.note.empty()) std::fprintf(info, "mixtrain train: %s\n", where.note.c_str());
+  // Why the CPU was chosen matters to who asked for a device (or wants every detail).
+  if (!where.note.empty() && (a.has("device") || a.flag("verbose")))
+    std::fprintf(info, "mixtrain train: %s\n", where.note.c_str());
   for (const std::string& note : d.notes) std::fprintf(info, "mixtrain train: %s\n", note.c_str());
   if (!p.note.empty()) std::fprintf(info, "mixtrain train: %s\n", p.note.c_str());
   std::fprintf(info, "mixtrain train: %s on %s: precision %s (%s), loss scaling %s, %zu parameter tensors\n",
@@ -452,94 +366,55 @@ absl::Status RunTrain(const cli::Args& a) {
   if (a.has("resume"))
     std::fprintf(info, "mixtrain train: resumed from %s at step %lld (epoch %lld, batch %lld)\n",
                  a.str("resume").c_str(), static_cast<long long>(t.steps_taken()),
-                 static_cast<long long>(epoch), static_cast<long long>(batch));
+                 static_cast<long long>(start.epoch), static_cast<long long>(start.batch));
   std::fprintf(info, "mixtrain train: %lld train examples, batch %lld, %lld steps\n",
                static_cast<long long>(d.train.size()), static_cast<long long>(bs),
                static_cast<long long>(total));
+  if (log->tensorboard()) std::fprintf(info, "mixtrain train: TensorBoard events to %s\n", log->event_file().c_str());
   if (c.data_parallel)
     std::fprintf(info, "mixtrain train: data parallel over %d ranks (%s): %lld examples per rank per step, %s\n",
                  ranks, DataParallelWorld()->Describe().c_str(), static_cast<long long>(bs / ranks),
                  c.deterministic ? "fixed-order (deterministic) reduction" : "MPI_Allreduce");
-  const bool tty = isatty(fileno(stderr));
-  // --profile: every step after the first (which builds the plans and primitives) is timed.
-  const bool profile = a.flag("profile");
+
+  cli::InstallStopHandlers();
   const int64_t first_step = t.steps_taken();
-  // Skipped updates of this run: the device's counter (read on log steps, which read the loss anyway).
-  int64_t skipped = 0, diagnosed = 0;
-  MIXTRAIN_ASSIGN_OR_RETURN(const int64_t skipped_before, t.skipped_steps());
-  constexpr int64_t kShownDiagnoses = 5;
-  double window_ms = 0, loss_ema = NAN;
-  int64_t window_n = 0;
-  auto t0 = Clock::now();
-  while (t.steps_taken() < total) {
-    std::vector<int64_t> order = d.train.Order(c.data.shuffle, c.data.seed, epoch);
-    for (; batch < per_epoch && t.steps_taken() < total; ++batch) {
-      int64_t begin = batch * bs, end = std::min(d.train.size(), begin + bs);
-      // This rank's shard of the global batch [begin, end) (every batch is whole: drop_last).
-      const int64_t shard = (end - begin) / ranks;
-      MIXTRAIN_ASSIGN_OR_RETURN(TensorMap feeds,
-                                d.train.Gather(order, begin + rank * shard, begin + (rank + 1) * shard));
-      int64_t step = t.steps_taken() + 1;
-      bool log = step % log_every == 0 || step == total || tty;
-      auto s0 = Clock::now();
-      MIXTRAIN_ASSIGN_OR_RETURN(StepResult r, t.Step(feeds, {.read_loss = log || json != nullptr}));
-      if (profile && t.steps_taken() == first_step + 1) t.SetProfiling(true);
-      const float loss = r.loss.value_or(NAN);
-      double ms = std::chrono::duration<double, std::milli>(Clock::now() - s0).count();
-      window_ms += ms;
-      ++window_n;
-      if (r.nonfinite && ++diagnosed <= kShownDiagnoses) {
-        if (tty) std::fprintf(info, "\n");
-        std::fprintf(info, "mixtrain train: %s\n", cli::DescribeNonFinite(*r.nonfinite).c_str());
-        if (diagnosed == kShownDiagnoses)
-          std::fprintf(info, "mixtrain train: (further skipped steps are diagnosed in the summary)\n");
-      }
-      if (!std::isnan(loss)) loss_ema = std::isnan(loss_ema) ? loss : 0.9 * loss_ema + 0.1 * loss;
-      if (json)  // NaN and infinities as null: JSON has no literal for them
-        std::fprintf(json, "{\"step\": %lld, \"loss\": %s, \"loss_scale\": %s, \"skipped\": %s, \"lr\": %s, \"ms\": %.4f}\n",
-                     static_cast<long long>(step), cli::JsonNumber(loss).c_str(), cli::JsonNumber(r.loss_scale).c_str(),
-                     r.skipped ? "true" : "false", cli::JsonNumber(r.learning_rate).c_str(), ms);
-      if (log) {
-        MIXTRAIN_ASSIGN_OR_RETURN(const int64_t skipped_now, t.skipped_steps());
-        skipped = skipped_now - skipped_before;
-        double ex_s = window_n * static_cast<double>(end - begin) / (window_ms / 1000.0);
-        std::string line = absl::StrFormat(
-            "step %lld/%lld  epoch %lld  loss %.4f  %.0f ex/s  %.2f ms/step  scale %g  skipped %lld",
-            static_cast<long long>(step), static_cast<long long>(total), static_cast<long long>(epoch + 1),
-            loss_ema, ex_s, window_ms / window_n, r.loss_scale, static_cast<long long>(skipped));
-        if (tty) {
-          int width = 30, filled = static_cast<int>(width * step / total);
-          std::fprintf(info, "\r[%s%s] %s", std::string(filled, '#').c_str(),
-                       std::string(width - filled, '.').c_str(), line.c_str());
-        } else {
-          std::fprintf(info, "%s\n", line.c_str());
-        }
-        if (!tty || step % log_every == 0) window_ms = 0, window_n = 0;
-      }
-    }
-    if (batch >= per_epoch) {
-      if (tty) std::fprintf(info, "\n");
-      if (d.has_test && rank == 0) {
-        MIXTRAIN_ASSIGN_OR_RETURN(EvalResult e, EvaluateAll(t, d.test, eval_bs, fixed_batch));
-        std::printf("epoch %lld: %s\n", static_cast<long long>(epoch + 1), EvalLine(e).c_str());
-        std::fflush(stdout);
-      }
-      ++epoch;
-      batch = 0;
-      if (a.has("save")) MIXTRAIN_RETURN_IF_ERROR(t.SaveCheckpoint(a.str("save"), {epoch, batch}));
-    }
+  cli::TrainLoop loop{.trainer = &t,
+                      .train = &d.train,
+                      .test = d.has_test ? &d.test : nullptr,
+                      .batch_size = bs,
+                      .eval_batch_size = fixed_batch ? input_dims[0] : std::max<int64_t>(bs, 256),
+                      .fixed_batch = fixed_batch,
+                      .per_epoch = per_epoch,
+                      .total = total,
+                      .rank = rank,
+                      .ranks = ranks,
+                      .world = DataParallelWorld(),
+                      .start = start,
+                      .run = run,
+                      .shuffle = c.data.shuffle,
+                      .seed = c.data.seed,
+                      .profile = a.flag("profile"),
+                      .info = info,
+                      .log = log.get()};
+  MIXTRAIN_ASSIGN_OR_RETURN(cli::TrainLoopEnd end, cli::RunTrainLoop(loop));
+  const int64_t ran = t.steps_taken() - first_step;
+  if (end.stop_signal != 0) {
+    // Stopped by SIGTERM/SIGINT: the log so far is kept; the checkpoint says where to go on.
+    std::printf("%s\n", TrainedLine(ran, t.steps_taken(), end.seconds, end.skipped).c_str());
+    MIXTRAIN_RETURN_IF_ERROR(log->Commit());
+    const char* sig = end.stop_signal == SIGTERM ? "SIGTERM" : end.stop_signal == SIGINT ? "SIGINT" : "signal";
+    return absl::AbortedError(absl::StrCat(
+        sig, ": stopped after step ", t.steps_taken(), " of ", total, "; checkpoint saved to ",
+        end.saved_to, " (continue with: mixtrain train --resume=", end.saved_to, ")"));
   }
-  double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  if (tty) std::fprintf(info, "\n");
-  if (batch != 0 && d.has_test && rank == 0) {  // stopped mid-epoch (--steps): evaluate anyway
-    MIXTRAIN_ASSIGN_OR_RETURN(EvalResult e, EvaluateAll(t, d.test, eval_bs, fixed_batch));
-    std::printf("final: %s\n", EvalLine(e).c_str());
+  const bool just_evaluated = end.early_stopped || (run.eval_every > 0 && t.steps_taken() % run.eval_every == 0);
+  if (end.position.batch != 0 && d.has_test && rank == 0 && !just_evaluated) {  // stopped mid-epoch (--steps)
+    MIXTRAIN_ASSIGN_OR_RETURN(EvalResult e, cli::EvaluateAll(t, d.test, loop.eval_batch_size, fixed_batch));
+    std::printf("final: %s\n", cli::EvalLine(e).c_str());
+    MIXTRAIN_RETURN_IF_ERROR(log->Eval(t.steps_taken(), end.position.epoch + 1, e));
   }
-  MIXTRAIN_ASSIGN_OR_RETURN(const int64_t skipped_after, t.skipped_steps());
-  skipped = skipped_after - skipped_before;
-  std::printf("trained %lld steps in %.1f s (%lld skipped)\n", static_cast<long long>(t.steps_taken()), secs,
-              static_cast<long long>(skipped));
-  if (profile) cli::PrintStepProfile(t.Profile(), t.steps_taken() - first_step - 1);
+  std::printf("%s\n", TrainedLine(ran, t.steps_taken(), end.seconds, end.skipped).c_str());
+  if (a.flag("profile")) cli::PrintStepProfile(t.Profile(), ran - 1);
   // The precision report is written even when every step skipped: that is when it is needed.
   if (c.debug_precision > 0) {
     MIXTRAIN_ASSIGN_OR_RETURN(PrecisionStatistics ps, t.PrecisionStats());
@@ -551,16 +426,52 @@ absl::Status RunTrain(const cli::Args& a) {
       std::printf("precision statistics written to %s\n", outputs.at("debug-precision-out").c_str());
     }
   }
-  if (const int64_t ran = t.steps_taken() - first_step; ran > 0 && skipped == ran)
+  if (ran > 0 && end.skipped == ran)
     return absl::InvalidArgumentError(absl::StrCat(
         "all ", ran, " steps skipped their update (non-finite gradients): nothing was trained; check the data "
         "(--allow-nonfinite-inputs), --lr and --loss-scale"));
-  if (a.has("save")) MIXTRAIN_RETURN_IF_ERROR(t.SaveCheckpoint(a.str("save"), {epoch, batch}));
-  if (a.has("export") && rank == 0) {
-    MIXTRAIN_RETURN_IF_ERROR(t.ExportInferenceModel(a.str("export"), export_dtype));
-    std::printf("exported %s (%s)\n", a.str("export").c_str(), ElementTypeName(export_dtype));
+  if (!run.save.empty() && (end.saved_to != run.save || end.saved_step != t.steps_taken()))
+    MIXTRAIN_RETURN_IF_ERROR(cli::CheckpointKeeper(run.save, run.keep).Save(t, end.position));
+  if (!run.export_path.empty() && rank == 0) {
+    MIXTRAIN_RETURN_IF_ERROR(t.ExportInferenceModel(run.export_path, export_dtype));
+    std::printf("exported %s (%s)\n", run.export_path.c_str(), ElementTypeName(export_dtype));
   }
-  return json_log ? json_log->Commit() : absl::OkStatus();
+  return log->Commit();
+}
+
+// The step-shaping flags (shared with dump), then the run's own.
+std::vector<cli::FlagSpec> TrainFlags() {
+  std::vector<cli::FlagSpec> flags = cli::StepFlagSpecs();
+  const std::vector<cli::FlagSpec> own = {
+      {"data", "", ".npz with arrays named after graph inputs + labels; 'test/<key>' arrays are the test set"},
+      {"dataset", "fashion-mnist", "built-in dataset when --data is not given"},
+      {"epochs", "1", "epochs over the training data"},
+      {"steps", "0", "train this many steps instead of --epochs"},
+      {"batch-size", "64", "examples per step (default: the batch a model exported with a fixed one takes, else 64, or every example when there are fewer)"},
+      {"shuffle", "true", "shuffle each epoch (--no-shuffle to keep the order)", true},
+      {"allow-nonfinite-inputs", "false", "train on input arrays holding NaN/Inf (refused by default): a step on such a batch gets non-finite gradients and skips its update, counted as skipped; labels must stay finite", true},
+      {"limit-train", "0", "use only the first N training examples"},
+      {"limit-test", "0", "use only the first N test examples"},
+      {"save", "", "checkpoint file, replaced atomically at each epoch end, every --save-every steps, on SIGTERM/SIGINT and at the end"},
+      {"save-every", "0", "also checkpoint every N steps (needs --save)"},
+      {"keep", "1", "with K > 1, the last K checkpoints stay as <name>-step<N><ext> beside --save (which names the newest)"},
+      {"resume", "", "continue the run a checkpoint came from: model, data and config come from it (flags may change the run's length, device, paths and the run options; anything else must match)"},
+      {"eval-every", "0", "also evaluate on the test set every N steps (besides each epoch's end)"},
+      {"early-stop", "0", "stop when the test loss has not improved for N evaluations (0: never)"},
+      {"save-best", "", "checkpoint file of the lowest test loss, written when an evaluation improves it"},
+      {"log-every", "100", "print a progress line every N steps when not on a terminal"},
+      {"log-json", "", "write one JSON object per step (step, loss, loss_scale, skipped, lr, ms) and per evaluation (step, epoch, eval_loss, eval_top1, ..., eval_examples); NaN and infinities as null; the file appears when the run ends (or stops on a signal)"},
+      {"log-dir", "", "write TensorBoard event files here (train/loss, train/learning_rate, train/loss_scale, train/skipped_steps, train/step_ms, train/examples_per_s, eval/*)"},
+      {"debug-precision", "0", "precision debugger: measure every low-precision value (range, inf/NaN, overflow, flush to zero) every N steps (bare flag: every step), name the node behind each skipped step, and print a summary; the other steps do no extra work", false, "1"},
+      {"debug-precision-out", "", "write the precision debugger's statistics here as JSON (for mixtrain dump --stats and mixtrain suggest-policy); implies --debug-precision"},
+      {"profile", "false", "time every kernel of the step after the first and print where the step's time goes (forward, loss, backward, optimizer; by op type and node)", true},
+      {"export", "", "write the trained inference model (ONNX) here"},
+      {"export-dtype", "fp32", "fp32, fp16 or bf16 weights/compute in the exported model"},
+      {"device", "auto", "cpu, cuda, or auto (cuda where a GPU is usable)"},
+      {"verbose", "false", "print every note (why auto chose the CPU, say)", true},
+  };
+  flags.insert(flags.end(), own.begin(), own.end());
+  return flags;
 }
 
 MT_REGISTER_COMMAND(
@@ -569,63 +480,12 @@ MT_REGISTER_COMMAND(
         .name = "train",
         .usage = "mixtrain train [MODEL.onnx] [--data=FILE.npz | --dataset=fashion-mnist] [flags]",
         .summary = "train a model with mixed precision (default: fashion_cnn on Fashion-MNIST, bf16 AMP where the CPU has native bf16)",
-        .flags =
-            {
-                {"config", "", "TrainConfig .textproto; flags override it"},
-                {"data", "", ".npz with arrays named after graph inputs + labels; 'test/<key>' arrays are the test set"},
-                {"dataset", "fashion-mnist", "built-in dataset when --data is not given"},
-                {"loss", "cross_entropy", "cross_entropy, mse, l1, bce_with_logits or output:NAME"},
-                {"output", "", "model output the loss reads (default: the first)"},
-                {"class-axis", "1", "cross_entropy: the logits axis of the classes (-1 for N x T x V language-model logits)"},
-                {"labels", "labels", "npz key of the labels"},
-                {"optimizer", "adam", "adam, adamw, sgd or adagrad"},
-                {"lr", "0.001", "learning rate"},
-                {"weight-decay", "0", "weight decay (decoupled for adamw; L2 otherwise)"},
-                {"momentum", "0", "SGD momentum"},
-                {"nesterov", "", "SGD Nesterov momentum", true},
-                {"beta1", "0.9", "Adam beta1"},
-                {"beta2", "0.999", "Adam beta2"},
-                {"clip-grad-norm", "0", "clip the global gradient norm (unscaled) to this; 0 = off"},
-                {"schedule", "constant", "LR schedule: constant, step or cosine"},
-                {"warmup-steps", "0", "linear LR warmup steps"},
-                {"step-size", "1000", "step schedule: decay every N updates"},
-                {"gamma", "0.1", "step schedule: decay factor"},
-                {"precision", "amp", "fp32 (off), amp (allow/deny lists) or half (all low but deny)"},
-                {"dtype", "auto", "low type: fp16, bf16 or auto (bf16 where the CPU has native bf16, else fp32; see mixtrain info)"},
-                {"policy", "", "PrecisionPolicy .textproto with list edits"},
-                {"allow", "", "comma-separated ops moved to the allow (low) list"},
-                {"deny", "", "comma-separated ops moved to the deny (fp32) list"},
-                {"fp32-nodes", "", "regex of node names pinned to fp32"},
-                {"loss-scale", "", "a static scale, 'dynamic' or 'off' (default: dynamic for fp16, off otherwise)"},
-                {"growth-interval", "2000", "dynamic scaling: clean steps before the scale doubles"},
-                {"accumulate", "1", "gradient accumulation over N micro-batches"},
-                {"epochs", "1", "epochs over the training data"},
-                {"steps", "0", "train this many steps instead of --epochs"},
-                {"batch-size", "64", "examples per step (default: the batch a model exported with a fixed one takes, else 64, or every example when there are fewer)"},
-                {"shuffle", "true", "shuffle each epoch (--no-shuffle to keep the order)", true},
-                {"seed", "0", "seed for shuffling and dropout"},
-                {"freeze", "", "regex of initializers to keep frozen"},
-                {"trainable", "", "regex of initializers to train (default: the framework's parameters that reach the loss; see mixtrain check)"},
-                {"allow-nonfinite-inputs", "false", "train on input arrays holding NaN/Inf (refused by default): a step on such a batch gets non-finite gradients and skips its update, counted as skipped; labels must stay finite", true},
-                {"limit-train", "0", "use only the first N training examples"},
-                {"limit-test", "0", "use only the first N test examples"},
-                {"log-every", "100", "print a progress line every N steps when not on a terminal"},
-                {"log-json", "", "write one JSON object per step (step, loss, loss_scale, skipped, lr, ms); a NaN or infinite number is written as null; the file appears when the run succeeds"},
-                {"debug-precision", "0", "precision debugger: measure every low-precision value (range, inf/NaN, overflow, flush to zero) every N steps (bare flag: every step), name the node behind each skipped step, and print a summary; the other steps do no extra work", false, "1"},
-                {"debug-precision-out", "", "write the precision debugger's statistics here as JSON (for mixtrain dump --stats and mixtrain suggest-policy); implies --debug-precision"},
-                {"profile", "false", "time every kernel of the step after the first and print where the step's time goes (forward, loss, backward, optimizer; by op type and node)", true},
-                {"save", "", "checkpoint file written at each epoch end and at the end"},
-                {"resume", "", "checkpoint to resume from"},
-                {"export", "", "write the trained inference model (ONNX) here"},
-                {"export-dtype", "fp32", "fp32, fp16 or bf16 weights/compute in the exported model"},
-                {"device", "auto", "cpu, cuda, or auto (cuda where a GPU is usable)"},
-                {"data-parallel", "false", "data-parallel training over the ranks of `mpirun -n K`: each rank steps on its 1/K of every global batch (--batch-size is global) and the gradients are averaged in the step; rank 0 prints, evaluates, saves and exports (docs/distributed.md)", true},
-                {"deterministic", "false", "with --data-parallel: reduce the gradients in a fixed order (0 + rank 0 + rank 1 + ...), so a run is reproducible bit for bit and equals one process with --accumulate=K and --batch-size=B/K", true},
-            },
+        .flags = TrainFlags(),
         .run = [](const cli::Args& args) {
           absl::Status s = RunTrain(args);
           if (s.ok()) return 0;
-          const int code = cli::Fail("train", s);
+          int code = cli::Fail("train", s);
+          if (cli::StopSignal() != 0) code = 128 + cli::StopSignal();  // the shell's code for a signal's end
           if (const auto& world = DataParallelWorld(); world != nullptr && world->size() > 1) {
             std::fflush(nullptr);
             world->Abort(code);

@@ -31,7 +31,8 @@ constexpr int kColours = sizeof(kPalette) / sizeof(kPalette[0]);
 int Solid(size_t log) { return kFirstSeries + 2 * static_cast<int>(log % kColours); }
 int Faint(size_t log) { return Solid(log) + 1; }
 
-constexpr int kCross = 5;  // plpoin's code for an 'x'
+constexpr int kCross = 5;   // plpoin's code for an 'x'
+constexpr int kCircle = 4;  // and for an 'o'
 
 // '#' starts an escape sequence in PLplot text ("#u" superscript); a file name means it literally.
 std::string PlText(const std::string& s) {
@@ -185,6 +186,7 @@ absl::StatusOr<std::string> RenderFigure(const std::vector<TrainLog>& logs, cons
       steps.Add(s.step), loss.Add(s.loss), lr.Add(s.lr), ms.Add(s.ms);
       if (s.loss_scale > 0) scale.Add(std::log10(s.loss_scale));
     }
+    for (const LogEval& e : logs[i].evals) steps.Add(e.step), loss.Add(e.Metric("loss"));
   }
   ms.Add(0);  // time from zero: a flat 11-12 ms would otherwise look like noise
   const Range sx = steps.lo < steps.hi ? Range{steps.lo, steps.hi} : steps.Padded();
@@ -218,8 +220,10 @@ absl::StatusOr<std::string> RenderFigure(const std::vector<TrainLog>& logs, cons
 
   // Top left: the loss, raw (thin, faint) under its EMA (thick); a null loss is a gap, marked by
   // a cross on the panel's floor.
-  const std::string loss_title =
-      o.smooth > 0 ? absl::StrCat("loss (thin: raw, thick: EMA ", o.smooth, "; x: null)") : "loss (x: null)";
+  const bool evals = std::any_of(logs.begin(), logs.end(), [](const TrainLog& l) { return !l.evals.empty(); });
+  const std::string loss_title = absl::StrCat(
+      "loss (", o.smooth > 0 ? absl::StrCat("thin: raw, thick: EMA ", o.smooth, "; ") : "", "x: null",
+      evals ? "; o, dashed: test loss" : "", ")");
   Frame(0.09, 0.48, 0.55, 0.88, sx, sloss, false, "loss", loss_title);
   for (size_t i = 0; i < logs.size(); ++i) {
     const Column raw = Values(logs[i], [](const LogStep& s) { return s.loss; });
@@ -233,6 +237,14 @@ absl::StatusOr<std::string> RenderFigure(const std::vector<TrainLog>& logs, cons
     for (size_t k = 0; k < raw.size(); ++k)
       if (!std::isfinite(raw[k])) at.push_back(x[i][k]), floor.push_back(sloss.lo);
     Marks(at, floor, Solid(i));
+    // The validation curve: the test loss at each evaluation, dashed between circles.
+    Column ex, ey;
+    for (const LogEval& e : logs[i].evals) ex.push_back(static_cast<double>(e.step)), ey.push_back(e.Metric("loss"));
+    if (ex.empty()) continue;
+    pllsty(2);
+    Curve(ex, ey, Solid(i), 2.0);
+    pllsty(1);
+    plpoin(static_cast<PLINT>(ex.size()), ex.data(), ey.data(), kCircle);
   }
 
   // Top right: the learning rate.

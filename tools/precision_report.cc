@@ -250,7 +250,7 @@ std::map<std::string, std::string> NodeRisks(const PrecisionStatsFile& f) {
   return out;
 }
 
-std::string SuggestPolicy(const PrecisionStatsFile& f) {
+std::string SuggestPolicy(const PrecisionStatsFile& f, bool* all_fp32) {
   // node -> (op type, reasons). Nodes that cause trouble: the origins of skipped steps (the first
   // non-finite value, not everything downstream of it), values a Cast overflowed, values near
   // their dtype's largest finite number. A Cast's value is fixed by running its readers in fp32.
@@ -321,6 +321,22 @@ std::string SuggestPolicy(const PrecisionStatsFile& f) {
   if (underflow)
     absl::StrAppend(&out, "# Some low-precision values flush to zero or are subnormal: keep dynamic loss scaling on "
                           "(--loss-scale=dynamic, the default for fp16).\n");
+  // Every matrix product and convolution that computed in the low type (where AMP's speed comes
+  // from; the elementwise ops around them follow their inputs), pinned or of a denied op: the
+  // policy turns AMP off. Said plainly, since `train --policy` would still report "precision amp".
+  static const std::set<std::string> kHeavy = {"MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum"};
+  std::set<std::string> low_nodes;
+  for (const ValueStats& v : f.stats.values)
+    if (IsLow(v) && !v.cast_input && kHeavy.contains(v.op_type) && v.phase == "forward")
+      low_nodes.insert(ForwardNode(v.node));
+  const bool none_left = !low_nodes.empty() && std::all_of(low_nodes.begin(), low_nodes.end(), [&](const std::string& n) {
+    return pin.contains(n) || (op_of.contains(n) && by_op.contains(op_of[n]) && by_op[op_of[n]].size() >= 3);
+  });
+  if (none_left)
+    absl::StrAppend(&out, "# NOTE: this moves all ", low_nodes.size(), " matrix products and convolutions that computed in ", f.low_dtype,
+                    " to fp32, so AMP is then off (the step runs in fp32). For fp16, try bf16 (--dtype=bf16) or "
+                    "dynamic loss scaling (--loss-scale=dynamic) first.\n");
+  if (all_fp32) *all_fp32 = none_left;
   return out;
 }
 

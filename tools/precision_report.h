@@ -44,6 +44,8 @@ std::map<std::string, std::string> NodeRisks(const PrecisionStatsFile& f);
 // gradients) overflowed or came near it, one `fp32_nodes` line per node with the reason as a
 // comment; an op type with three or more such nodes moves to `deny` instead. Empty policy (a
 // comment saying nothing needs to move) when every value is safe.
-std::string SuggestPolicy(const PrecisionStatsFile& f);
+// `all_fp32`, when given, is set when the policy moves every node that computed in the low type to
+// fp32: AMP is then off, which the policy's text says too.
+std::string SuggestPolicy(const PrecisionStatsFile& f, bool* all_fp32 = nullptr);
 
 }  // namespace mixtrain::cli

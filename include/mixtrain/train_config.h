@@ -95,12 +95,33 @@ struct TrainConfig {
     uint64_t seed = 0;
   };
 
+  // How `mixtrain train` runs around the step (checkpoints, evaluation, logs): not read by a
+  // Trainer, but saved with its checkpoints so that `train --resume=CKPT` alone continues the run.
+  // A resumed run may change any of it.
+  struct Run {
+    std::string save;           // checkpoint path: the latest checkpoint
+    int64_t save_every = 0;     // steps between checkpoints; 0: at epoch ends only
+    int32_t keep = 1;           // > 1: the last `keep` saves stay, step-numbered beside `save`
+    int64_t eval_every = 0;     // steps between evaluations; 0: at epoch ends only
+    int32_t early_stop = 0;     // stop after this many evaluations without a lower loss; 0: off
+    std::string save_best;      // checkpoint of the lowest evaluation loss
+    int64_t limit_train = 0;    // the first N training examples only; 0: all
+    int64_t limit_test = 0;
+    int64_t log_every = 100;    // steps between progress lines (when not on a terminal)
+    std::string log_dir;        // TensorBoard event files
+    std::string export_path;    // the inference ONNX written at the end
+    std::string export_dtype = "fp32";
+  };
+
   std::string model = "models/fashion_cnn.onnx";  // used by the CLI; Trainer::Create takes a path
   std::string loss = "cross_entropy";  // mse, l1, bce_with_logits, or output:NAME (model's own)
   std::string output;                  // model output the loss reads; empty = the first
   // cross_entropy: the logits axis holding the classes, 1 as in ONNX/PyTorch (N x C [x d...]);
   // -1 for a language model's N x T x V logits (labels N x T). Negative counts from the end.
   int32_t class_axis = 1;
+  // cross_entropy: labels equal to it count in neither the loss, its gradient nor Evaluate's
+  // figures (PyTorch's ignore_index; transformers pads labels with -100). Unset: all count.
+  std::optional<int64_t> ignore_index;
   std::string freeze;                  // regex of initializers kept frozen
   // Regex of initializers trained, replacing the default (the framework's parameters: README
   // "How to export for training"); freeze still applies.
@@ -128,6 +149,7 @@ struct TrainConfig {
   // With data_parallel: a fixed reduction order (0 + rank 0 + rank 1 + ...), bit for bit
   // reproducible and equal to one process accumulating the K shards as micro-batches.
   bool deterministic = false;
+  Run run;
 
   // Parses a text-format TrainConfig (a `--config` file's contents); unset fields keep defaults.
   // Syntax errors name the line and field; the parsed values are then checked by Validate().

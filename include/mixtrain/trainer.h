@@ -116,7 +116,27 @@ struct EvalResult {
 struct TrainingPosition {
   int64_t epoch = 0;
   int64_t batch = 0;
+  // Early stopping's record (`mixtrain train --early-stop`): the lowest evaluation loss so far
+  // (unset: none yet), the step it was measured at and the evaluations since, so a resumed run
+  // stops where the uninterrupted one would.
+  std::optional<double> best_eval_loss;
+  int64_t best_eval_step = 0;
+  int32_t evals_since_best = 0;
 };
+
+// What a checkpoint says about the run that saved it, read without a Trainer (so `mixtrain
+// train --resume=CKPT` can start the run from the checkpoint alone).
+struct CheckpointInfo {
+  TrainConfig config;         // the config the run was started with (model and data paths too)
+  TrainingPosition position;
+  int64_t steps = 0;          // Step() calls the run had made
+  int64_t planned_steps = 0;  // the run's planned length (SetTotalSteps)
+  std::string precision;      // how the config resolved: "amp/bf16, loss scaling off"
+  int world_size = 1;         // data-parallel ranks of the run
+};
+// Reads the checkpoint at `path` (the frame checks of Trainer::LoadCheckpoint: truncation,
+// checksum, format version); errors name the file.
+absl::StatusOr<CheckpointInfo> ReadCheckpointInfo(const std::string& path);
 
 // How the trainer resolved TrainConfig::precision and loss_scaler.
 struct ResolvedPrecision {

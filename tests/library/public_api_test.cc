@@ -146,7 +146,19 @@ TEST(PublicApiTest, CheckpointResumesTheSameTrajectory) {
   EXPECT_EQ(pos->batch, 5);
   EXPECT_EQ(b->steps_taken(), 3);
   for (int i = 0; i < 2; ++i) EXPECT_EQ(*b->Step(batch)->loss, expected[i]);
+
+  // The checkpoint's run, read without a Trainer (what `train --resume=CKPT` starts from).
+  auto info = mixtrain::ReadCheckpointInfo(ck);
+  ASSERT_TRUE(info.ok()) << info.status();
+  EXPECT_EQ(info->steps, 3);
+  EXPECT_EQ(info->position.epoch, 2);
+  EXPECT_EQ(info->position.batch, 5);
+  EXPECT_EQ(info->config.precision.preset, mixtrain::TrainConfig::Precision::Preset::kFp32);
+  EXPECT_FALSE(info->precision.empty());
   std::remove(ck.c_str());
+  auto missing = mixtrain::ReadCheckpointInfo(ck);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find(ck), std::string::npos) << missing.status();
 }
 
 TEST(PublicApiTest, ExportedModelServesTheTrainedWeights) {

@@ -37,8 +37,10 @@ void SetEveryField(Message* m) {
     switch (f->cpp_type()) {
       case FieldDescriptor::CPPTYPE_MESSAGE: SetEveryField(r->MutableMessage(m, f)); break;
       case FieldDescriptor::CPPTYPE_STRING:
-        // device takes one of three words (Validate); the others are free text.
-        r->SetString(m, f, f->name() == "device" ? std::string("cuda") : "value_" + f->name());
+        // device and run.export_dtype take one of three words (Validate); the others are free text.
+        r->SetString(m, f, f->name() == "device"         ? std::string("cuda")
+                           : f->name() == "export_dtype" ? std::string("bf16")
+                                                         : "value_" + f->name());
         break;
       case FieldDescriptor::CPPTYPE_BOOL: r->SetBool(m, f, !f->default_value_bool()); break;
       case FieldDescriptor::CPPTYPE_INT32: r->SetInt32(m, f, f->default_value_int32() + 3); break;

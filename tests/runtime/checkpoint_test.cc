@@ -327,7 +327,8 @@ TEST_F(Checkpoint, AnotherConfigIsRefusedNamingTheFieldAndBothValues) {
   refused([](pb::TrainConfig& c) {
     c.mutable_precision()->set_preset(pb::PrecisionPolicy::AMP);
     c.mutable_precision()->set_low_dtype(pb::PrecisionPolicy::FP16);
-  }, "precision.preset is FP32 in the checkpoint, AMP in this run; precision.low_dtype is AUTO in the checkpoint, FP16");
+  }, "precision.preset is FP32 in the checkpoint, AMP in this run");
+  refused([](pb::TrainConfig& c) { c.set_ignore_index(-100); }, "ignore_index is 0 in the checkpoint, -100 in this run");
   refused([](pb::TrainConfig& c) { c.mutable_precision()->add_deny("Gemm"); },
           "precision.deny is [] in the checkpoint, [\"Gemm\"] in this run");
 
@@ -337,11 +338,47 @@ TEST_F(Checkpoint, AnotherConfigIsRefusedNamingTheFieldAndBothValues) {
   longer.set_epochs(7);
   longer.set_device("cpu");
   longer.mutable_data()->set_path("elsewhere.npz");
+  // So may the CLI's run options (checkpoints, evaluation, logs), and a low dtype of AUTO matches
+  // an explicit one when both resolve alike (the resolved precision is compared apart).
+  longer.mutable_run()->set_save_every(50);
+  longer.mutable_run()->set_log_dir("tb");
+  longer.mutable_precision()->set_low_dtype(pb::PrecisionPolicy::BF16);
   auto t = MakeMlp(longer);
   ASSERT_NE(t, nullptr);
   auto pos = t->LoadCheckpoint(Path("adam.ckpt"));
   ASSERT_TRUE(pos.ok()) << pos.status();
   EXPECT_EQ(t->calls(), 1);
+}
+
+TEST_F(Checkpoint, ExplicitLowDtypesMustMatch) {
+  pb::TrainConfig bf16 = Fp32Config();
+  bf16.mutable_precision()->set_preset(pb::PrecisionPolicy::AMP);
+  bf16.mutable_precision()->set_low_dtype(pb::PrecisionPolicy::BF16);
+  auto saver = MakeMlp(bf16);
+  ASSERT_NE(saver, nullptr);
+  ASSERT_TRUE(saver->SaveCheckpoint(Path("bf16.ckpt")).ok());
+  pb::TrainConfig fp16 = bf16;
+  fp16.mutable_precision()->set_low_dtype(pb::PrecisionPolicy::FP16);
+  auto t = MakeMlp(fp16);
+  ASSERT_NE(t, nullptr);
+  ExpectRefused(*t, Path("bf16.ckpt"), "precision.low_dtype is BF16 in the checkpoint, FP16 in this run");
+}
+
+TEST_F(Checkpoint, EarlyStoppingRecordRoundTrips) {
+  auto t = MakeMlp(Fp32Config());
+  ASSERT_NE(t, nullptr);
+  CheckpointPosition saved{.epoch = 3, .batch = 1, .best_eval_loss = 0.25, .best_eval_step = 40, .evals_since_best = 2};
+  ASSERT_TRUE(t->SaveCheckpoint(Path("es.ckpt"), saved).ok());
+  auto pos = t->LoadCheckpointPosition(Path("es.ckpt"));
+  ASSERT_TRUE(pos.ok()) << pos.status();
+  EXPECT_EQ(pos->epoch, 3);
+  EXPECT_EQ(pos->batch, 1);
+  ASSERT_TRUE(pos->best_eval_loss.has_value());
+  EXPECT_EQ(*pos->best_eval_loss, 0.25);
+  EXPECT_EQ(pos->best_eval_step, 40);
+  EXPECT_EQ(pos->evals_since_best, 2);
+  ASSERT_TRUE(t->SaveCheckpoint(Path("none.ckpt"), 1, 0).ok());
+  EXPECT_FALSE(t->LoadCheckpointPosition(Path("none.ckpt"))->best_eval_loss.has_value());
 }
 
 // --- resume --------------------------------------------------------------------------------------

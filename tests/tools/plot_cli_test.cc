@@ -393,6 +393,32 @@ TEST_F(PlotCli, DefaultOutputIsRunSvgInTheCurrentFolder) {
   Svg("out/run.svg");
 }
 
+// `train --eval-every` rows ({"step", "epoch", "eval_*"}) among the steps: the test loss is drawn
+// as the validation curve and named in the loss panel's title; a bad figure names its line.
+TEST_F(PlotCli, EvaluationRowsDrawTheValidationCurve) {
+  std::string log = MakeLog(20, false);
+  for (int s : {5, 10, 15, 20})
+    log += absl::StrFormat("{\"step\": %d, \"epoch\": 1, \"eval_loss\": %g, \"eval_top1\": 0.5, \"eval_examples\": 64}\n", s,
+                           1.0 - s / 40.0);
+  Write("eval.jsonl", log);
+  Result r = Plot(Path("eval.jsonl") + " --out=" + Path("out/eval.svg"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::multiset<std::string> texts;
+  for (const XmlElement& e : Svg("out/eval.svg"))
+    if (e.name == "text") texts.insert(e.text);
+  EXPECT_TRUE(texts.count("loss (thin: raw, thick: EMA 0.9; x: null; o, dashed: test loss)"));
+  Write("plain.jsonl", MakeLog(20, false));
+  ASSERT_EQ(Plot(Path("plain.jsonl") + " --out=" + Path("out/plain.svg")).code, 0);
+  std::multiset<std::string> plain;
+  for (const XmlElement& e : Svg("out/plain.svg"))
+    if (e.name == "text") plain.insert(e.text);
+  EXPECT_TRUE(plain.count("loss (thin: raw, thick: EMA 0.9; x: null)"));
+  std::filesystem::remove(Path("out/eval.svg"));
+  std::filesystem::remove(Path("out/plain.svg"));
+  Write("bad.jsonl", MakeLog(2, false) + "{\"step\": 2, \"eval_loss\": 0.5, \"eval_top1\": \"high\"}\n");
+  ExpectError(Path("bad.jsonl"), 1, Path("bad.jsonl") + ":3: \"eval_top1\" must be a number or null, not a string");
+}
+
 TEST_F(PlotCli, GarbageLineNamesFileAndLine) {
   Write("garbage.jsonl", MakeLog(3, false) + "step 4 loss 0.5\n" + MakeLog(2, false));
   ExpectError(Path("fp32.jsonl") + " " + Path("garbage.jsonl"), 1, Path("garbage.jsonl") + ":4: expected '{'");

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/tools/cli_test_util.h"
 
 namespace mixtrain::cli_test {
@@ -103,6 +104,34 @@ TEST(PrecisionCliTest, DumpRefusesStatisticsOfAnotherModel) {
   EXPECT_NE(d.err.find("is in this graph"), std::string::npos) << d.err;
   EXPECT_FALSE(std::filesystem::exists(out));
   std::filesystem::remove_all(dir);
+}
+
+// A policy that moves every matrix product to fp32 turns AMP off: suggest-policy says so, in the
+// policy and on stderr, rather than leaving `train` to report "precision amp" over an fp32 step.
+TEST(PrecisionCliTest, SuggestedPolicyThatPinsEveryMatrixProductSaysAmpIsOff) {
+  const auto dir = ScratchDir("precision_cli");
+  const auto stats = dir / "stats.json", all = dir / "all.json";
+  Result r = RunShell(kBinary + " train " + kMlp + " --steps=2 --limit-train=128 --limit-test=64 --dtype=fp16 "
+                      "--debug-precision-out=" + stats.string(), dir);
+  ASSERT_EQ(r.code, 0) << r.err;
+  Result some = RunShell(kBinary + " suggest-policy " + stats.string(), dir);
+  ASSERT_EQ(some.code, 0) << some.err;
+  EXPECT_EQ(some.out.find("AMP is then off"), std::string::npos) << some.out;
+  // Every Gemm's output near fp16's largest value: all three move to fp32.
+  nlohmann::json j = nlohmann::json::parse(Slurp(stats));
+  int gemms = 0;
+  for (nlohmann::json& v : j.at("values"))
+    if (v.at("op_type") == "Gemm" && v.at("phase") == "forward" && v.at("dtype") == "fp16") {
+      v["max_abs"] = 60000.0;
+      ++gemms;
+    }
+  ASSERT_EQ(gemms, 3);
+  std::ofstream(all) << j.dump();
+  Result off = RunShell(kBinary + " suggest-policy " + all.string(), dir);
+  ASSERT_EQ(off.code, 0) << off.err;
+  EXPECT_NE(off.out.find("deny: \"Gemm\""), std::string::npos) << off.out;
+  EXPECT_NE(off.out.find("AMP is then off"), std::string::npos) << off.out;
+  EXPECT_NE(off.err.find("AMP is"), std::string::npos) << off.err;
 }
 
 }  // namespace

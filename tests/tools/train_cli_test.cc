@@ -87,7 +87,10 @@ class TrainCli : public ::testing::Test {
   fs::path dir_;
 };
 
-std::vector<google::protobuf::Struct> ReadJsonLines(const std::string& path) {
+// The step rows of a --log-json file (every line must be JSON); `evals` gets the evaluation rows
+// (those with "eval_loss").
+std::vector<google::protobuf::Struct> ReadJsonLines(const std::string& path,
+                                                    std::vector<google::protobuf::Struct>* evals = nullptr) {
   std::ifstream f(path);
   std::vector<google::protobuf::Struct> out;
   std::string line;
@@ -95,7 +98,8 @@ std::vector<google::protobuf::Struct> ReadJsonLines(const std::string& path) {
     google::protobuf::Struct s;
     auto st = google::protobuf::util::JsonStringToMessage(line, &s);
     EXPECT_TRUE(st.ok()) << "not JSON: " << line;
-    out.push_back(s);
+    if (!s.fields().contains("eval_loss")) out.push_back(s);
+    else if (evals) evals->push_back(s);
   }
   return out;
 }
@@ -126,8 +130,17 @@ TEST_F(TrainCli, TinyRunWritesJsonLinesCheckpointAndExport) {
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("trained 6 steps"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("test accuracy"), std::string::npos) << r.out;
-  auto lines = ReadJsonLines(Path("out/log.jsonl"));
+  std::vector<google::protobuf::Struct> evals;
+  auto lines = ReadJsonLines(Path("out/log.jsonl"), &evals);
   ASSERT_EQ(lines.size(), 6u);
+  // 4 batches per epoch: the end of epoch 1 (step 4) and the final evaluation (step 6).
+  ASSERT_EQ(evals.size(), 2u);
+  EXPECT_EQ(evals[0].fields().at("step").number_value(), 4);
+  EXPECT_EQ(evals[0].fields().at("epoch").number_value(), 1);
+  EXPECT_EQ(evals[1].fields().at("step").number_value(), 6);
+  for (const auto& e : evals)
+    for (const char* key : {"eval_loss", "eval_perplexity", "eval_top1", "eval_examples"})
+      EXPECT_TRUE(e.fields().contains(key)) << key;
   for (size_t i = 0; i < lines.size(); ++i) {
     const auto& f = lines[i].fields();
     EXPECT_EQ(f.size(), 6u);

@@ -1,0 +1,23 @@
+// The flags that shape the training step, one table shared by `mixtrain train` and `mixtrain
+// dump` (issue 34: one flag table), so `dump --passes=train` shows the step a `train` command line
+// builds: loss, optimizer, schedule, precision policy, loss scaling, accumulation, trainable
+// selection, recompute, data parallelism, and --config.
+#pragma once
+
+#include <vector>
+
+#include "absl/status/status.h"
+#include "mixtrain/train_config.h"
+#include "tools/cli.h"
+
+namespace mixtrain::cli {
+
+// The step-shaping flags, for a command's FlagSpec list.
+std::vector<FlagSpec> StepFlagSpecs();
+
+// Applies the step-shaping flags over `c` (what `c` holds < --config < flags). Numbers were
+// checked by Args::Parse against their NumericFlags() rows; a --config's fields by FromTextProto.
+// --config replaces `c` as a whole.
+absl::Status ApplyStepFlags(const Args& a, TrainConfig& c);
+
+}  // namespace mixtrain::cli
