@@ -80,7 +80,10 @@ struct Dataset::Impl {
   explicit Impl(RtDataset d)
       : rt(std::move(d)),
         ahead(std::make_shared<api::ReadAhead>([rt = rt](const std::vector<int64_t>& indices) {
-          return ToHostTensors(rt.Gather(indices, 0, static_cast<int64_t>(indices.size())));
+          // Guarded on the worker thread too: an exception escaping there would end the process.
+          return api::Guarded("Dataset::Gather", [&] {
+            return ToHostTensors(rt.Gather(indices, 0, static_cast<int64_t>(indices.size())));
+          });
         })) {}
   RtDataset rt;
   std::shared_ptr<api::ReadAhead> ahead;  // null for the empty data set

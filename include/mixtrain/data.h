@@ -71,7 +71,7 @@ struct TrainingData;
 // Gather reads ahead: once it has returned order[begin, end), a worker thread gathers the range
 // that likely follows (the same stride on in the same order), so a loop over an epoch's batches
 // finds each one ready while it trains on the last. A prefetched batch is used only when it holds
-// exactly the examples asked for. Gather may be called from one thread at a time per data set.
+// exactly the examples asked for. Calls from several threads are serialized.
 class Dataset {
  public:
   // Every array must have rank >= 1, at least one element and the same first dimension, but the
