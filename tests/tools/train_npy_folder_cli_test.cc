@@ -105,6 +105,19 @@ TEST_F(TrainFolderCli, FolderTrainsLikeTheNpz) {
   EXPECT_EQ(evaluations(folder.out), evaluations(npz.out));
 }
 
+// Shuffling stays exact across a resume: a run on the folder stopped mid-epoch (step 5 of 4-batch
+// epochs) and resumed continues with the losses of an uninterrupted run on the .npz.
+TEST_F(TrainFolderCli, ResumeOnTheFolderContinuesTheNpzRun) {
+  const std::string fp32 = " --precision=fp32";  // compares the mechanism, not rounding
+  ASSERT_EQ(Run(Args(Path("data.npz")) + fp32 + " --log-json=" + Path("straight.jsonl")).code, 0);
+  ASSERT_EQ(Run(Args(Path("data")) + fp32 + " --steps=5 --save=" + Path("half.ckpt")).code, 0);
+  Result r = Run(Args(Path("data")) + fp32 + " --resume=" + Path("half.ckpt") + " --log-json=" + Path("resumed.jsonl"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::vector<std::string> straight = Losses(Path("straight.jsonl")), resumed = Losses(Path("resumed.jsonl"));
+  ASSERT_EQ(straight.size(), 8u);
+  EXPECT_EQ(resumed, std::vector<std::string>(straight.begin() + 5, straight.end()));
+}
+
 TEST_F(TrainFolderCli, ArraysOfDifferentLengths) {
   ASSERT_TRUE(WriteNpy(Path("data/labels.npy"), Tensor(DType::kI64, {60})).ok());
   ExpectError(Path("data") + ": x.npy has 64 examples, labels.npy has 60");
