@@ -1,5 +1,8 @@
 #include "api/read_ahead.h"
 
+#include <sys/resource.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace mixtrain::api {
@@ -14,6 +17,9 @@ ReadAhead::~ReadAhead() {
 }
 
 void ReadAhead::Work() {
+  // Below the caller's priority: waking the worker must not preempt the thread that trains (on a
+  // busy machine that cost the step milliseconds per batch); it has a whole step to finish.
+  ::setpriority(PRIO_PROCESS, static_cast<id_t>(::gettid()), 10);
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
     cv_.wait(lock, [&] { return stop_ || job_.has_value(); });
