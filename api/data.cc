@@ -1,13 +1,17 @@
-// The public data API (include/mixtrain/data.h) over runtime/npy.h, runtime/idx.h and
-// runtime/dataset.h, and CheckTrainingData, the checks of a data set before training.
+// The public data API (include/mixtrain/data.h) over runtime/npy.h, runtime/mapped_npy.h,
+// runtime/idx.h and runtime/dataset.h: files, Dataset (with its read-ahead) and OpenTrainingData.
 #include <algorithm>
+#include <filesystem>
 #include <optional>
+#include <set>
 #include <utility>
 
 #include "absl/strings/str_join.h"
 #include "api/convert.h"
+#include "api/read_ahead.h"
 #include "runtime/dataset.h"
 #include "runtime/idx.h"
+#include "runtime/mapped_npy.h"
 #include "runtime/npy.h"
 
 // The runtime's Dataset, FashionMnist, ReadNpz, WriteNpz and LoadFashionMnist share their names with
@@ -28,11 +32,14 @@ absl::StatusOr<RtFashionMnist> RtLoadFashionMnist(const std::string& dir) {
 }  // namespace
 }  // namespace mixtrain::api
 
+#include "api/data_check.h"  // after the bindings: it includes mixtrain/data.h
 #include "mixtrain/data.h"
 
 namespace mixtrain {
 inline namespace v1 {
 namespace {
+
+using api::RtDataset;
 
 absl::StatusOr<TensorMap> ToHostTensors(const std::map<std::string, Tensor>& m) {
   TensorMap out;
@@ -43,133 +50,7 @@ absl::StatusOr<TensorMap> ToHostTensors(const std::map<std::string, Tensor>& m) 
   return out;
 }
 
-// "[5, 3]": the index of flat element `i` in `shape`.
-std::string IndexOf(int64_t i, const std::vector<int64_t>& shape) {
-  std::vector<int64_t> idx(shape.size());
-  for (size_t d = shape.size(); d-- > 0;) {
-    idx[d] = i % shape[d];
-    i /= shape[d];
-  }
-  return absl::StrCat("[", absl::StrJoin(idx, ", "), "]");
-}
-
-std::string ShapeOf(const TensorInfo& in) {
-  std::vector<std::string> dims;
-  for (size_t d = 0; d < in.shape.size(); ++d)
-    dims.push_back(in.shape[d] >= 0 ? absl::StrCat(in.shape[d])
-                   : d < in.dim_names.size() && !in.dim_names[d].empty() ? in.dim_names[d]
-                                                                          : "?");
-  return absl::StrCat("[", absl::StrJoin(dims, ", "), "]");
-}
-
-// A NaN or infinity: where, and which ("NaN", "+inf", "-inf"); index -1 when there is none.
-struct NonFinite {
-  int64_t index = -1;
-  const char* what = "";
-};
-
-// The first of `n` elements whose bits have an all-ones exponent. Scans in blocks with a
-// branch-free min-reduction the compiler vectorizes, then finds the element in the block.
-template <typename Bits>
-NonFinite FirstNonFinite(const void* data, int64_t n, Bits exponent_mask) {
-  const Bits* p = static_cast<const Bits*>(data);
-  constexpr int64_t kBlock = 4096;
-  constexpr Bits kSign = Bits{1} << (8 * sizeof(Bits) - 1);
-  for (int64_t b = 0; b < n; b += kBlock) {
-    const int64_t e = std::min(n, b + kBlock);
-    Bits least = exponent_mask;  // (x & mask) ^ mask is 0 exactly for NaN and infinities
-    for (int64_t i = b; i < e; ++i) least = std::min<Bits>(least, (p[i] & exponent_mask) ^ exponent_mask);
-    if (least != 0) continue;
-    for (int64_t i = b; i < e; ++i)
-      if ((p[i] & exponent_mask) == exponent_mask)
-        return {i, (p[i] & ~(exponent_mask | kSign)) != 0 ? "NaN" : (p[i] & kSign) ? "-inf" : "+inf"};
-  }
-  return {};
-}
-
-NonFinite FirstNonFinite(const HostTensor& t) {
-  const int64_t n = t.num_elements();
-  switch (t.type()) {
-    case ElementType::kFloat32: return FirstNonFinite<uint32_t>(t.raw_data(), n, 0x7f800000u);
-    case ElementType::kFloat64: return FirstNonFinite<uint64_t>(t.raw_data(), n, 0x7ff0000000000000ull);
-    case ElementType::kFloat16: return FirstNonFinite<uint16_t>(t.raw_data(), n, 0x7c00);
-    case ElementType::kBFloat16: return FirstNonFinite<uint16_t>(t.raw_data(), n, 0x7f80);
-    default: return {};  // integers and bools are always finite
-  }
-}
-
-// The first label outside [0, classes) that is not `ignore`, as (index, value); index -1 if none.
-template <typename T>
-std::pair<int64_t, int64_t> FirstBadLabel(const HostTensor& t, int64_t classes, std::optional<int64_t> ignore) {
-  const T* p = t.data<T>();
-  for (int64_t i = 0; i < t.num_elements(); ++i) {
-    const int64_t v = static_cast<int64_t>(p[i]);
-    if ((v < 0 || v >= classes) && v != ignore) return {i, v};
-  }
-  return {-1, 0};
-}
-
-std::pair<int64_t, int64_t> FirstBadLabel(const HostTensor& t, int64_t classes, std::optional<int64_t> ignore) {
-  switch (t.type()) {
-    case ElementType::kInt64: return FirstBadLabel<int64_t>(t, classes, ignore);
-    case ElementType::kInt32: return FirstBadLabel<int32_t>(t, classes, ignore);
-    case ElementType::kInt8: return FirstBadLabel<int8_t>(t, classes, ignore);
-    case ElementType::kUInt8: return FirstBadLabel<uint8_t>(t, classes, ignore);
-    default: return {-1, 0};  // float labels are not class indices
-  }
-}
-
 }  // namespace
-
-absl::Status CheckTrainingData(const TensorMap& arrays, const std::string& source,
-                               const DataCheckOptions& options) {
-  auto error = [&](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(source, ": ", parts...)); };
-  if (options.shared_example_dim) {
-    std::map<std::string, std::vector<int64_t>> shapes;
-    for (const auto& [name, t] : arrays) shapes.emplace(name, t.shape());
-    RowsPerExample rows;
-    if (options.label_rows_per_example != 1) rows[options.labels_key] = options.label_rows_per_example;
-    MT_RETURN_IF_ERROR(CheckExampleShapes(shapes, source, rows));
-  } else {
-    if (arrays.empty()) return error("holds no arrays");
-    for (const auto& [name, t] : arrays)
-      if (t.num_elements() == 0)
-        return error("array '", name, "' is empty (shape [", absl::StrJoin(t.shape(), ", "), "])");
-  }
-  for (const TensorInfo& in : options.inputs) {
-    auto it = arrays.find(in.name);
-    if (it == arrays.end()) {
-      std::vector<std::string> names;
-      for (const auto& [name, t] : arrays) names.push_back(name);
-      return error("no array '", in.name, "' for the model's input '", in.name, "' (arrays: ",
-                   absl::StrJoin(names, ", "), ")");
-    }
-    const HostTensor& t = it->second;
-    if (t.type() != in.type)
-      return error("array '", in.name, "' is ", ElementTypeName(t.type()), ", the model's input '", in.name,
-                   "' is ", ElementTypeName(in.type));
-    bool fits = t.shape().size() == in.shape.size();
-    for (size_t d = 1; fits && d < in.shape.size(); ++d) fits = in.shape[d] < 0 || in.shape[d] == t.shape()[d];
-    if (!fits)
-      return error("array '", in.name, "' has shape [", absl::StrJoin(t.shape(), ", "), "], the model's input '",
-                   in.name, "' is ", ShapeOf(in), " (the first dimension counts examples)");
-  }
-  for (const auto& [name, t] : arrays) {
-    const bool labels = name == options.labels_key;
-    if (!labels && options.allow_nonfinite_inputs) continue;
-    if (const NonFinite bad = FirstNonFinite(t); bad.index >= 0)
-      return error("array '", name, "' holds ", bad.what, " at ", IndexOf(bad.index, t.shape()));
-  }
-  if (options.num_classes > 0) {
-    if (auto it = arrays.find(options.labels_key); it != arrays.end()) {
-      const auto [i, v] = FirstBadLabel(it->second, options.num_classes, options.ignore_index);
-      if (i >= 0)
-        return error("array '", options.labels_key, "' holds label ", v, " at ", IndexOf(i, it->second.shape()),
-                     ", outside the model's ", options.num_classes, " classes [0, ", options.num_classes, ")");
-    }
-  }
-  return absl::OkStatus();
-}
 
 absl::StatusOr<TensorMap> ReadNpz(const std::string& path) {
   return api::Guarded("ReadNpz", [&]() -> absl::StatusOr<TensorMap> {
@@ -195,7 +76,17 @@ absl::StatusOr<FashionMnist> LoadFashionMnist(const std::string& dir) {
 }
 
 struct Dataset::Impl {
-  api::RtDataset rt;
+  Impl() = default;
+  explicit Impl(RtDataset d)
+      : rt(std::move(d)),
+        ahead(std::make_shared<api::ReadAhead>([rt = rt](const std::vector<int64_t>& indices) {
+          // Guarded on the worker thread too: an exception escaping there would end the process.
+          return api::Guarded("Dataset::Gather", [&] {
+            return ToHostTensors(rt.Gather(indices, 0, static_cast<int64_t>(indices.size())));
+          });
+        })) {}
+  RtDataset rt;
+  std::shared_ptr<api::ReadAhead> ahead;  // null for the empty data set
 };
 
 Dataset::Dataset() : impl_(std::make_shared<Impl>()) {}
@@ -206,10 +97,9 @@ Dataset& Dataset::operator=(const Dataset&) = default;
 absl::StatusOr<Dataset> Dataset::Create(const TensorMap& arrays, const std::string& source,
                                         const std::map<std::string, int64_t>& rows_per_example) {
   return api::Guarded("Dataset::Create", [&]() -> absl::StatusOr<Dataset> {
-    auto impl = std::make_shared<Impl>();
-    MT_ASSIGN_OR_RETURN(impl->rt, api::RtDataset::Create(api::ToTensors(arrays), source, rows_per_example));
+    MT_ASSIGN_OR_RETURN(RtDataset rt, RtDataset::Create(api::ToTensors(arrays), source, rows_per_example));
     Dataset d;
-    d.impl_ = std::move(impl);
+    d.impl_ = std::make_shared<Impl>(std::move(rt));
     return d;
   });
 }
@@ -231,15 +121,149 @@ absl::StatusOr<TensorMap> Dataset::Gather(const std::vector<int64_t>& order, int
   for (int64_t i = begin; i < end; ++i)
     if (order[i] < 0 || order[i] >= size())
       return absl::OutOfRangeError(absl::StrCat("Dataset::Gather: example ", order[i], " of ", size()));
-  return api::Guarded("Dataset::Gather", [&] { return ToHostTensors(impl_->rt.Gather(order, begin, end)); });
+  if (begin == end || !impl_->ahead) return ToHostTensors(impl_->rt.Gather(order, begin, end));
+  return api::Guarded("Dataset::Gather", [&] { return impl_->ahead->Gather(order, begin, end); });
 }
 
 Dataset Dataset::Head(int64_t n) const {
   Dataset d;
-  auto impl = std::make_shared<Impl>();
-  impl->rt = impl_->rt.Head(std::max<int64_t>(0, n));
-  d.impl_ = std::move(impl);
+  d.impl_ = std::make_shared<Impl>(impl_->rt.Head(std::max<int64_t>(0, n)));
   return d;
+}
+
+// --- OpenTrainingData ------------------------------------------------------------------------
+
+namespace {
+
+// Keeps the arrays a step reads (`wanted`) when all of them are there; a file may hold others (a
+// reference loss, gradients), which are named in one note. With one missing, every array stays,
+// so the data check's error lists them all.
+template <typename Array>
+std::map<std::string, Array> KeepWanted(std::map<std::string, Array> arrays, const std::vector<TensorInfo>& wanted,
+                                        const std::string& source, std::vector<std::string>& notes) {
+  if (wanted.empty()) return arrays;
+  for (const TensorInfo& w : wanted)
+    if (!arrays.contains(w.name)) return arrays;
+  std::map<std::string, Array> kept;
+  std::vector<std::string> ignored;
+  for (auto& [name, t] : arrays) {
+    const bool read = std::any_of(wanted.begin(), wanted.end(), [&](const TensorInfo& w) { return w.name == name; });
+    if (read) kept.emplace(name, std::move(t));
+    else ignored.push_back(name);
+  }
+  if (!ignored.empty()) {
+    constexpr size_t kShown = 4;
+    std::string shown = absl::StrJoin(ignored.begin(), ignored.begin() + std::min(ignored.size(), kShown), ", ");
+    if (ignored.size() > kShown) absl::StrAppend(&shown, ", ...");
+    notes.push_back(absl::StrCat(source, ": ", ignored.size(), " array", ignored.size() == 1 ? "" : "s",
+                                 " the model does not read ignored (", shown, ")"));
+  }
+  return kept;
+}
+
+// A folder's arrays must include every one the model reads: the error names the missing file.
+absl::Status CheckFilesPresent(const std::map<std::string, std::shared_ptr<const MappedNpy>>& arrays,
+                               const std::string& folder, const std::vector<TensorInfo>& wanted) {
+  for (const TensorInfo& w : wanted) {
+    if (arrays.contains(w.name)) continue;
+    std::vector<std::string> files;
+    for (const auto& [name, a] : arrays) files.push_back(name + ".npy");
+    return absl::InvalidArgumentError(absl::StrCat(
+        (std::filesystem::path(folder) / (w.name + ".npy")).string(), ": missing: the model reads an array '",
+        w.name, "' (the folder holds ", files.empty() ? "no .npy files" : absl::StrJoin(files, ", "), ")"));
+  }
+  return absl::OkStatus();
+}
+
+// Serves each array in the type the model's input of its name wants when it is stored in one
+// that converts (ServableAs); says which in `converted` ("'x' f64 to f32").
+RtDataset ServeAsWanted(RtDataset d, const std::vector<TensorInfo>& wanted, std::set<std::string>& converted) {
+  const auto arrays = d.arrays();
+  for (const TensorInfo& w : wanted) {
+    auto it = arrays.find(w.name);
+    const DType to = api::ToDType(w.type);
+    if (it == arrays.end() || it->second.stored == to || !ServableAs(it->second.stored, to)) continue;
+    d = d.ServedAs(w.name, to);
+    converted.insert(absl::StrCat("'", w.name, "' ", DTypeName(it->second.stored), " to ", DTypeName(to)));
+  }
+  return d;
+}
+
+// CheckTrainingData's checks over `d`, reading each array in chunks of about kChunkBytes.
+absl::Status CheckDataset(const RtDataset& d, const std::string& source, const DataCheckOptions& options) {
+  constexpr int64_t kChunkBytes = int64_t{16} << 20;
+  std::map<std::string, api::CheckedArray> checked;
+  for (const auto& [name, info] : d.arrays()) {
+    MT_ASSIGN_OR_RETURN(ElementType type, api::ToElementType(info.dtype));
+    const int64_t example_elements = NumElements(info.dims) / d.size();
+    const int64_t example_bytes = example_elements * static_cast<int64_t>(DTypeSize(info.dtype));
+    const int64_t chunk = std::max<int64_t>(1, kChunkBytes / example_bytes);
+    checked.emplace(name, api::CheckedArray{
+        .type = type, .shape = info.dims,
+        .read = [&d, name, chunk, example_elements](const api::CheckedArray::Visit& visit) -> absl::Status {
+          for (int64_t b = 0; b < d.size(); b += chunk) {
+            MT_ASSIGN_OR_RETURN(HostTensor rows, api::ToHostTensor(d.Rows(name, b, std::min(d.size(), b + chunk))));
+            MT_RETURN_IF_ERROR(visit(rows, b * example_elements));
+          }
+          return absl::OkStatus();
+        }});
+  }
+  return api::CheckArrays(checked, source, options);
+}
+
+}  // namespace
+
+absl::StatusOr<TrainingData> OpenTrainingData(const std::string& path, const DataCheckOptions& options) {
+  return api::Guarded("OpenTrainingData", [&]() -> absl::StatusOr<TrainingData> {
+    TrainingData out;
+    RowsPerExample rows;
+    if (options.label_rows_per_example != 1) rows[options.labels_key] = options.label_rows_per_example;
+    // The training set, then the test set when there is one.
+    std::vector<std::pair<RtDataset, std::string>> sets;
+    if (IsDirectory(path)) {
+      MT_ASSIGN_OR_RETURN(NpyDir dir, OpenNpyDir(path));
+      const std::string test_folder = (std::filesystem::path(path) / "test").string();
+      MT_RETURN_IF_ERROR(CheckFilesPresent(dir.train, path, options.inputs));
+      auto train = KeepWanted(std::move(dir.train), options.inputs, path, out.notes);
+      MT_ASSIGN_OR_RETURN(RtDataset d, RtDataset::Create(train, path, rows));
+      sets.emplace_back(std::move(d), path);
+      if (IsDirectory(test_folder)) {
+        MT_RETURN_IF_ERROR(CheckFilesPresent(dir.test, test_folder, options.inputs));
+        auto test = KeepWanted(std::move(dir.test), options.inputs, test_folder, out.notes);
+        MT_ASSIGN_OR_RETURN(RtDataset t, RtDataset::Create(test, test_folder, rows));
+        sets.emplace_back(std::move(t), test_folder);
+      }
+    } else {
+      MT_ASSIGN_OR_RETURN(auto arrays, api::RtReadNpz(path));
+      std::map<std::string, Tensor> train, test;
+      for (auto& [k, v] : arrays) {
+        if (k.rfind("test/", 0) == 0) test.emplace(k.substr(5), v);
+        else train.emplace(k, v);
+      }
+      train = KeepWanted(std::move(train), options.inputs, path, out.notes);
+      MT_ASSIGN_OR_RETURN(RtDataset d, RtDataset::Create(std::move(train), path, rows));
+      sets.emplace_back(std::move(d), path);
+      if (!test.empty()) {
+        const std::string test_source = path + " (test/ arrays)";
+        test = KeepWanted(std::move(test), options.inputs, test_source, out.notes);
+        MT_ASSIGN_OR_RETURN(RtDataset t, RtDataset::Create(std::move(test), test_source, rows));
+        sets.emplace_back(std::move(t), test_source);
+      }
+    }
+    std::set<std::string> converted;
+    for (auto& [d, source] : sets) {
+      d = ServeAsWanted(std::move(d), options.inputs, converted);
+      MT_RETURN_IF_ERROR(CheckDataset(d, source, options));
+    }
+    if (!converted.empty())
+      out.notes.push_back(absl::StrCat(path, ": converting as batches are read: ", absl::StrJoin(converted, ", ")));
+    out.train.impl_ = std::make_shared<Dataset::Impl>(std::move(sets[0].first));
+    if (sets.size() > 1) {
+      out.test.emplace();
+      out.test->impl_ = std::make_shared<Dataset::Impl>(std::move(sets[1].first));
+    }
+    return out;
+  });
 }
 
 }  // namespace v1

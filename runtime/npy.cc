@@ -167,6 +167,10 @@ absl::StatusOr<DType> DTypeFromDescr(const std::string& descr, const std::string
   if (!body.empty() && (body[0] == '<' || body[0] == '|' || body[0] == '=' || body[0] == '>')) {
     body = body.substr(1);
   }
+  // np.save pickles an object array (dtype=object: ragged lists, strings, None) behind the header.
+  if (body == "O")
+    return NpyError(source, "holds Python objects (dtype object, pickled), not a plain numeric array: "
+                            "save it with a numeric dtype, e.g. np.asarray(a, dtype=np.float32)");
   for (const DescrEntry& e : kDescrs) {
     if (body == std::string(e.descr + 1)) return e.dtype;
   }
@@ -212,7 +216,7 @@ absl::StatusOr<std::string> ReadZipEntry(zip_t* za, zip_uint64_t index, zip_uint
 
 }  // namespace
 
-absl::StatusOr<Tensor> ParseNpy(std::string_view bytes, const std::string& source) {
+absl::StatusOr<NpyHeader> ParseNpyHeader(std::string_view bytes, uint64_t file_size, const std::string& source) {
   if (bytes.size() < kMagicLen + 4 || bytes.substr(0, kMagicLen) != std::string_view(kMagic, 6)) {
     return NpyError(source, "not a .npy file (bad magic)");
   }
@@ -238,7 +242,7 @@ absl::StatusOr<Tensor> ParseNpy(std::string_view bytes, const std::string& sourc
   MT_ASSIGN_OR_RETURN(DType dtype, DTypeFromDescr(h.descr, source));
 
   const size_t data_start = header_start + header_len;
-  const uint64_t available = bytes.size() - data_start;
+  const uint64_t available = file_size - data_start;
   const uint64_t elem = DTypeSize(dtype);
   // As numpy ("array is too big"): the product of the non-zero dimensions must fit, even when a
   // zero dimension makes the array empty, or the tensor's element count would overflow later.
@@ -267,9 +271,14 @@ absl::StatusOr<Tensor> ParseNpy(std::string_view bytes, const std::string& sourc
                                          " needs ", numel * elem, " data bytes, the file has ",
                                          available, available < numel * elem ? " (truncated)" : ""));
   }
-  Tensor t(dtype, h.shape);
-  if (available > 0) std::memcpy(t.data(), bytes.data() + data_start, available);
-  if (dtype == DType::kBool) {
+  return NpyHeader{.dtype = dtype, .dims = std::move(h.shape), .data_offset = data_start, .data_bytes = available};
+}
+
+absl::StatusOr<Tensor> ParseNpy(std::string_view bytes, const std::string& source) {
+  MT_ASSIGN_OR_RETURN(NpyHeader h, ParseNpyHeader(bytes, bytes.size(), source));
+  Tensor t(h.dtype, h.dims);
+  if (h.data_bytes > 0) std::memcpy(t.data(), bytes.data() + h.data_offset, h.data_bytes);
+  if (h.dtype == DType::kBool) {
     for (int64_t i = 0; i < t.numel(); ++i) {
       if (t.data_as<uint8_t>()[i] > 1) return NpyError(source, "bool array holds a byte not 0/1");
     }

@@ -19,12 +19,25 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "graph/tensor.h"
 
 namespace mixtrain {
+
+// A .npy file's header: the array its data bytes hold and where they start.
+struct NpyHeader {
+  DType dtype = DType::kUndefined;
+  std::vector<int64_t> dims;
+  size_t data_offset = 0;   // bytes before the data
+  uint64_t data_bytes = 0;  // elements times their size: exactly the bytes after the header
+};
+// Parses the header at the start of `bytes` (the file's first bytes, at least the header) and
+// checks that a file of `file_size` bytes holds exactly the data the header describes, so a
+// truncated file is an error here, before any of its data is read.
+absl::StatusOr<NpyHeader> ParseNpyHeader(std::string_view bytes, uint64_t file_size, const std::string& source);
 
 // Parses the bytes of one .npy file. `source` names it in error messages (a path, "a.npz:x").
 absl::StatusOr<Tensor> ParseNpy(std::string_view bytes, const std::string& source = "<npy>");

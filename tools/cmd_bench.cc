@@ -1,12 +1,14 @@
 // `mixtrain bench MODEL.onnx --batch-size=N [--dtype=fp32|bf16|fp16] [--warmup=5] [--iters=20]
 // [--dims=SYM=SIZE,...] [--profile] [--no-optimize]`: times the forward pass on random inputs and prints the time
 // per batch (median, min, max), throughput and the planned peak memory; --profile adds the
-// kernel time per op type.
+// kernel time per op type. --train times the training step instead, on random batches or, with
+// --data, on a data set's batches as `mixtrain train` reads them.
 // Built only on the public API (include/mixtrain/).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -85,12 +87,34 @@ absl::Status BenchTrain(const cli::Args& args, const std::string& path, int64_t 
   for (const TensorInfo& in : t->BatchInputs()) {
     MIXTRAIN_ASSIGN_OR_RETURN(feeds[in.name], RandomTensor(in.type, ConcreteDims(in, batch, sym), rng));
   }
+  // --data: each step takes the next batch of an epoch's shuffled order, as `mixtrain train` does,
+  // and the time it waits for that batch counts in the step's.
+  std::optional<TrainingData> data;
+  std::vector<int64_t> order;
+  if (args.has("data")) {
+    MIXTRAIN_ASSIGN_OR_RETURN(data, OpenTrainingData(args.str("data"), {.inputs = t->BatchInputs()}));
+    if (data->train.size() < batch)
+      return absl::InvalidArgumentError(absl::StrCat("--data=", args.str("data"), ": ", data->train.size(),
+                                                     " examples, fewer than --batch-size=", batch));
+    order = data->train.Order(true, 0, 0);
+  }
+  auto next_batch = [&, i = int64_t{0}]() mutable -> absl::Status {
+    if (!data) return absl::OkStatus();
+    const int64_t begin = (i++ % data->train.NumBatches(batch, /*drop_last=*/true)) * batch;
+    MIXTRAIN_ASSIGN_OR_RETURN(feeds, data->train.Gather(order, begin, begin + batch));
+    return absl::OkStatus();
+  };
   using Clock = std::chrono::steady_clock;
-  for (int64_t i = 0; i < warmup; ++i) MIXTRAIN_RETURN_IF_ERROR(t->Step(feeds, {.read_loss = true}).status());
+  for (int64_t i = 0; i < warmup; ++i) {
+    MIXTRAIN_RETURN_IF_ERROR(next_batch());
+    MIXTRAIN_RETURN_IF_ERROR(t->Step(feeds, {.read_loss = true}).status());
+  }
   t->SetProfiling(args.flag("profile"));
-  std::vector<double> ms;
+  std::vector<double> ms, wait_ms;
   for (int64_t i = 0; i < iters; ++i) {
     auto t0 = Clock::now();
+    MIXTRAIN_RETURN_IF_ERROR(next_batch());
+    wait_ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
     MIXTRAIN_RETURN_IF_ERROR(t->Step(feeds, {.read_loss = true}).status());
     ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
@@ -100,6 +124,9 @@ absl::Status BenchTrain(const cli::Args& args, const std::string& path, int64_t 
               p.loss_scaling.c_str(), static_cast<long long>(iters), static_cast<long long>(warmup));
   std::printf("train step: median %.3f ms, min %.3f ms, max %.3f ms\n", Median(ms),
               *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()));
+  if (data)
+    std::printf("fed from %s: the step waited for its batch median %.3f ms, max %.3f ms (counted above)\n",
+                args.str("data").c_str(), Median(wait_ms), *std::max_element(wait_ms.begin(), wait_ms.end()));
   std::printf("throughput: %.1f samples/s\n", batch * 1000.0 / Median(ms));
   if (args.flag("profile")) cli::PrintStepProfile(t->Profile(), iters);
   return absl::OkStatus();
@@ -182,7 +209,7 @@ MT_REGISTER_COMMAND(
                .name = "bench",
                .usage = "mixtrain bench MODEL.onnx --batch-size=N [--dtype=fp32|bf16|fp16] [--warmup=5] "
                         "[--iters=20] [--dims=SYM=SIZE,...] [--profile] [--no-optimize] [--train [--loss=...] "
-                        "[--class-axis=N] [--device=cpu|cuda|auto]]",
+                        "[--class-axis=N] [--data=FILE.npz|DIR] [--device=cpu|cuda|auto]]",
                .summary = "time the forward pass (or with --train the training step) on random inputs; prints "
                           "time per batch and peak memory",
                .flags =
@@ -209,6 +236,9 @@ MT_REGISTER_COMMAND(
                         .help = "--train: the loss (labels are random 0/1)"},
                        {.name = "class-axis", .default_value = "1",
                         .help = "--train: cross_entropy's class axis (-1 for N x T x V logits)"},
+                       {.name = "data", .default_value = "",
+                        .help = "--train: feed each step the next shuffled batch of this .npz or folder of .npy "
+                                "files (as `mixtrain train --data`), timing the wait for it with the step"},
                        {.name = "device", .default_value = "auto",
                         .help = "cpu, cuda, or auto (cuda where a GPU is usable and has every kernel)"},
                    },

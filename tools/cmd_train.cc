@@ -97,6 +97,14 @@ absl::Status ApplyFlags(const cli::Args& a, TrainConfig& c) {
 absl::StatusOr<std::map<std::string, std::string>> CheckPaths(const cli::Args& a, const TrainConfig& c) {
   std::vector<cli::FileArg> inputs = {{"MODEL.onnx", c.model}};
   if (!c.data.path.empty()) inputs.push_back({"--data", c.data.path});
+  // A folder of .npy files: each array is an input no output may replace.
+  std::error_code ec;
+  if (!c.data.path.empty() && std::filesystem::is_directory(c.data.path, ec)) {
+    inputs.pop_back();
+    for (const std::filesystem::path& dir : {std::filesystem::path(c.data.path), std::filesystem::path(c.data.path) / "test"})
+      for (const auto& e : std::filesystem::directory_iterator(dir, ec))
+        if (e.path().extension() == ".npy") inputs.push_back({"--data", e.path().string()});
+  }
   for (const char* flag : {"resume", "config", "policy"})
     if (a.has(flag)) inputs.push_back({absl::StrCat("--", flag), a.str(flag)});
   std::vector<cli::FileArg> files;
@@ -138,30 +146,6 @@ int64_t NumClasses(const TrainConfig& c, const Trainer& t) {
   return std::max<int64_t>(out.shape[axis], 0);
 }
 
-// Keeps the arrays a step reads (`wanted`) when all of them are there; a file may hold others (a
-// reference loss, gradients), which are named in one note. With one missing, every array stays,
-// so the data check's error lists them all.
-TensorMap KeepWanted(TensorMap arrays, const std::vector<TensorInfo>& wanted, const std::string& source,
-                     std::vector<std::string>& notes) {
-  for (const TensorInfo& w : wanted)
-    if (!arrays.contains(w.name)) return arrays;
-  TensorMap kept;
-  std::vector<std::string> ignored;
-  for (auto& [name, t] : arrays) {
-    const bool read = std::any_of(wanted.begin(), wanted.end(), [&](const TensorInfo& w) { return w.name == name; });
-    if (read) kept.emplace(name, std::move(t));
-    else ignored.push_back(name);
-  }
-  if (!ignored.empty()) {
-    constexpr size_t kShown = 4;
-    std::string shown = absl::StrJoin(ignored.begin(), ignored.begin() + std::min(ignored.size(), kShown), ", ");
-    if (ignored.size() > kShown) absl::StrAppend(&shown, ", ...");
-    notes.push_back(absl::StrCat(source, ": ", ignored.size(), " array", ignored.size() == 1 ? "" : "s",
-                                 " the model does not read ignored (", shown, ")"));
-  }
-  return kept;
-}
-
 // Loads the data and checks all of it against the model before the first step: arrays, element
 // types, shapes, NaN/Inf (unless allowed), labels within the classes.
 absl::StatusOr<Data> LoadData(const TrainConfig& c, const Trainer& t, int64_t limit_train,
@@ -172,30 +156,6 @@ absl::StatusOr<Data> LoadData(const TrainConfig& c, const Trainer& t, int64_t li
   const std::string input = inputs.at(0).name;
   const int64_t rank = static_cast<int64_t>(inputs.at(0).shape.size());
   const std::string labels = c.data.labels_key;
-  TensorMap train, test;
-  std::string source;
-  if (!c.data.path.empty()) {
-    MIXTRAIN_ASSIGN_OR_RETURN(auto arrays, ReadNpz(c.data.path));
-    for (auto& [k, v] : arrays) {
-      if (k.rfind("test/", 0) == 0) test.emplace(k.substr(5), v);
-      else train.emplace(k, v);
-    }
-    source = c.data.path;
-    train = KeepWanted(std::move(train), inputs, source, d.notes);
-    if (!test.empty()) test = KeepWanted(std::move(test), inputs, source + " (test/ arrays)", d.notes);
-  } else if (c.data.dataset == "fashion-mnist") {
-    MIXTRAIN_ASSIGN_OR_RETURN(FashionMnist fm, LoadFashionMnist());
-    MIXTRAIN_ASSIGN_OR_RETURN(HostTensor train_images, FitToInput(fm.train_images, rank));
-    MIXTRAIN_ASSIGN_OR_RETURN(HostTensor test_images, FitToInput(fm.test_images, rank));
-    train.emplace(input, std::move(train_images));
-    train.emplace(labels, fm.train_labels);
-    test.emplace(input, std::move(test_images));
-    test.emplace(labels, fm.test_labels);
-    source = "fashion-mnist";
-  } else {
-    return absl::InvalidArgumentError(absl::StrCat("--dataset: unknown '", c.data.dataset,
-                                                   "' (fashion-mnist, or use --data=FILE.npz)"));
-  }
   // A model that flattens its examples' logits (N x T tokens to N*T rows) reads k label rows
   // per example: a batch of examples takes k rows of labels each.
   const int64_t k = t.LabelRowsPerExample();
@@ -210,13 +170,26 @@ absl::StatusOr<Data> LoadData(const TrainConfig& c, const Trainer& t, int64_t li
                          .allow_nonfinite_inputs = allow_nonfinite};
   if (c.loss == "cross_entropy") check.num_classes = NumClasses(c, t);
   check.ignore_index = c.ignore_index;
-  MIXTRAIN_RETURN_IF_ERROR(CheckTrainingData(train, source, check));
-  MIXTRAIN_ASSIGN_OR_RETURN(d.train, Dataset::Create(train, source, rows));
-  if (!test.empty()) {
-    const std::string test_source = source + " (test/ arrays)";
-    MIXTRAIN_RETURN_IF_ERROR(CheckTrainingData(test, test_source, check));
-    MIXTRAIN_ASSIGN_OR_RETURN(d.test, Dataset::Create(test, test_source, rows));
+  if (!c.data.path.empty()) {  // an .npz, or a folder of .npy files read through memory maps
+    MIXTRAIN_ASSIGN_OR_RETURN(TrainingData files, OpenTrainingData(c.data.path, check));
+    d.train = std::move(files.train);
+    d.has_test = files.test.has_value();
+    if (d.has_test) d.test = *std::move(files.test);
+    d.notes.insert(d.notes.end(), files.notes.begin(), files.notes.end());
+  } else if (c.data.dataset == "fashion-mnist") {
+    MIXTRAIN_ASSIGN_OR_RETURN(FashionMnist fm, LoadFashionMnist());
+    MIXTRAIN_ASSIGN_OR_RETURN(HostTensor train_images, FitToInput(fm.train_images, rank));
+    MIXTRAIN_ASSIGN_OR_RETURN(HostTensor test_images, FitToInput(fm.test_images, rank));
+    const TensorMap train = {{input, std::move(train_images)}, {labels, fm.train_labels}};
+    const TensorMap test = {{input, std::move(test_images)}, {labels, fm.test_labels}};
+    MIXTRAIN_RETURN_IF_ERROR(CheckTrainingData(train, "fashion-mnist", check));
+    MIXTRAIN_ASSIGN_OR_RETURN(d.train, Dataset::Create(train, "fashion-mnist", rows));
+    MIXTRAIN_RETURN_IF_ERROR(CheckTrainingData(test, "fashion-mnist (test/ arrays)", check));
+    MIXTRAIN_ASSIGN_OR_RETURN(d.test, Dataset::Create(test, "fashion-mnist (test/ arrays)", rows));
     d.has_test = true;
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("--dataset: unknown '", c.data.dataset,
+                                                   "' (fashion-mnist, or use --data=FILE.npz or a folder of .npy files)"));
   }
   if (limit_train > 0) d.train = d.train.Head(limit_train);
   if (limit_test > 0 && d.has_test) d.test = d.test.Head(limit_test);
@@ -443,7 +416,7 @@ absl::Status RunTrain(const cli::Args& a) {
 std::vector<cli::FlagSpec> TrainFlags() {
   std::vector<cli::FlagSpec> flags = cli::StepFlagSpecs();
   const std::vector<cli::FlagSpec> own = {
-      {"data", "", ".npz with arrays named after graph inputs + labels; 'test/<key>' arrays are the test set"},
+      {"data", "", ".npz with arrays named after graph inputs + labels ('test/<key>' arrays are the test set), or a folder of <key>.npy files (a test/ subfolder for the test set) read through memory maps; f64 inputs and i32/u8 labels are converted as read"},
       {"dataset", "fashion-mnist", "built-in dataset when --data is not given"},
       {"epochs", "1", "epochs over the training data"},
       {"steps", "0", "train this many steps instead of --epochs"},
@@ -478,7 +451,7 @@ MT_REGISTER_COMMAND(
     train,
     cli::Command{
         .name = "train",
-        .usage = "mixtrain train [MODEL.onnx] [--data=FILE.npz | --dataset=fashion-mnist] [flags]",
+        .usage = "mixtrain train [MODEL.onnx] [--data=FILE.npz|DIR | --dataset=fashion-mnist] [flags]",
         .summary = "train a model with mixed precision (default: fashion_cnn on Fashion-MNIST, bf16 AMP where the CPU has native bf16)",
         .flags = TrainFlags(),
         .run = [](const cli::Args& args) {

@@ -1,6 +1,6 @@
-// mixtrain public API: data for training and inference — NumPy .npz files, the Fashion-MNIST
-// files of Debian's dataset package, and Dataset, named arrays split into batches in a seeded
-// shuffled order.
+// mixtrain public API: data for training and inference — NumPy .npz files and folders of .npy
+// files, the Fashion-MNIST files of Debian's dataset package, and Dataset, named arrays split into
+// batches in a seeded shuffled order.
 #pragma once
 
 #include <cstdint>
@@ -61,9 +61,17 @@ struct DataCheckOptions {
 absl::Status CheckTrainingData(const TensorMap& arrays, const std::string& source,
                                const DataCheckOptions& options);
 
-// Named arrays sharing their first (example) dimension. Copies share the data (immutable).
+struct TrainingData;
+
+// Named arrays sharing their first (example) dimension, in memory or read from memory-mapped
+// .npy files (OpenTrainingData). Copies share the data (immutable).
 // The shuffled order depends only on (seed, epoch), so a resumed run sees exactly the batches the
 // uninterrupted run would.
+//
+// Gather reads ahead: once it has returned order[begin, end), a worker thread gathers the range
+// that likely follows (the same stride on in the same order), so a loop over an epoch's batches
+// finds each one ready while it trains on the last. A prefetched batch is used only when it holds
+// exactly the examples asked for. Calls from several threads are serialized.
 class Dataset {
  public:
   // Every array must have rank >= 1, at least one element and the same first dimension, but the
@@ -85,13 +93,36 @@ class Dataset {
   // The arrays gathered at order[begin, end); fails for a range outside `order` or an index
   // outside the dataset.
   absl::StatusOr<TensorMap> Gather(const std::vector<int64_t>& order, int64_t begin, int64_t end) const;
-  // The first n examples (all of them when n >= size()).
+  // The first n examples (all of them when n >= size()); shares the arrays.
   Dataset Head(int64_t n) const;
 
  private:
+  friend absl::StatusOr<TrainingData> OpenTrainingData(const std::string& path, const DataCheckOptions& options);
   struct Impl;
   std::shared_ptr<const Impl> impl_;
 };
+
+// A data set opened from disk by OpenTrainingData: the training set, the test set when the
+// files hold one, and what was done to make them fit the model, one line each (for the user).
+struct TrainingData {
+  Dataset train;
+  std::optional<Dataset> test;
+  std::vector<std::string> notes;
+};
+
+// Opens the data set at `path` for a model whose step reads `options.inputs` (its inputs and
+// the labels), and checks it as CheckTrainingData does, before any step. `path` is either
+//  - an .npz file (np.savez): read whole into memory; entries 'test/NAME' are the test set; or
+//  - a folder of NAME.npy files (np.save, one array each), with a test/ subfolder of the same
+//    files for the test set: memory-mapped, never read whole. A batch reads its examples' rows,
+//    and the pages read are released as the run goes, so a data set larger than the memory trains
+//    within a bounded resident set. Other files in the folder are not read.
+// Arrays the model does not read are left out (a note says which). An array stored as f64 for an
+// f32 input, or as i32, i8 or u8 for an i64 one (class labels, token ids), is converted as its
+// batches are read (a note says which); other type mismatches are errors. Errors name the file:
+// a folder missing an array the model reads ('data/labels.npy: missing ...'), arrays of different
+// lengths, a .npy that is truncated, pickled (dtype object) or not a plain numeric array.
+absl::StatusOr<TrainingData> OpenTrainingData(const std::string& path, const DataCheckOptions& options);
 
 }  // namespace v1
 }  // namespace mixtrain

@@ -289,7 +289,7 @@ TEST_F(TrainCli, NonFiniteInputsAreRefusedUnlessAllowed) {
 }
 
 TEST_F(TrainCli, BadDataIsNamedBeforeTraining) {
-  Tensor x(DType::kF32, {64, 8}), y(DType::kI64, {64}), y32(DType::kI32, {64}), y_short(DType::kI64, {63});
+  Tensor x(DType::kF32, {64, 8}), y(DType::kI64, {64}), yf(DType::kF32, {64}), y_short(DType::kI64, {63});
   for (int64_t i = 0; i < 64; ++i) y.data_as<int64_t>()[i] = i % 4;
   y.data_as<int64_t>()[50] = 7;  // the 4th batch: found before the first
   ASSERT_TRUE(WriteNpz(Path("labels.npz"), {{"x", x}, {"labels", y}}).ok());
@@ -300,8 +300,9 @@ TEST_F(TrainCli, BadDataIsNamedBeforeTraining) {
   ExpectError(TinyArgs(4) + " --data=" + Path("test_split.npz"), "test_split.npz (test/ arrays): array 'x' has 64");
   ASSERT_TRUE(WriteNpz(Path("short.npz"), {{"x", x}, {"labels", y_short}}).ok());
   ExpectError(TinyArgs(4) + " --data=" + Path("short.npz"), "array 'x' has 64 examples, array 'labels' has 63");
-  ASSERT_TRUE(WriteNpz(Path("i32.npz"), {{"x", x}, {"labels", y32}}).ok());
-  ExpectError(TinyArgs(4) + " --data=" + Path("i32.npz"), "array 'labels' is i32, the model's input 'labels' is i64");
+  // i32 labels would be converted (OpenTrainingData); float ones are not class indices.
+  ASSERT_TRUE(WriteNpz(Path("f32.npz"), {{"x", x}, {"labels", yf}}).ok());
+  ExpectError(TinyArgs(4) + " --data=" + Path("f32.npz"), "array 'labels' is f32, the model's input 'labels' is i64");
   ASSERT_TRUE(WriteNpz(Path("empty.npz"), {}).ok());
   ExpectError(TinyArgs(4) + " --data=" + Path("empty.npz"), "empty.npz: holds no arrays");
   Tensor wide(DType::kF32, {64, 9});

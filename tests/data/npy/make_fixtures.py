@@ -48,6 +48,16 @@ def main():
     save("structured.npy", np.zeros(3, dtype=[("a", "<f4"), ("b", "<i4")]))
     np.savez(os.path.join(HERE, "stored.npz"), **{k: dtypes[k] for k in ("f4", "i8", "b1", "bf16")})
     np.savez_compressed(os.path.join(HERE, "deflated.npz"), **dtypes)
+    # np.save of an object array pickles it: the reader must say so.
+    np.save(os.path.join(HERE, "object.npy"), np.array([[1, 2], [3]], dtype=object), allow_pickle=True)
+    # A data set as a folder of .npy files (tests/library/training_data_test.cc), in NumPy's default
+    # dtypes, which the model's f32 / i64 need converted: x[i, j] = (2 i + j) / 3, labels[i] = i % 3.
+    folder = os.path.join(HERE, "folder")
+    os.makedirs(os.path.join(folder, "test"), exist_ok=True)
+    for sub, n, label_dtype in (("", 7, np.int32), ("test", 4, np.uint8)):
+        i = np.arange(n)[:, None]
+        np.save(os.path.join(folder, sub, "x.npy"), (2 * i + np.arange(2)) / 3.0)  # float64
+        np.save(os.path.join(folder, sub, "labels.npy"), (np.arange(n) % 3).astype(label_dtype))
 
 
 if __name__ == "__main__":
