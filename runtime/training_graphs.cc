@@ -56,4 +56,16 @@ absl::Status DryPlanTraining(const TrainingGraphs& graphs, DeviceType device) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<MemoryReport> PlanTrainingMemory(const TrainingGraphs& graphs, DeviceType device, int64_t batch) {
+  const std::vector<std::pair<std::string, std::string>> updates = StateUpdates(*graphs.step);
+  PlanStats step, eval;
+  if (absl::Status st = DryPlan(*graphs.step, device, updates, batch, &step); !st.ok())
+    return absl::Status(st.code(), absl::StrCat("training step: ", st.message()));
+  if (absl::Status st = DryPlan(*graphs.eval, device, {}, batch, &eval); !st.ok())
+    return absl::Status(st.code(), absl::StrCat("evaluation: ", st.message()));
+  std::vector<std::string> state;
+  for (const auto& [from, to] : updates) state.push_back(to);
+  return PlannedMemory(*graphs.step, step, graphs.params, state, &eval);
+}
+
 }  // namespace mixtrain

@@ -17,6 +17,7 @@
 #include "mixtrain/mixtrain.h"
 #include "mixtrain/status_macros.h"
 #include "tools/cli.h"
+#include "tools/memory_report.h"
 #include "tools/step_profile.h"
 
 namespace mixtrain {
@@ -101,7 +102,10 @@ absl::Status BenchTrain(const cli::Args& args, const std::string& path, int64_t 
   std::printf("train step: median %.3f ms, min %.3f ms, max %.3f ms\n", Median(ms),
               *std::min_element(ms.begin(), ms.end()), *std::max_element(ms.begin(), ms.end()));
   std::printf("throughput: %.1f samples/s\n", batch * 1000.0 / Median(ms));
-  if (args.flag("profile")) cli::PrintStepProfile(t->Profile(), iters);
+  if (args.flag("profile")) {
+    cli::PrintStepProfile(t->Profile(), iters);
+    if (const std::optional<MemoryStatistics> m = t->StepMemoryStatistics()) cli::PrintMemoryReport(*m);
+  }
   return absl::OkStatus();
 }
 

@@ -17,6 +17,7 @@
 #include "mixtrain/status_macros.h"
 #include "tools/cli.h"
 #include "tools/precision_report.h"
+#include "tools/memory_report.h"
 #include "tools/step_profile.h"
 
 namespace mixtrain {
@@ -479,6 +480,9 @@ absl::Status RunTrain(const cli::Args& a) {
   std::printf("trained %lld steps in %.1f s (%lld skipped)\n", static_cast<long long>(t.steps_taken()), secs,
               static_cast<long long>(skipped));
   if (profile) cli::PrintStepProfile(t.Profile(), t.steps_taken() - first_step - 1);
+  // --profile: where the memory went (issue 35), after the time.
+  if (profile)
+    if (const std::optional<MemoryStatistics> m = t.StepMemoryStatistics()) cli::PrintMemoryReport(*m);
   // The precision report is written even when every step skipped: that is when it is needed.
   if (c.debug_precision > 0) {
     MIXTRAIN_ASSIGN_OR_RETURN(PrecisionStatistics ps, t.PrecisionStats());
