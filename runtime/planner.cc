@@ -530,7 +530,7 @@ std::vector<std::string> OpsWithoutKernels(const Graph& graph, DeviceType device
 
 absl::Status DryPlan(const Graph& graph, DeviceType device,
                      const std::vector<std::pair<std::string, std::string>>& state_updates, int64_t symbolic_dim,
-                     PlanStats* stats) {
+                     PlanStats* stats, const std::vector<std::string>* fetches) {
   PlanRequest req;
   req.device = device;
   req.state_updates = state_updates;
@@ -544,7 +544,11 @@ absl::Status DryPlan(const Graph& graph, DeviceType device,
     }
     req.feeds.push_back(std::move(f));
   }
-  for (const Value* v : graph.outputs()) req.fetches.push_back(v->name);
+  if (fetches != nullptr) {
+    req.fetches = *fetches;
+  } else {
+    for (const Value* v : graph.outputs()) req.fetches.push_back(v->name);
+  }
   std::vector<int> wants;
   MT_ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan, BuildPlan(graph, req, &wants));
   if (stats != nullptr) *stats = std::move(plan->stats);

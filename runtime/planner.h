@@ -66,10 +66,12 @@ std::vector<std::string> OpsWithoutKernels(const Graph& graph, DeviceType device
 // `state_updates` as the session's. OK when the plan builds; the planner's Unimplemented error
 // (every op the device lacks a kernel for, with its dtypes) when kernels are missing; other
 // errors (a shape the guessed dims do not fit) are the planner's own. `stats`, when set, gets the
-// plan's statistics (a memory report before anything runs).
+// plan's statistics (a memory report before anything runs); `fetches`, when set, replaces the
+// graph's outputs as what the run reads back (what is fetched lives to the end).
 absl::Status DryPlan(const Graph& graph, DeviceType device,
                      const std::vector<std::pair<std::string, std::string>>& state_updates,
-                     int64_t symbolic_dim = 2, PlanStats* stats = nullptr);
+                     int64_t symbolic_dim = 2, PlanStats* stats = nullptr,
+                     const std::vector<std::string>* fetches = nullptr);
 
 // Runs one node's CPU kernel on host tensors (plan-time folding; also handy for tests).
 absl::StatusOr<std::vector<Tensor>> RunNodeOnHost(const Node& node, int64_t opset,
