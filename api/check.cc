@@ -124,6 +124,24 @@ absl::Status BuildAndPlanForTraining(const Graph& model, const CheckOptions& opt
   return DryPlanTraining(graphs, DeviceType::kCPU);
 }
 
+// `check --memory`: the step and evaluation built with the report's precision and recompute
+// (Adam), planned at options.memory_batch.
+absl::StatusOr<MemoryStatistics> PlanMemoryForTraining(const Graph& model, const CheckOptions& options) {
+  TrainConfig tc;
+  tc.precision = options.precision;
+  tc.recompute = options.recompute;
+  const pb::TrainConfig c = api::ToProto(tc);
+  pb::TrainConfig base = TrainConfigOf(options);
+  *base.mutable_precision() = c.precision();
+  base.set_recompute(c.recompute());
+  base.mutable_optimizer()->set_kind(pb::OptimizerConfig::ADAM);
+  MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveRecipeFor(base, model, DeviceType::kCPU));
+  MT_ASSIGN_OR_RETURN(TrainingGraphs graphs, BuildTrainingGraphs(model.Clone(), recipe));
+  MT_ASSIGN_OR_RETURN(MemoryReport r, PlanTrainingMemory(graphs, DeviceType::kCPU, options.memory_batch));
+  MeasureProcessMemory(r);
+  return api::ToMemoryStatistics(r);
+}
+
 }  // namespace
 
 absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const CheckOptions& options) {
@@ -233,6 +251,9 @@ absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const Check
     }
     out.trains = out.blockers.empty();
     if (options.device == "cuda" && out.trains) MT_RETURN_IF_ERROR(CheckCudaKernels(*g, options, &out));
+    if (options.memory_batch > 0 && out.trains) {
+      MT_ASSIGN_OR_RETURN(out.memory, PlanMemoryForTraining(*imported, options));
+    }
     return out;
   });
 }

@@ -16,7 +16,9 @@
 #include "graph/tensor.h"
 #include "mixtrain/tensor.h"
 #include "mixtrain/train_config.h"
+#include "mixtrain/memory_statistics.h"
 #include "proto/mixtrain_pb.h"
+#include "runtime/memory_report.h"
 
 namespace mixtrain::api {
 
@@ -32,6 +34,8 @@ std::vector<TensorInfo> InputInfos(const Graph& g);
 
 pb::TrainConfig ToProto(const TrainConfig& c);
 TrainConfig FromProto(const pb::TrainConfig& p);
+
+MemoryStatistics ToMemoryStatistics(const MemoryReport& r);
 
 // Runs `f` (returning absl::Status or StatusOr) and turns an escaping exception (ONNX's checker
 // and shape inference throw, allocation may) into an error Status naming `what`.

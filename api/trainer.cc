@@ -318,6 +318,13 @@ std::optional<PlanStatistics> Trainer::StepPlanStatistics() const {
   return out;
 }
 
+std::optional<MemoryStatistics> Trainer::StepMemoryStatistics() const {
+  auto lock = impl_->Lock();
+  const std::optional<MemoryReport> r = impl_->rt->memory_report();
+  if (!r) return std::nullopt;
+  return api::ToMemoryStatistics(*r);
+}
+
 std::vector<std::string> Trainer::ParameterNames() const {
   auto lock = impl_->Lock();
   return impl_->rt->ParameterNames();
@@ -408,3 +415,24 @@ void Trainer::ResetProfile() {
 
 }  // namespace v1
 }  // namespace mixtrain
+
+namespace mixtrain::api {
+
+MemoryStatistics ToMemoryStatistics(const MemoryReport& r) {
+  MemoryStatistics out;
+  out.weights = r.weights;
+  out.gradients = r.gradients;
+  out.optimizer_state = r.optimizer_state;
+  out.constants = r.constants;
+  out.activations_kept = r.activations_kept;
+  out.arena = r.arena;
+  out.arena_peak_live = r.arena_peak_live;
+  for (const auto& [phase, bytes] : r.phase_peaks) out.phase_peaks.emplace_back(StepPhaseName(phase), bytes);
+  out.eval_arena = r.eval_arena;
+  out.planned = r.planned;
+  out.measured_peak_rss = r.measured_peak_rss;
+  out.measured_rss = r.measured_rss;
+  return out;
+}
+
+}  // namespace mixtrain::api

@@ -31,8 +31,11 @@ absl::Status CheckCount(int64_t got, int64_t want, const std::string& what, cons
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadExternal(const onnx::TensorProto& p, const std::string& base_dir,
-                                         const std::string& what, size_t nbytes) {
+// The tensor read from its external file, checked against the file before it is allocated, then
+// read straight into its buffer (no staging copy).
+absl::StatusOr<Tensor> ReadExternal(const onnx::TensorProto& p, const std::string& base_dir,
+                                    const std::string& what, DType dtype, const std::vector<int64_t>& dims,
+                                    size_t nbytes) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : p.external_data()) {
@@ -72,11 +75,11 @@ absl::StatusOr<std::string> ReadExternal(const onnx::TensorProto& p, const std::
     return absl::InvalidArgumentError(absl::StrCat(what, ": external data file '", path, "' has ",
                                                    size, " bytes, need ", nbytes, " at offset ",
                                                    offset));
-  std::string bytes(nbytes, '\0');
+  Tensor t(dtype, dims);
   in.seekg(offset);
-  if (nbytes > 0 && !in.read(bytes.data(), static_cast<std::streamsize>(nbytes)))
+  if (nbytes > 0 && !in.read(static_cast<char*>(t.data()), static_cast<std::streamsize>(nbytes)))
     return absl::DataLossError(absl::StrCat(what, ": reading external data file '", path, "' failed"));
-  return bytes;
+  return t;
 }
 
 template <typename Src, typename Dst>
@@ -138,12 +141,9 @@ absl::StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& p, const std::st
   const size_t elem = DTypeSize(*dt);
   const size_t nbytes = static_cast<size_t>(numel) * elem;
   const bool external = p.data_location() == onnx::TensorProto::EXTERNAL;
-  std::string ext_bytes;
+  if (external) return ReadExternal(p, base_dir, what, *dt, dims, nbytes);
   const std::string* raw = nullptr;
-  if (external) {
-    MT_ASSIGN_OR_RETURN(ext_bytes, ReadExternal(p, base_dir, what, nbytes));
-    raw = &ext_bytes;
-  } else if (p.has_raw_data()) {
+  if (p.has_raw_data()) {
     raw = &p.raw_data();
     if (raw->size() != nbytes)
       return absl::InvalidArgumentError(absl::StrCat(what, ": raw_data has ", raw->size(),

@@ -1,6 +1,10 @@
 // See onnx_import.h.
 #include "graph/onnx_import.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <climits>
 #include <filesystem>
 #include <fstream>
@@ -8,6 +12,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/io/coded_stream.h"
+#include "google/protobuf/io/zero_copy_stream_impl.h"
 #include "google/protobuf/io/zero_copy_stream_impl_lite.h"
 #include "google/protobuf/unknown_field_set.h"
 #include "graph/external_data.h"
@@ -225,8 +230,10 @@ absl::Status ImportNode(const onnx::NodeProto& np, size_t index, Graph& g) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Graph>> BuildGraph(const onnx::ModelProto& m,
-                                                  const std::string& base_dir) {
+// `release`, when set, is `m` itself, the importer's own copy: each initializer's bytes are freed
+// once its tensor is made, so the weights are never held twice (proto and graph) in full.
+absl::StatusOr<std::unique_ptr<Graph>> BuildGraph(const onnx::ModelProto& m, const std::string& base_dir,
+                                                  onnx::ModelProto* release) {
   auto g = std::make_unique<Graph>();
   g->ir_version = m.ir_version();
   g->producer_name = m.producer_name();
@@ -248,12 +255,14 @@ absl::StatusOr<std::unique_ptr<Graph>> BuildGraph(const onnx::ModelProto& m,
     return absl::UnimplementedError(absl::StrCat("sparse initializer '",
                                                  gp.sparse_initializer(0).values().name(),
                                                  "' is not supported"));
-  for (const auto& tp : gp.initializer()) {
+  for (int i = 0; i < gp.initializer_size(); ++i) {
+    const onnx::TensorProto& tp = gp.initializer(i);
     const std::string what = absl::StrCat("initializer '", tp.name(), "'");
     if (tp.name().empty()) return absl::InvalidArgumentError("an initializer has no name");
     if (g->FindValue(tp.name()))
       return absl::InvalidArgumentError(absl::StrCat(what, " is defined twice"));
     MT_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(tp, base_dir, what));
+    if (release != nullptr) std::string().swap(*release->mutable_graph()->mutable_initializer(i)->mutable_raw_data());
     Value* v = g->AddInitializer(tp.name(), std::move(t));
     v->doc_string = tp.doc_string();
     ReadMetadataProps(tp, kTensorMetadataField, &v->metadata);
@@ -335,14 +344,17 @@ absl::Status CheckDeclaredTypes(const std::vector<Declared>& declared) {
 
 }  // namespace
 
-absl::Status ParseModelProto(const std::string& bytes, onnx::ModelProto* model) {
-  if (bytes.empty()) return absl::InvalidArgumentError("the file is empty");
-  if (bytes.size() > static_cast<size_t>(INT_MAX))
+namespace {
+
+// `size` bytes of a serialized ModelProto from `raw`, with the 2 GiB limit (protobuf's default
+// is 64 MiB in some versions).
+absl::Status ParseModelStream(google::protobuf::io::ZeroCopyInputStream* raw, int64_t size,
+                              onnx::ModelProto* model) {
+  if (size == 0) return absl::InvalidArgumentError("the file is empty");
+  if (size > INT_MAX)
     return absl::InvalidArgumentError(absl::StrCat(
-        "the file has ", bytes.size(),
-        " bytes; ONNX files above 2 GiB must keep their weights in external data"));
-  google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(bytes.size()));
-  google::protobuf::io::CodedInputStream in(&raw);
+        "the file has ", size, " bytes; ONNX files above 2 GiB must keep their weights in external data"));
+  google::protobuf::io::CodedInputStream in(raw);
   in.SetTotalBytesLimit(INT_MAX);
   if (!model->ParseFromCodedStream(&in) || !in.ConsumedEntireMessage())
     return absl::InvalidArgumentError("not a valid ONNX model (protobuf parse failed: truncated or corrupt)");
@@ -351,9 +363,9 @@ absl::Status ParseModelProto(const std::string& bytes, onnx::ModelProto* model) 
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<Graph>> ImportOnnxModel(const onnx::ModelProto& model,
-                                                       const std::string& base_dir) {
-  MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, BuildGraph(model, base_dir));
+absl::StatusOr<std::unique_ptr<Graph>> ImportModel(const onnx::ModelProto& model, const std::string& base_dir,
+                                                   onnx::ModelProto* release) {
+  MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, BuildGraph(model, base_dir, release));
   // Every check a pass, shape rule or kernel relies on, before any of them sees the graph.
   MT_RETURN_IF_ERROR(VerifyAcyclic(*g));
   MT_RETURN_IF_ERROR(g->TopoSort());
@@ -368,11 +380,24 @@ absl::StatusOr<std::unique_ptr<Graph>> ImportOnnxModel(const onnx::ModelProto& m
   return g;
 }
 
+}  // namespace
+
+absl::Status ParseModelProto(const std::string& bytes, onnx::ModelProto* model) {
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) return ParseModelStream(nullptr, static_cast<int64_t>(bytes.size()), model);
+  google::protobuf::io::ArrayInputStream raw(bytes.data(), static_cast<int>(bytes.size()));
+  return ParseModelStream(&raw, static_cast<int64_t>(bytes.size()), model);
+}
+
+absl::StatusOr<std::unique_ptr<Graph>> ImportOnnxModel(const onnx::ModelProto& model,
+                                                       const std::string& base_dir) {
+  return ImportModel(model, base_dir, nullptr);
+}
+
 absl::StatusOr<std::unique_ptr<Graph>> ImportOnnxBytes(const std::string& bytes,
                                                        const std::string& base_dir) {
   onnx::ModelProto model;
   MT_RETURN_IF_ERROR(ParseModelProto(bytes, &model));
-  return ImportOnnxModel(model, base_dir);
+  return ImportModel(model, base_dir, &model);
 }
 
 absl::StatusOr<std::unique_ptr<Graph>> ImportOnnxFile(const std::string& path) {
@@ -383,21 +408,26 @@ absl::StatusOr<std::unique_ptr<Graph>> ImportOnnxFile(const std::string& path) {
   // A FIFO or device would block or never end: only regular files (symlinks to them) are read.
   if (std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec))
     return absl::InvalidArgumentError(absl::StrCat(prefix, "is not a regular file"));
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) return absl::NotFoundError(absl::StrCat(prefix, "cannot open the file"));
-  const int64_t size = in.tellg();
+  // Parsed straight from the file (no copy of its bytes in memory), then each initializer's bytes
+  // freed as it becomes a tensor: the weights are held once, plus one tensor's worth.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat(prefix, "cannot open the file"));
+  struct stat st;
   // Refuse before reading: protobuf cannot parse a message above 2 GiB.
-  if (size > INT_MAX)
-    return absl::InvalidArgumentError(absl::StrCat(
-        prefix, "the file has ", size,
-        " bytes; ONNX files above 2 GiB must keep their weights in external data"));
-  std::string bytes(static_cast<size_t>(size), '\0');
-  in.seekg(0);
-  if (!bytes.empty() && !in.read(bytes.data(), static_cast<std::streamsize>(bytes.size())))
-    return absl::DataLossError(absl::StrCat(prefix, "reading the file failed"));
+  onnx::ModelProto model;
+  absl::Status parsed;
+  if (fstat(fd, &st) != 0) {
+    parsed = absl::DataLossError("reading the file failed");
+  } else {
+    google::protobuf::io::FileInputStream raw(fd);
+    parsed = ParseModelStream(&raw, st.st_size, &model);
+    if (!parsed.ok() && raw.GetErrno() != 0) parsed = absl::DataLossError("reading the file failed");
+  }
+  close(fd);
+  if (!parsed.ok()) return Prefix(parsed, prefix);
   std::string base_dir = std::filesystem::path(path).parent_path().string();
   if (base_dir.empty()) base_dir = ".";
-  absl::StatusOr<std::unique_ptr<Graph>> g = ImportOnnxBytes(bytes, base_dir);
+  absl::StatusOr<std::unique_ptr<Graph>> g = ImportModel(model, base_dir, &model);
   if (!g.ok()) return Prefix(g.status(), prefix);
   return g;
 }

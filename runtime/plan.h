@@ -10,6 +10,7 @@
 
 #include "graph/graph.h"
 #include "kernels/registry.h"
+#include "runtime/arena.h"
 
 namespace mixtrain {
 
@@ -57,6 +58,11 @@ struct PlanStats {
   int view_nodes = 0;             // Reshape-like nodes turned into zero-copy views
   int inplace_outputs = 0;        // outputs written over a dying input
   int inplace_state_updates = 0;  // state updates written straight into the initializer
+  // For memory reports: the node of each step, and the arena's buffers by lifetime (in steps).
+  std::vector<const Node*> step_nodes;
+  std::vector<BufferLifetime> buffers;
+  // Bytes of the persistent buffers the plan reads (initializers; state included).
+  size_t initializer_bytes = 0;
 };
 
 struct ExecutionPlan {

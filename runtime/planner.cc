@@ -96,6 +96,8 @@ class Planner {
       if (req_.run_state_updates) work.push_back(v);
       mutable_inits_.insert(init);
     }
+    for (const std::string& name : req_.shared_state)
+      if (const Value* init = g_.FindValue(name); init != nullptr && init->is_initializer()) mutable_inits_.insert(init);
     absl::flat_hash_set<const Value*> seen;
     while (!work.empty()) {
       const Value* v = work.back();
@@ -441,6 +443,11 @@ class Planner {
       int first = producer_step_[s];
       lifetimes.push_back({slots[s].nbytes(), first, std::max(first, root_last[s])});
     }
+    for (const Step& st : plan_->steps) plan_->stats.step_nodes.push_back(st.node);
+    for (size_t s = 0; s < slots.size(); ++s)  // the initializers' own slots (not updates redirected there)
+      if (slots[s].kind == SlotKind::kInitializer && slots[s].value != nullptr && slots[s].value->is_initializer())
+        plan_->stats.initializer_bytes += slots[s].nbytes();
+    plan_->stats.buffers = lifetimes;
     ArenaLayout layout = PackBuffers(lifetimes);
     for (size_t i = 0; i < roots.size(); ++i) slots[roots[i]].offset = layout.offsets[i];
     for (size_t s = 0; s < slots.size(); ++s) {
@@ -521,7 +528,8 @@ std::vector<std::string> OpsWithoutKernels(const Graph& graph, DeviceType device
 }
 
 absl::Status DryPlan(const Graph& graph, DeviceType device,
-                     const std::vector<std::pair<std::string, std::string>>& state_updates, int64_t symbolic_dim) {
+                     const std::vector<std::pair<std::string, std::string>>& state_updates, int64_t symbolic_dim,
+                     PlanStats* stats, const std::vector<std::string>* fetches) {
   PlanRequest req;
   req.device = device;
   req.state_updates = state_updates;
@@ -535,9 +543,15 @@ absl::Status DryPlan(const Graph& graph, DeviceType device,
     }
     req.feeds.push_back(std::move(f));
   }
-  for (const Value* v : graph.outputs()) req.fetches.push_back(v->name);
+  if (fetches != nullptr) {
+    req.fetches = *fetches;
+  } else {
+    for (const Value* v : graph.outputs()) req.fetches.push_back(v->name);
+  }
   std::vector<int> wants;
-  return BuildPlan(graph, req, &wants).status();
+  MT_ASSIGN_OR_RETURN(std::unique_ptr<ExecutionPlan> plan, BuildPlan(graph, req, &wants));
+  if (stats != nullptr) *stats = std::move(plan->stats);
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::vector<Tensor>> RunNodeOnHost(const Node& node, int64_t opset,

@@ -37,6 +37,9 @@ struct PlanRequest {
   std::vector<const Tensor*> initializers;
   // (value produced each run, initializer that takes its contents after the run).
   std::vector<std::pair<std::string, std::string>> state_updates;
+  // Initializers another session writes between runs (shared state): like update targets,
+  // never folded and never a constant input, but nothing here writes them.
+  std::vector<std::string> shared_state;
   // false: a dry run. The state stays as it is: the update targets still count as changing (never
   // folded), but nothing writes them and nodes that only feed updates do not run.
   bool run_state_updates = true;
@@ -62,10 +65,13 @@ std::vector<std::string> OpsWithoutKernels(const Graph& graph, DeviceType device
 // fed at the dims its shape gives (symbolic dims as `symbolic_dim`), the graph's outputs fetched,
 // `state_updates` as the session's. OK when the plan builds; the planner's Unimplemented error
 // (every op the device lacks a kernel for, with its dtypes) when kernels are missing; other
-// errors (a shape the guessed dims do not fit) are the planner's own.
+// errors (a shape the guessed dims do not fit) are the planner's own. `stats`, when set, gets the
+// plan's statistics (a memory report before anything runs); `fetches`, when set, replaces the
+// graph's outputs as what the run reads back (what is fetched lives to the end).
 absl::Status DryPlan(const Graph& graph, DeviceType device,
                      const std::vector<std::pair<std::string, std::string>>& state_updates,
-                     int64_t symbolic_dim = 2);
+                     int64_t symbolic_dim = 2, PlanStats* stats = nullptr,
+                     const std::vector<std::string>* fetches = nullptr);
 
 // Runs one node's CPU kernel on host tensors (plan-time folding; also handy for tests).
 absl::StatusOr<std::vector<Tensor>> RunNodeOnHost(const Node& node, int64_t opset,

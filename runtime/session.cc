@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "graph/check.h"
 #include "runtime/cuda/device_select.h"
+#include "runtime/memory_limit.h"
 #include "runtime/planner.h"
 
 namespace mixtrain {
@@ -60,6 +61,10 @@ class Session::ContextLease {
 };
 
 namespace {
+
+// What a plan's kernels may take beyond its arena (workspace, primitives, JIT code): room the
+// memory check keeps free.
+constexpr size_t kKernelReserveBytes = size_t{32} << 20;
 
 bool IsSorted(const Graph& g) {
   absl::flat_hash_set<const Node*> done;
@@ -113,6 +118,11 @@ absl::Status Session::Init() {
       return absl::InvalidArgumentError(absl::StrCat("state update source '", from, "' is not a value of the graph"));
     targets.insert(to);
   }
+  for (const std::string& name : options_.shared_state) {
+    const Value* v = graph_->FindValue(name);
+    if (v == nullptr || !v->is_initializer())
+      return absl::InvalidArgumentError(absl::StrCat("shared state '", name, "' is not an initializer"));
+  }
   const auto& inits = graph_->initializers();
   inits_.resize(inits.size());
   for (size_t i = 0; i < inits.size(); ++i) {
@@ -121,7 +131,8 @@ absl::Status Session::Init() {
     // Read-only initializers are used where they are; state gets its own buffer because graph
     // tensors are immutable (and shared with clones).
     inits_[i].owned = targets.contains(inits[i]->name);
-    inits_[i].tensor = inits_[i].owned && device_->shares_host_memory() ? t.Clone() : t;
+    const bool copy = inits_[i].owned && device_->shares_host_memory() && !options_.state_in_graph;
+    inits_[i].tensor = copy ? t.Clone() : t;
     if (!device_->shares_host_memory()) {
       MT_ASSIGN_OR_RETURN(inits_[i].on_device, DeviceBuffer::Allocate(device_.get(), t.nbytes()));
       device_->CopyToDevice(inits_[i].on_device.data(), t.data(), t.nbytes());
@@ -231,6 +242,7 @@ absl::StatusOr<std::unique_ptr<Session::CachedPlan>> Session::MakePlan(
   req.device = options_.device;
   req.fetches = fetches;
   req.state_updates.assign(options_.state_updates.begin(), options_.state_updates.end());
+  req.shared_state = options_.shared_state;
   req.fold_limit_elements = options_.fold_limit_elements;
   for (const InitializerBuffer& b : inits_) req.initializers.push_back(&b.tensor);
   req.feeds.resize(inputs.size());
@@ -261,6 +273,10 @@ absl::StatusOr<std::unique_ptr<Session::CachedPlan>> Session::MakePlan(
     cp->keyed_values.push_back(req.feeds[i].value != nullptr ? req.feeds[i].value->Clone() : Tensor());
   }
   cp->plan = std::move(*plan);
+  if (device_->shares_host_memory()) {
+    MT_RETURN_IF_ERROR(CheckFitsInMemory(cp->plan->stats.peak_planned_bytes, kKernelReserveBytes,
+                                         "this plan's arena (its intermediate tensors)", options_.memory_advice));
+  }
   // The first context now, so that a plan whose kernels cannot be made is never cached.
   MT_ASSIGN_OR_RETURN(std::unique_ptr<Context> first, MakeContext(cp->plan));
   cp->idle.push_back(first.get());
@@ -370,6 +386,14 @@ absl::StatusOr<Tensor> Session::GetInitializer(const std::string& name) const {
   device_->CopyToHost(t.data(), b.on_device.data(), t.nbytes());
   device_->Synchronize();
   return t;
+}
+
+absl::StatusOr<Tensor> Session::InitializerContents(const std::string& name) const {
+  if (!device_->shares_host_memory()) return GetInitializer(name);
+  std::shared_lock<std::shared_mutex> lock(state_mu_);
+  auto it = init_index_.find(name);
+  if (it == init_index_.end()) return absl::NotFoundError(absl::StrCat("no initializer '", name, "'"));
+  return inits_[it->second].tensor;
 }
 
 absl::Status Session::SetInitializer(const std::string& name, const Tensor& value) {

@@ -38,12 +38,24 @@ struct SessionOptions {
   std::shared_ptr<Device> run_on;
   // Value produced each run -> initializer that holds it after the run.
   std::map<std::string, std::string> state_updates;
+  // On host memory, the state lives in the graph's own initializer tensors, written in place,
+  // instead of in a private copy of each: the caller gives up their being immutable, and every
+  // holder of those buffers (clones of the graph, a session reading them as `shared_state`) sees
+  // the current state. The Trainer's step: its weights and moments are held once.
+  bool state_in_graph = false;
+  // Initializers whose contents another session writes between this one's runs (its state,
+  // shared through the graph's tensors): never folded at plan time or cached by a kernel.
+  std::vector<std::string> shared_state;
   // Plan-time folding limit: nodes with known inputs and at most this many output elements.
   int64_t fold_limit_elements = 65536;
   bool profile = false;  // time every kernel (see Session::Profile)
   // Record each plan's steps on its second run and replay them after (Executor::set_record: CUDA
   // graphs on a GPU; devices that cannot record ignore it).
   bool record_steps = false;
+  // A plan whose arena does not fit the memory the process may still take (runtime/memory_limit.h)
+  // is refused before anything is allocated, with this advice appended to the error (host memory
+  // only: a device's own memory is the device's to refuse).
+  std::string memory_advice = "A smaller batch needs less.";
   // For collective ops (data-parallel training's ai.mixtrain.AllReduce); null: none may run.
   std::shared_ptr<Communicator> communicator;
 };
@@ -87,6 +99,10 @@ class Session {
 
   // A host copy of an initializer's current contents.
   absl::StatusOr<Tensor> GetInitializer(const std::string& name) const;
+  // The initializer's current contents without a copy where they live in host memory (the
+  // session's own buffer, which the next run writing state changes); a copy from a device with
+  // memory of its own.
+  absl::StatusOr<Tensor> InitializerContents(const std::string& name) const;
   // Replaces an initializer's contents (same dtype and dims).
   absl::Status SetInitializer(const std::string& name, const Tensor& value);
 

@@ -40,21 +40,31 @@ absl::StatusOr<std::unique_ptr<Trainer>> Trainer::Create(const std::string& mode
                                                          const pb::TrainConfig& config,
                                                          std::shared_ptr<Communicator> communicator) {
   MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxFile(model_path));
-  return CreateFromGraph(std::move(g), config, std::move(communicator));
+  return CreateFromOwnGraph(std::move(g), config, std::move(communicator), nullptr, /*model_is_ours=*/true);
 }
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::CreateFromBytes(const std::string& bytes,
                                                                   const pb::TrainConfig& config,
                                                                   std::shared_ptr<Communicator> communicator) {
   MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxBytes(bytes, "."));
-  return CreateFromGraph(std::move(g), config, std::move(communicator));
+  return CreateFromOwnGraph(std::move(g), config, std::move(communicator), nullptr, /*model_is_ours=*/true);
 }
 
 absl::StatusOr<std::unique_ptr<Trainer>> Trainer::CreateFromGraph(std::unique_ptr<Graph> model,
                                                                   const pb::TrainConfig& config,
                                                                   std::shared_ptr<Communicator> communicator,
                                                                   std::shared_ptr<Device> device) {
+  return CreateFromOwnGraph(std::move(model), config, std::move(communicator), std::move(device),
+                            /*model_is_ours=*/false);
+}
+
+absl::StatusOr<std::unique_ptr<Trainer>> Trainer::CreateFromOwnGraph(std::unique_ptr<Graph> model,
+                                                                     const pb::TrainConfig& config,
+                                                                     std::shared_ptr<Communicator> communicator,
+                                                                     std::shared_ptr<Device> device,
+                                                                     bool model_is_ours) {
   std::unique_ptr<Trainer> t(new Trainer());
+  t->model_is_ours_ = model_is_ours;
   t->device_ = std::move(device);
   t->config_ = config;
   t->total_steps_ = config.steps();
@@ -206,17 +216,48 @@ absl::Status Trainer::BuildOn(std::unique_ptr<Graph> model, std::shared_ptr<Devi
     state_names_.push_back(to);
   }
   train_graph_ = std::shared_ptr<Graph>(g.release());
+  eval_graph_ = std::shared_ptr<Graph>(e.release());
+  // Weights held once: on host memory the step updates its state in the graphs' own tensors,
+  // which the canonical model (export) and the evaluation graph share; the eval session reads
+  // them where they are, never folding or prepacking them.
+  so.memory_advice =
+      "The step's arena shrinks with recompute: \"auto\" (--recompute=auto), a smaller batch (--batch-size), or a "
+      "smaller batch accumulated over several steps (accumulate, --accumulate) to keep the batch the update sees.";
+  SessionOptions eo;
+  eo.run_on = device_;
+  eo.memory_advice = "A smaller evaluation batch needs less.";
+  if (device_->shares_host_memory()) {
+    OwnStateBuffers();
+    so.state_in_graph = true;
+    for (const std::string& name : state_names_)
+      if (const Value* v = eval_graph_->FindValue(name); v != nullptr && v->is_initializer())
+        eo.shared_state.push_back(name);
+  }
   MT_ASSIGN_OR_RETURN(train_, Session::Create(std::const_pointer_cast<const Graph>(train_graph_), so));
   if (recipe.debug_precision) {
     MT_ASSIGN_OR_RETURN(debugger_, PrecisionDebugger::Create(*train_graph_));
   }
 
   // --- the eval graph: inference form, same loss and precision ---
-  eval_graph_ = std::shared_ptr<Graph>(e.release());
-  SessionOptions eo;
-  eo.run_on = device_;
   MT_ASSIGN_OR_RETURN(eval_, Session::Create(std::const_pointer_cast<const Graph>(eval_graph_), eo));
   return absl::OkStatus();
+}
+
+void Trainer::OwnStateBuffers() {
+  if (model_is_ours_) return;
+  for (const std::string& name : state_names_) {
+    Value* step = train_graph_->FindValue(name);
+    MT_CHECK(step != nullptr && step->is_initializer()) << "state '" << name << "' is not an initializer of the step";
+    const Tensor t = *step->initializer;
+    // Tensors the passes made (optimizer moments, counters) are the step's alone.
+    const Value* from_model = model_->FindValue(name);
+    if (from_model == nullptr || !from_model->is_initializer() || from_model->initializer->data() != t.data()) continue;
+    const Tensor own = t.Clone();
+    for (Graph* g : {model_.get(), train_graph_.get(), eval_graph_.get()}) {
+      Value* v = g->FindValue(name);
+      if (v != nullptr && v->is_initializer() && v->initializer->data() == t.data()) g->SetInitializer(v, own);
+    }
+  }
 }
 
 float Trainer::LearningRate(int64_t update) const {
@@ -336,7 +377,9 @@ absl::Status Trainer::SyncEval() {
   if (!eval_stale_) return absl::OkStatus();
   for (const Value* v : eval_graph_->initializers()) {
     if (std::find(state_names_.begin(), state_names_.end(), v->name) == state_names_.end()) continue;
-    MT_ASSIGN_OR_RETURN(Tensor t, train_->GetInitializer(v->name));
+    MT_ASSIGN_OR_RETURN(Tensor t, train_->InitializerContents(v->name));
+    MT_ASSIGN_OR_RETURN(Tensor mine, eval_->InitializerContents(v->name));
+    if (mine.data() == t.data()) continue;  // the eval session reads the step's own buffer
     MT_RETURN_IF_ERROR(eval_->SetInitializer(v->name, t));
   }
   eval_stale_ = false;
@@ -387,6 +430,15 @@ int64_t Trainer::LabelRowsPerExample() const {
   return k && k->known() ? k->coef : 1;
 }
 
+std::optional<MemoryReport> Trainer::memory_report() const {
+  const std::optional<PlanStats> step = train_->last_plan_stats();
+  if (!step) return std::nullopt;
+  const std::optional<PlanStats> eval = eval_->last_plan_stats();
+  MemoryReport r = PlannedMemory(*train_graph_, *step, params_, state_names_, eval ? &*eval : nullptr);
+  MeasureProcessMemory(r);
+  return r;
+}
+
 absl::StatusOr<Tensor> Trainer::GetParameter(const std::string& name) const {
   return train_->GetInitializer(name);
 }
@@ -410,7 +462,7 @@ absl::Status Trainer::ExportInferenceModel(const std::string& path, DType dtype)
   std::unique_ptr<Graph> g = model_->Clone();
   for (Value* v : std::vector<Value*>(g->initializers().begin(), g->initializers().end())) {
     if (std::find(state_names_.begin(), state_names_.end(), v->name) == state_names_.end()) continue;
-    MT_ASSIGN_OR_RETURN(Tensor t, train_->GetInitializer(v->name));
+    MT_ASSIGN_OR_RETURN(Tensor t, train_->InitializerContents(v->name));
     g->SetInitializer(v, t);
   }
   MT_RETURN_IF_ERROR(LowerForExport(*g, dtype));

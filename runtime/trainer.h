@@ -19,6 +19,7 @@
 #include "mixtrain/communicator.h"
 #include "passes/precision_policy.h"
 #include "runtime/eval_metrics.h"
+#include "runtime/memory_report.h"
 #include "passes/training.h"
 #include "proto/mixtrain_pb.h"
 #include "runtime/precision_debugger.h"
@@ -138,6 +139,9 @@ class Trainer {
   int64_t calls() const { return calls_; }  // Step() calls so far
   // The training step's memory plan for the last Step's shapes (null before the first Step).
   std::optional<PlanStats> step_plan_stats() const { return train_->last_plan_stats(); }
+  // Where the memory goes, planned (the last Step's plan and the evaluation's, once it ran) and
+  // measured (the process); null before the first Step.
+  std::optional<MemoryReport> memory_report() const;
   // Per-node kernel timing of the training step (each kernel synchronized and timed; a little
   // slower while on). Profile() sums the steps run with it on, by node in graph order.
   void set_profiling(bool on) { train_->set_profiling(on); }
@@ -181,8 +185,19 @@ class Trainer {
   absl::StatusOr<CheckpointPosition> LoadCheckpointHere(const std::string& path);
   // The precision statistics of the step just run, measured by a dry rerun of it.
   absl::StatusOr<Tensor> RerunForStatistics(const std::map<std::string, Tensor>& feeds, float loss_scale);
-  // Copies trained parameters and BN statistics into the eval session.
+  // Copies trained parameters and BN statistics into the eval session, where it does not read
+  // the step's buffers themselves.
   absl::Status SyncEval();
+  // Before the step's session writes its state in place (host memory), when the model came from
+  // the caller (who may hold clones sharing its tensors): each state tensor the model brought is
+  // copied first, so training changes only the trainer's own graphs (the canonical model, the
+  // step and the evaluation graph). A model the trainer imported itself is its own.
+  void OwnStateBuffers();
+  // Trainer::Create and CreateFromBytes import the model themselves.
+  static absl::StatusOr<std::unique_ptr<Trainer>> CreateFromOwnGraph(
+      std::unique_ptr<Graph> model, const pb::TrainConfig& config, std::shared_ptr<Communicator> communicator,
+      std::shared_ptr<Device> device, bool model_is_ours);
+  bool model_is_ours_ = false;
 
   pb::TrainConfig config_;
   ResolvedPrecision precision_;

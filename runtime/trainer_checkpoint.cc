@@ -229,8 +229,11 @@ absl::Status Trainer::SaveCheckpoint(const std::string& path, const CheckpointPo
   ck.set_precision(PrecisionText(precision_));
   *ck.mutable_config() = config_;
   *ck.mutable_model() = signature_;
-  MT_ASSIGN_OR_RETURN(auto state, State());
-  for (const auto& [name, t] : state) {
+  // In State()'s order (by name), each read where it lives: no copy of the whole state.
+  std::vector<std::string> names = state_names_;
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    MT_ASSIGN_OR_RETURN(Tensor t, train_->InitializerContents(name));
     onnx::TensorProto* p = ck.add_state();
     TensorToProto(t, p);
     p->set_name(name);

@@ -56,4 +56,22 @@ absl::Status DryPlanTraining(const TrainingGraphs& graphs, DeviceType device) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<MemoryReport> PlanTrainingMemory(const TrainingGraphs& graphs, DeviceType device, int64_t batch) {
+  const std::vector<std::pair<std::string, std::string>> updates = StateUpdates(*graphs.step);
+  // What the Trainer reads back: the step's loss and overflow flag, the evaluation's loss and output.
+  std::vector<std::string> step_fetches, eval_fetches;
+  for (const char* name : {kFoundInfName, kLossName})
+    if (graphs.step->FindValue(name) != nullptr) step_fetches.push_back(name);
+  for (const std::string& name : {std::string(kLossName), graphs.recipe.loss.output})
+    if (graphs.eval->FindValue(name) != nullptr) eval_fetches.push_back(name);
+  PlanStats step, eval;
+  if (absl::Status st = DryPlan(*graphs.step, device, updates, batch, &step, &step_fetches); !st.ok())
+    return absl::Status(st.code(), absl::StrCat("training step: ", st.message()));
+  if (absl::Status st = DryPlan(*graphs.eval, device, {}, batch, &eval, &eval_fetches); !st.ok())
+    return absl::Status(st.code(), absl::StrCat("evaluation: ", st.message()));
+  std::vector<std::string> state;
+  for (const auto& [from, to] : updates) state.push_back(to);
+  return PlannedMemory(*graphs.step, step, graphs.params, state, &eval);
+}
+
 }  // namespace mixtrain

@@ -13,6 +13,7 @@
 #include "passes/pipeline.h"
 #include "proto/mixtrain_pb.h"
 #include "runtime/device.h"
+#include "runtime/memory_report.h"
 
 namespace mixtrain {
 
@@ -39,5 +40,9 @@ absl::StatusOr<TrainingGraphs> BuildTrainingGraphs(std::unique_ptr<Graph> model,
 // evaluation, and the exported inference model (fp32, on the CPU, where `mixtrain run` runs it).
 // The first failure, naming the graph ("training step: ...").
 absl::Status DryPlanTraining(const TrainingGraphs& graphs, DeviceType device);
+
+// Where training's memory will go, before anything runs: the step (with its state updates) and
+// the evaluation planned on `device` with every symbolic dim of their inputs at `batch`.
+absl::StatusOr<MemoryReport> PlanTrainingMemory(const TrainingGraphs& graphs, DeviceType device, int64_t batch);
 
 }  // namespace mixtrain

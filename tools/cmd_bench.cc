@@ -19,6 +19,7 @@
 #include "mixtrain/mixtrain.h"
 #include "mixtrain/status_macros.h"
 #include "tools/cli.h"
+#include "tools/memory_report.h"
 #include "tools/step_profile.h"
 
 namespace mixtrain {
@@ -128,7 +129,10 @@ absl::Status BenchTrain(const cli::Args& args, const std::string& path, int64_t 
     std::printf("fed from %s: the step waited for its batch median %.3f ms, max %.3f ms (counted above)\n",
                 args.str("data").c_str(), Median(wait_ms), *std::max_element(wait_ms.begin(), wait_ms.end()));
   std::printf("throughput: %.1f samples/s\n", batch * 1000.0 / Median(ms));
-  if (args.flag("profile")) cli::PrintStepProfile(t->Profile(), iters);
+  if (args.flag("profile")) {
+    cli::PrintStepProfile(t->Profile(), iters);
+    if (const std::optional<MemoryStatistics> m = t->StepMemoryStatistics()) cli::PrintMemoryReport(*m);
+  }
   return absl::OkStatus();
 }
 

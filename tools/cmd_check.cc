@@ -1,21 +1,25 @@
 // `mixtrain check MODEL.onnx [--loss=...] [--class-axis=N] [--freeze=RE] [--trainable=RE]
-// [--device=cpu|cuda] [--verbose]`: says, before any training, whether the model trains. Lists every blocking node
+// [--device=cpu|cuda] [--verbose] [--memory ...]`: says, before any training, whether the model trains. Lists every blocking node
 // at once (unsupported op, missing gradient rule, unknown rank, no CPU kernel), what
 // canonicalization folded, which initializers train (count and bytes), which are frozen by
 // which rule, warnings about weights that do not train and values the rule cannot decide, and
-// the dynamic dims. Exit 0 if it trains, 1 if not, 2 when the model or a flag is bad.
+// the dynamic dims; with --memory, where training's memory will go, planned at --batch-size (the
+// memory report of `train --profile`, before anything runs). Exit 0 if it trains, 1 if not, 2
+// when the model or a flag is bad.
 // Built only on the public API (include/mixtrain/).
 #include <algorithm>
 #include <cstdio>
 #include <map>
 #include <string>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "mixtrain/mixtrain.h"
 #include "mixtrain/status_macros.h"
 #include "tools/cli.h"
+#include "tools/memory_report.h"
 
 namespace mixtrain {
 namespace {
@@ -44,6 +48,20 @@ int Check(const cli::Args& args) {
   opt.device = args.str("device");
   if (opt.device != "cpu" && opt.device != "cuda")
     return cli::Fail("check", absl::InvalidArgumentError(absl::StrCat("--device=", opt.device, ": expected cpu or cuda"))) + 1;
+  if (args.flag("memory")) {
+    opt.memory_batch = args.integer("batch-size");
+    // As `train`'s --precision, --dtype and --recompute, checked by the config parser.
+    const std::string text =
+        absl::StrCat("precision { preset: ", absl::AsciiStrToUpper(args.str("precision")),
+                     " low_dtype: ", absl::AsciiStrToUpper(args.str("dtype")), " } recompute: \"", args.str("recompute"), "\"");
+    absl::StatusOr<TrainConfig> c = TrainConfig::FromTextProto(text);
+    if (!c.ok())
+      return cli::Fail("check", absl::InvalidArgumentError(absl::StrCat(
+                                    "--precision=", args.str("precision"), " --dtype=", args.str("dtype"),
+                                    " --recompute=", args.str("recompute"), ": ", c.status().message()))) + 1;
+    opt.precision = c->precision;
+    opt.recompute = c->recompute;
+  }
   absl::StatusOr<ModelCheck> r = CheckModel(path, opt);
   if (!r.ok()) {
     const absl::string_view msg = r.status().message();
@@ -126,6 +144,12 @@ int Check(const cli::Args& args) {
       return 1;
     }
   }
+  if (r->memory) {
+    std::printf("memory, planned at batch %lld with %s precision, %s low type, recompute %s, Adam (nothing ran):\n",
+                static_cast<long long>(opt.memory_batch), args.str("precision").c_str(), args.str("dtype").c_str(),
+                opt.recompute.c_str());
+    cli::PrintMemoryReport(*r->memory, /*measured=*/false);
+  }
   return r->trains ? 0 : 1;
 }
 
@@ -133,7 +157,8 @@ MT_REGISTER_COMMAND(
     check, cli::Command{
                .name = "check",
                .usage = "mixtrain check MODEL.onnx [--loss=KIND] [--class-axis=N] [--output=NAME] "
-                        "[--freeze=REGEX] [--trainable=REGEX] [--device=cpu|cuda] [--verbose]",
+                        "[--freeze=REGEX] [--trainable=REGEX] [--device=cpu|cuda] [--verbose] "
+                        "[--memory [--batch-size=N] [--precision=P] [--dtype=D] [--recompute=R]]",
                .summary = "say whether a model trains, before training: every blocking node, what "
                           "was folded, what trains and what is frozen and why (exit 0 trains, 1 not)",
                .flags =
@@ -153,6 +178,16 @@ MT_REGISTER_COMMAND(
                                 "any); needs no GPU"},
                        {.name = "verbose", .default_value = "false",
                         .help = "list every initializer with its role and reason", .is_bool = true},
+                       {.name = "memory", .default_value = "false",
+                        .help = "where training's memory will go (weights, gradients, optimizer state, "
+                                "activations kept for the backward, the planner's arena by phase), planned "
+                                "before anything runs, at --batch-size with --precision, --dtype, --recompute",
+                        .is_bool = true},
+                       {.name = "batch-size", .default_value = "1",
+                        .help = "--memory: the batch (every symbolic input dim at this size)"},
+                       {.name = "precision", .default_value = "amp", .help = "--memory: fp32, amp or half, as train's"},
+                       {.name = "dtype", .default_value = "auto", .help = "--memory: auto, bf16 or fp16, as train's"},
+                       {.name = "recompute", .default_value = "none", .help = "--memory: none, auto or all, as train's"},
                    },
                .run = Check});
 

@@ -17,6 +17,7 @@
 #include "mixtrain/status_macros.h"
 #include "tools/cli.h"
 #include "tools/precision_report.h"
+#include "tools/memory_report.h"
 #include "tools/step_flags.h"
 #include "tools/step_profile.h"
 #include "tools/train_loop.h"
@@ -387,7 +388,11 @@ absl::Status RunTrain(const cli::Args& a) {
     MIXTRAIN_RETURN_IF_ERROR(log->Eval(t.steps_taken(), end.position.epoch + 1, e));
   }
   std::printf("%s\n", TrainedLine(ran, t.steps_taken(), end.seconds, end.skipped).c_str());
-  if (a.flag("profile")) cli::PrintStepProfile(t.Profile(), ran - 1);
+  if (a.flag("profile")) {
+    cli::PrintStepProfile(t.Profile(), ran - 1);
+    // Where the memory went (issue 35), after the time.
+    if (const std::optional<MemoryStatistics> m = t.StepMemoryStatistics()) cli::PrintMemoryReport(*m);
+  }
   // The precision report is written even when every step skipped: that is when it is needed.
   if (c.debug_precision > 0) {
     MIXTRAIN_ASSIGN_OR_RETURN(PrecisionStatistics ps, t.PrecisionStats());

@@ -11,10 +11,13 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "mixtrain/memory_statistics.h"
+#include "mixtrain/train_config.h"
 
 namespace mixtrain {
 inline namespace v1 {
@@ -28,6 +31,12 @@ struct CheckOptions {
   // "cuda": also list the ops of the training step (bf16 AMP, Adam: what --device=cuda trains)
   // and of evaluation that have no CUDA kernel. Needs no GPU, only a build with CUDA.
   std::string device = "cpu";
+  // The memory report (`check --memory`): when memory_batch > 0, the training step and
+  // evaluation `train` builds on the CPU, planned with every symbolic input dim at memory_batch,
+  // with this precision and recompute (as TrainConfig's) and Adam. Nothing runs.
+  int64_t memory_batch = 0;
+  TrainConfig::Precision precision;
+  std::string recompute = "none";
 };
 
 struct InitializerReport {
@@ -67,6 +76,9 @@ struct ModelCheck {
   // fp16 AMP). They do not block CPU training.
   std::string cuda_unknown;
   std::vector<std::string> cuda_missing_ops;
+  // CheckOptions::memory_batch > 0 and the model trains: where its memory will go, planned (the
+  // measured fields are this process's: the check's own, not training's).
+  std::optional<MemoryStatistics> memory;
 };
 
 absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const CheckOptions& options = {});

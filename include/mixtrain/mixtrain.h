@@ -22,6 +22,7 @@
 #include "mixtrain/data.h"
 #include "mixtrain/gradients.h"
 #include "mixtrain/inference_session.h"
+#include "mixtrain/memory_statistics.h"
 #include "mixtrain/profile.h"
 #include "mixtrain/summary_writer.h"
 #include "mixtrain/tensor.h"

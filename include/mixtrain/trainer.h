@@ -13,6 +13,7 @@
 // StepAsync adds one worker thread per Trainer (started on first use, joined on destruction).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <future>
 #include <memory>
@@ -26,6 +27,7 @@
 #include "absl/status/statusor.h"
 #include "mixtrain/communicator.h"
 #include "mixtrain/inference_session.h"  // PlanStatistics
+#include "mixtrain/memory_statistics.h"
 #include "mixtrain/tensor.h"
 #include "mixtrain/train_config.h"
 
@@ -237,6 +239,9 @@ class Trainer {
   int64_t steps_taken() const;  // Step() calls so far (restored by LoadCheckpoint)
   // The training step's memory plan for the last Step's batch shapes; empty before the first Step.
   std::optional<PlanStatistics> StepPlanStatistics() const;
+  // Where the memory goes: planned by the last Step's plan (and the evaluation's, once Evaluate
+  // ran) and measured from the process; empty before the first Step.
+  std::optional<MemoryStatistics> StepMemoryStatistics() const;
   // Updates skipped so far for an inf/NaN gradient (restored by LoadCheckpoint). Counted on the
   // device: unlike StepResult::skipped it includes steps run without read_loss.
   absl::StatusOr<int64_t> skipped_steps() const;

@@ -1,0 +1,64 @@
+// The memory report of the CLI (issue 35): `check --memory` plans, before anything runs, the
+// memory `bench --train --profile` then reports for the step it ran; and a batch that cannot fit
+// under `ulimit -v` is refused with the numbers, not a crash.
+#include <gtest/gtest.h>
+
+#include <regex>
+#include <string>
+
+#include "tests/tools/cli_test_util.h"
+
+namespace mixtrain {
+namespace {
+
+using cli_test::kBinary;
+using cli_test::RunShell;
+using cli_test::ScratchDir;
+
+const std::string kGpt = std::string(MT_SOURCE_DIR) + "/models/gpt_mini.onnx";
+
+// The number on the report line starting with `label` ("" when there is none).
+std::string ReportLine(const std::string& out, const std::string& label) {
+  std::smatch m;
+  if (!std::regex_search(out, m, std::regex("\n +" + std::regex_replace(label, std::regex(R"([()])"), R"(\$&)") +
+                                            R"( +([0-9.]+))")))
+    return "";
+  return m[1];
+}
+
+TEST(MemoryCli, CheckPlansWhatTheStepThenHolds) {
+  const auto dir = ScratchDir("memory_cli");
+  const cli_test::Result planned = RunShell(
+      kBinary + " check " + kGpt + " --class-axis=-1 --memory --batch-size=8 --precision=fp32", dir);
+  ASSERT_EQ(planned.code, 0) << planned.err;
+  EXPECT_NE(planned.out.find("memory, planned at batch 8"), std::string::npos) << planned.out;
+  const cli_test::Result ran = RunShell("OMP_NUM_THREADS=1 " + kBinary + " bench " + kGpt +
+                                            " --train --class-axis=-1 --batch-size=8 --warmup=0 --iters=1 --profile",
+                                        dir);
+  ASSERT_EQ(ran.code, 0) << ran.err;
+  for (const char* line : {"weights (trained)", "optimizer state", "planner arena (step)", "gradients",
+                           "activations for backward"}) {
+    const std::string want = ReportLine(planned.out, line);
+    ASSERT_FALSE(want.empty()) << line << " missing from check --memory:\n" << planned.out;
+    EXPECT_EQ(ReportLine(ran.out, line), want) << line << ":\n" << ran.out;
+  }
+  EXPECT_NE(ran.out.find("measured peak RSS"), std::string::npos) << ran.out;
+}
+
+TEST(MemoryCli, BatchThatCannotFitIsRefusedNotCrashed) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "sanitizer builds reserve terabytes of address space";
+#endif
+  const auto dir = ScratchDir("memory_cli");
+  // issue 35's reproducer: this used to end in SIGSEGV inside dnnl_primitive_create.
+  const cli_test::Result r = RunShell("ulimit -v 100000; OMP_NUM_THREADS=1 " + kBinary + " bench " + kGpt +
+                                          " --train --class-axis=-1 --batch-size=64 --warmup=0 --iters=1",
+                                      dir);
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("RLIMIT_AS"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("nothing was allocated"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--recompute=auto"), std::string::npos) << r.err;
+}
+
+}  // namespace
+}  // namespace mixtrain
