@@ -76,6 +76,11 @@ pb::TrainConfig ToProto(const TrainConfig& c) {
   MT_SET(p, data_parallel, c.data_parallel);
   MT_SET(p, deterministic, c.deterministic);
   MT_SET(p, recompute, c.recompute);
+  MT_SET(p, lora_rank, c.lora_rank);
+  if (c.lora_alpha) p.set_lora_alpha(*c.lora_alpha);  // unset means 2 * rank
+  MT_SET(p, lora_targets, c.lora_targets);
+  MT_SET(p, lora_dropout, c.lora_dropout);
+  MT_SET(p, lora_init, c.lora_init);
 
   pb::OptimizerConfig o;
   MT_SET_ENUM(o, kind, c.optimizer.kind, pb::OptimizerConfig::Kind);
@@ -145,6 +150,11 @@ TrainConfig FromProto(const pb::TrainConfig& p) {
   c.data_parallel = p.data_parallel();
   c.deterministic = p.deterministic();
   c.recompute = p.recompute();
+  c.lora_rank = p.lora_rank();
+  if (p.has_lora_alpha()) c.lora_alpha = p.lora_alpha();
+  c.lora_targets = p.lora_targets();
+  c.lora_dropout = p.lora_dropout();
+  c.lora_init = p.lora_init();
   const pb::OptimizerConfig& o = p.optimizer();
   c.optimizer = {static_cast<TC::Optimizer::Kind>(o.kind()), o.lr(), o.beta1(), o.beta2(),
                  o.has_epsilon() ? std::optional<float>(o.epsilon()) : std::nullopt,
@@ -210,6 +220,9 @@ constexpr NumericField kNumericFields[] = {
     MT_FIELD(steps, NumberRule::Integer(0, kMaxSteps)),
     MT_FIELD(accumulate, NumberRule::Integer(1, kInt32Max)),
     MT_FIELD(debug_precision, NumberRule::Integer(0, kInt32Max)),
+    MT_FIELD(lora_rank, NumberRule::Integer(0, kInt32Max)),  // 0 = off
+    MT_FIELD(lora_alpha, kPositive),
+    MT_FIELD(lora_dropout, kUnitOpenAbove),
 };
 #undef MT_FIELD
 

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "graph/graph.h"
+#include "passes/lora.h"
 #include "passes/parameters.h"
 #include "passes/passes.h"
 #include "passes/precision_policy.h"
@@ -37,6 +38,7 @@ struct TrainingRecipe {
   OptimizerOptions optimizer;
   bool debug_precision = false;  // the precision debugger's statistics (MakePrecisionStatsPass)
   RecomputeOptions recompute;    // activation recompute (MakeRecomputePass)
+  LoraOptions lora;              // rank 0: no adapters (MakeLoraPass, first on step and eval)
   // The step runs on the CPU: its conv region is channel-blocked where the CPU has the kernels
   // (MakeConvLayoutTrainingPass). Other devices keep ONNX's layouts.
   bool cpu_layouts = true;

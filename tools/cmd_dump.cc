@@ -46,6 +46,9 @@ absl::Status RunDump(const cli::Args& args) {
   options.optimizer = args.str("optimizer");
   options.data_parallel = args.flag("data-parallel");
   options.deterministic = args.flag("deterministic");
+  options.lora_rank = static_cast<int32_t>(args.integer("lora-rank"));
+  if (args.has("lora-alpha")) options.lora_alpha = static_cast<float>(args.number("lora-alpha"));
+  options.lora_targets = args.str("lora-targets");
   if (args.has("stats")) {
     if (format == "onnx")
       return absl::InvalidArgumentError("--stats marks nodes in the text or DOT rendering, not in --format=onnx");
@@ -101,6 +104,10 @@ MT_REGISTER_COMMAND(
                 {.name = "loss", .default_value = "cross_entropy", .help = "the loss pass's loss: cross_entropy, mse, l1, bce_with_logits, output:NAME"},
                 {.name = "class-axis", .default_value = "1", .help = "the loss pass's cross_entropy class axis (-1 for N x T x V logits)"},
                 {.name = "optimizer", .default_value = "adam", .help = "the optimizer pass's optimizer: adam, adamw, sgd, adagrad"},
+                {.name = "lora-rank", .default_value = "0",
+                 .help = "--passes=train|eval: LoRA adapters of this rank, as train --lora-rank adds them"},
+                {.name = "lora-alpha", .default_value = "", .help = "LoRA alpha (default: 2 * rank)"},
+                {.name = "lora-targets", .default_value = "", .help = "LoRA: regex of the weights to adapt"},
                 {.name = "data-parallel",
                  .default_value = "false",
                  .help = "the data-parallel step (--passes=train): the gradient all-reduces the optimizer pass adds",

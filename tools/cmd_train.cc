@@ -59,6 +59,9 @@ absl::Status ApplyFlags(const cli::Args& a, TrainConfig& c) {
   if (a.has("device")) c.device = a.str("device");
   if (a.has("data")) c.data.path = a.str("data");
   if (a.has("dataset")) c.data.dataset = a.str("dataset");
+  // LoRA (docs/lora.md); --lora-rank/--lora-alpha/--lora-dropout are numeric flags (below).
+  if (a.has("lora-targets")) c.lora_targets = a.str("lora-targets");
+  if (a.has("lora-init")) c.lora_init = a.str("lora-init");
   for (const cli::NumericFlag& f : cli::NumericFlags()) {
     if (f.config_field.empty() || !f.words.empty() || !a.has(f.name)) continue;
     MIXTRAIN_RETURN_IF_ERROR(c.SetNumber(f.config_field, a.number(f.name)));
@@ -135,7 +138,10 @@ absl::StatusOr<std::map<std::string, std::string>> CheckPaths(const cli::Args& a
   if (!c.data.path.empty()) MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("--data", c.data.path));
   if (a.has("resume")) MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("--resume", a.str("resume")));
   std::map<std::string, std::string> outputs;  // flag -> path
-  for (const char* flag : {"save", "export", "log-json", "debug-precision-out"}) {
+  if (!c.lora_init.empty()) MIXTRAIN_RETURN_IF_ERROR(cli::CheckInputPath("--lora-init", c.lora_init));
+  if (a.has("export-adapter") && c.lora_rank == 0)
+    return absl::InvalidArgumentError("--export-adapter needs --lora-rank=R (no adapters to write)");
+  for (const char* flag : {"save", "export", "log-json", "debug-precision-out", "export-adapter"}) {
     if (!a.has(flag)) continue;
     const std::string path = a.str(flag);
     MIXTRAIN_RETURN_IF_ERROR(cli::CheckOutputPath(absl::StrCat("--", flag), path));
@@ -499,6 +505,10 @@ absl::Status RunTrain(const cli::Args& a) {
     MIXTRAIN_RETURN_IF_ERROR(t.ExportInferenceModel(a.str("export"), export_dtype));
     std::printf("exported %s (%s)\n", a.str("export").c_str(), ElementTypeName(export_dtype));
   }
+  if (a.has("export-adapter") && rank == 0) {
+    MIXTRAIN_RETURN_IF_ERROR(t.ExportAdapters(a.str("export-adapter")));
+    std::printf("adapters written to %s\n", a.str("export-adapter").c_str());
+  }
   return json_log ? json_log->Commit() : absl::OkStatus();
 }
 
@@ -557,6 +567,13 @@ MT_REGISTER_COMMAND(
                 {"resume", "", "checkpoint to resume from"},
                 {"export", "", "write the trained inference model (ONNX) here"},
                 {"export-dtype", "fp32", "fp32, fp16 or bf16 weights/compute in the exported model"},
+                // LoRA (docs/lora.md)
+                {"lora-rank", "0", "LoRA: train rank-R adapters on the targeted 2-D weights instead of the model's weights (0 = off); --export folds them in"},
+                {"lora-alpha", "", "LoRA: the adapters' output is scaled by alpha/rank (default: 2 * rank)"},
+                {"lora-targets", "", "LoRA: regex of the weights (initializer or MatMul/Gemm node names) to adapt (default: the products of the model's repeated blocks; see mixtrain check --lora-rank)"},
+                {"lora-dropout", "0", "LoRA: dropout on the adapters' input"},
+                {"lora-init", "", "LoRA: an adapter file (--export-adapter) to start from"},
+                {"export-adapter", "", "LoRA: write the trained adapters alone (ONNX initializers <W>.lora_A, <W>.lora_B) here"},
                 {"device", "auto", "cpu, cuda, or auto (cuda where a GPU is usable)"},
                 {"data-parallel", "false", "data-parallel training over the ranks of `mpirun -n K`: each rank steps on its 1/K of every global batch (--batch-size is global) and the gradients are averaged in the step; rank 0 prints, evaluates, saves and exports (docs/distributed.md)", true},
                 {"deterministic", "false", "with --data-parallel: reduce the gradients in a fixed order (0 + rank 0 + rank 1 + ...), so a run is reproducible bit for bit and equals one process with --accumulate=K and --batch-size=B/K", true},

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,18 @@ struct CheckOptions {
   // "cuda": also list the ops of the training step (bf16 AMP, Adam: what --device=cuda trains)
   // and of evaluation that have no CUDA kernel. Needs no GPU, only a build with CUDA.
   std::string device = "cpu";
+  // LoRA as TrainConfig's lora_* fields: rank > 0 adds the adapters before the rest is checked,
+  // so what trains is what `train --lora-rank` trains, and ModelCheck::adapters lists them.
+  int32_t lora_rank = 0;
+  std::optional<float> lora_alpha;
+  std::string lora_targets;
+};
+
+// One LoRA adapter pair: the weight it adapts and its A [in, rank] and B [rank, out].
+struct AdapterReport {
+  std::string weight;
+  int64_t in = 0, out = 0, rank = 0;
+  int64_t bytes = 0;  // A and B in fp32
 };
 
 struct InitializerReport {
@@ -67,6 +80,10 @@ struct ModelCheck {
   // fp16 AMP). They do not block CPU training.
   std::string cuda_unknown;
   std::vector<std::string> cuda_missing_ops;
+  // options.lora_rank > 0: the adapters, and the float parameters of the model (adapters
+  // excluded) and of the adapters, for the trainable fraction.
+  std::vector<AdapterReport> adapters;
+  int64_t model_parameters = 0, adapter_parameters = 0;
 };
 
 absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const CheckOptions& options = {});
