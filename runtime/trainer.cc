@@ -172,7 +172,7 @@ absl::Status Trainer::BuildOn(std::unique_ptr<Graph> model, std::shared_ptr<Devi
   model_ = std::move(built.model);
   params_ = std::move(built.params);
   std::unique_ptr<Graph> g = std::move(built.step), e = std::move(built.eval);
-  signature_ = SignModel(*model_, params_);
+  signature_ = SignModel(*model_, *g, params_);
   if (comm_ != nullptr) MT_RETURN_IF_ERROR(CheckRanksAgree());
   if (!on_cpu) {
     *missing = OpsWithoutKernels(*g, device_->type());
