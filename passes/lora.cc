@@ -6,6 +6,7 @@
 #include <regex>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -95,6 +96,25 @@ Tensor KaimingUniform(int64_t in, int64_t rank, uint64_t seed, const std::string
     p[i] = static_cast<float>((2 * u - 1) * bound);
   }
   return t;
+}
+
+// Whether the result of product `p` reaches a graph output without passing another product:
+// the model's head (an LM head, a classifier), which the default targets leave alone even where
+// its shape happens to equal a block's.
+bool IsHead(const Graph& g, const Node& p) {
+  std::vector<const Value*> todo{p.output(0)};
+  absl::flat_hash_set<const Value*> seen;
+  while (!todo.empty()) {
+    const Value* v = todo.back();
+    todo.pop_back();
+    if (v == nullptr || !seen.insert(v).second) continue;
+    if (g.IsGraphOutput(v)) return true;
+    for (const Node* c : v->consumers) {
+      if (ReadsWeight(*c)) continue;  // another product: p feeds it, p is not the last
+      for (const Value* o : c->outputs()) todo.push_back(o);
+    }
+  }
+  return false;
 }
 
 std::string Dims(const std::vector<int64_t>& d) { return absl::StrCat("[", absl::StrJoin(d, ", "), "]"); }
@@ -222,6 +242,7 @@ absl::StatusOr<std::vector<LoraTarget>> FindLoraTargets(const Graph& g, const Lo
     LoraTarget target;
     std::string unsupported;
     bool matched = false;
+    bool head = false;  // a product reading it is the model's head (IsHead)
   };
   std::vector<Candidate> cands;
   absl::flat_hash_map<const Value*, size_t> index;
@@ -244,6 +265,7 @@ absl::StatusOr<std::vector<LoraTarget>> FindLoraTargets(const Graph& g, const Lo
     }
     Candidate& c = cands[it->second];
     c.target.products.push_back(n.name());
+    c.head |= IsHead(g, n);
     if (c.unsupported.empty()) c.unsupported = r->unsupported;
     if (c.unsupported.empty() && r->transposed != c.target.transposed)
       c.unsupported = "is read both as it is and transposed";
@@ -276,7 +298,7 @@ absl::StatusOr<std::vector<LoraTarget>> FindLoraTargets(const Graph& g, const Lo
     std::map<std::pair<int64_t, int64_t>, int> count;
     auto eligible = [&](const Candidate& c) {
       const Value* v = g.FindValue(c.target.weight);
-      return c.unsupported.empty() && classes.at(v).role == InitializerRole::kParameter;
+      return c.unsupported.empty() && !c.head && classes.at(v).role == InitializerRole::kParameter;
     };
     for (const Candidate& c : cands)
       if (eligible(c)) ++count[{c.target.in, c.target.out}];

@@ -12,9 +12,10 @@
 // reading them; by default the weights of the products inside the model's repeated blocks,
 // found from the graph's structure: a 2-D weight read only by products (a tied embedding, also
 // read by a Gather, is not one) whose [in, out] shape recurs in at least two weights (one per
-// block: a transformer's attention and MLP projections), never from exporter names. A
-// classifier or LM head has a shape of its own and stays as it is. A one-block model has nothing
-// repeated and needs --lora-targets.
+// block: a transformer's attention and MLP projections), never from exporter names. The head (a
+// product whose result reaches a graph output through no other product: an LM head, a
+// classifier) stays as it is even where its shape equals a block's. A one-block model has
+// nothing repeated and needs --lora-targets.
 //
 // The pass runs first on the training step and on the evaluation graph (passes/pipeline.cc);
 // the prepared model the export starts from has no adapters, and the Trainer folds them into W
