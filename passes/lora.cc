@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "graph/dtype.h"
 #include "graph/shape_inference.h"
 #include "passes/parameters.h"
 #include "passes/pass_registry.h"
@@ -25,6 +26,12 @@ bool IsSwap(const Node& n) {
   if (!IsOnnxOp(n, "Transpose")) return false;
   const std::vector<int64_t> perm = n.attr_ints("perm");
   return perm.empty() || perm == std::vector<int64_t>{1, 0};
+}
+
+// Cast(W, to = f32) of a bf16/fp16 initializer: how StoreLoraTargetsLow leaves a frozen target.
+bool IsWidening(const Node& n) {
+  return IsOnnxOp(n, "Cast") && n.input(0) != nullptr && n.input(0)->is_initializer() &&
+         IsLowFloat(n.input(0)->dtype) && n.attr_int("to", 0) == 1;  // TensorProto.FLOAT
 }
 
 // How product `n` reads an initializer as its weight (the right operand of x·W).
@@ -50,13 +57,18 @@ std::optional<WeightRead> ReadsWeight(const Node& n) {
     r.transposed = !r.transposed;
     v = v->producer->input(0);
   }
+  bool widened = false;
+  if (v != nullptr && v->producer != nullptr && IsWidening(*v->producer)) {
+    v = v->producer->input(0);
+    widened = true;
+  }
   if (v == nullptr || !v->is_initializer()) return std::nullopt;
   r.weight = v;
   const Tensor& w = *v->initializer;
   if (w.rank() != 2) {
     r.unsupported = absl::StrCat("is [", absl::StrJoin(w.dims(), ", "), "], not a 2-D weight (read by ", n.op_type(),
                                  " '", n.name(), "')");
-  } else if (w.dtype() != DType::kF32) {
+  } else if (w.dtype() != DType::kF32 && !widened) {
     r.unsupported = absl::StrCat("is ", DTypeName(w.dtype()), ": LoRA adapts fp32 weights");
   } else if (gemm && (n.attr_int("transA", 0) != 0 || n.attr_float("alpha", 1.0f) != 1.0f)) {
     r.unsupported = absl::StrCat("is read by Gemm '", n.name(), "' with transA or alpha != 1");
@@ -64,12 +76,13 @@ std::optional<WeightRead> ReadsWeight(const Node& n) {
   return r;
 }
 
-// Whether `v` is read through `n` as a product's weight (directly or through a swap).
+// Whether `v` is read through `n` as a product's weight (directly, or through a swap or a
+// widening Cast all of whose readers do).
 bool ReadAsWeight(const Node& n, const Value* v) {
-  if (IsSwap(n) && n.output(0) != nullptr) {
+  if ((IsSwap(n) || IsWidening(n)) && n.output(0) != nullptr) {
     for (const Node* c : n.output(0)->consumers)
-      if (auto r = ReadsWeight(*c); r && r->weight == v) return true;
-    return false;
+      if (!ReadAsWeight(*c, v)) return false;
+    return !n.output(0)->consumers.empty();
   }
   auto r = ReadsWeight(n);
   return r && r->weight == v && n.input(0) != v;
@@ -325,6 +338,37 @@ MT_REGISTER_PASS(lora, [] {
   o.alpha = 16;
   return MakeLoraPass(o);
 });
+
+absl::Status StoreLoraTargetsLow(Graph& g, const LoraOptions& options, DType low) {
+  if (options.rank <= 0 || !IsLowFloat(low)) return absl::OkStatus();
+  MT_ASSIGN_OR_RETURN(std::vector<LoraTarget> targets, FindLoraTargets(g, options));
+  for (const LoraTarget& t : targets) {
+    Value* w = g.FindValue(t.weight);
+    if (w->dtype != DType::kF32) continue;
+    // W_low -> Cast(f32) -> every reader of W; the precision pass's Cast back to `low` before
+    // the product and this one cancel in cleanup (an exact round trip).
+    Value* wide = g.AddValue(g.UniqueName(w->name + "/f32"), DType::kF32, w->shape);
+    for (Node* reader : std::vector<Node*>(w->consumers))
+      for (size_t i = 0; i < reader->num_inputs(); ++i)
+        if (reader->input(i) == w) g.SetInput(reader, i, wide);
+    g.SetInitializer(w, ConvertFloat(*w->initializer, low));
+    g.AddNode("Cast", {w}, {wide}, g.UniqueName(w->name + "/widen"))->SetAttr(Attribute::Int("to", 1));
+  }
+  MT_RETURN_IF_ERROR(g.TopoSort());
+  return InferShapes(g);
+}
+
+absl::Status RestoreLoraTarget(Graph& g, Value* w, Tensor merged) {
+  if (w->consumers.size() == 1 && IsWidening(*w->consumers[0])) {
+    Node* cast = w->consumers[0];
+    Value* wide = cast->output(0);
+    g.RemoveNode(cast);
+    g.ReplaceAllUsesWith(wide, w);
+    g.RemoveValue(wide);
+  }
+  g.SetInitializer(w, ConvertFloat(merged, DType::kF32));
+  return g.TopoSort();
+}
 
 std::vector<LoraAdapter> LoraAdapters(const Graph& g) {
   std::vector<LoraAdapter> out;

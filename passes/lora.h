@@ -71,6 +71,14 @@ absl::StatusOr<std::vector<LoraTarget>> FindLoraTargets(const Graph& g, const Lo
 
 std::unique_ptr<Pass> MakeLoraPass(LoraOptions options);
 
+// Under AMP the frozen targets are stored once, in the low type (fp32 masters are for what
+// trains): each W of the prepared model becomes a `low` initializer read through Cast(W, f32),
+// which cleanup cancels against the precision pass's Cast to `low` before the product, so the
+// step and the evaluation read the one low copy. No-op for rank 0 or an fp32 run.
+absl::Status StoreLoraTargetsLow(Graph& g, const LoraOptions& options, DType low);
+// Export: W (stored low or not) becomes the fp32 initializer `merged` again, read directly.
+absl::Status RestoreLoraTarget(Graph& g, Value* w, Tensor merged);
+
 // The adapters the lora pass added to `g`, read back from their metadata.
 struct LoraAdapter {
   std::string weight, a, b;

@@ -180,7 +180,8 @@ absl::Status PrepareModel(Graph& model, const TrainingRecipe& recipe) {
   CanonicalizeOptions co;
   co.params = recipe.params;
   ps.push_back(MakeCanonicalizePass(co));
-  return RunPasses(model, std::move(ps));
+  MT_RETURN_IF_ERROR(RunPasses(model, std::move(ps)));
+  return StoreLoraTargetsLow(model, recipe.lora, recipe.low);
 }
 
 absl::StatusOr<std::vector<std::string>> BuildTrainingStep(Graph& g, const TrainingRecipe& r) {

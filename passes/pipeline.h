@@ -52,7 +52,8 @@ struct TrainingRecipe {
 absl::StatusOr<TrainingRecipe> ResolveTrainingRecipe(const pb::TrainConfig& config, const Graph& model,
                                                      bool native_bf16);
 
-// The import stage every graph below starts from (canonicalization with the recipe's parameters).
+// The import stage every graph below starts from (canonicalization with the recipe's parameters;
+// with LoRA under AMP, the frozen targets stored in the low type: StoreLoraTargetsLow).
 absl::Status PrepareModel(Graph& model, const TrainingRecipe& recipe);
 // The training step from a prepared model, in place: gradients, update, state outputs. Returns
 // the parameters it trains (those with a gradient), in order.

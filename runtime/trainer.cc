@@ -418,8 +418,10 @@ absl::Status Trainer::ExportInferenceModel(const std::string& path, DType dtype)
     MT_CHECK(w != nullptr && w->is_initializer()) << "LoRA target " << ad.weight << " is not in the model";
     MT_ASSIGN_OR_RETURN(Tensor a, train_->GetInitializer(ad.a));
     MT_ASSIGN_OR_RETURN(Tensor b, train_->GetInitializer(ad.b));
-    MT_ASSIGN_OR_RETURN(Tensor merged, MergeLoraDelta(*w->initializer, a, b, ad.scale, ad.transposed));
-    g->SetInitializer(w, std::move(merged));
+    // Under AMP W is stored in the low type (StoreLoraTargetsLow): the sum is fp32 either way.
+    MT_ASSIGN_OR_RETURN(Tensor merged,
+                        MergeLoraDelta(ConvertFloat(*w->initializer, DType::kF32), a, b, ad.scale, ad.transposed));
+    MT_RETURN_IF_ERROR(RestoreLoraTarget(*g, w, std::move(merged)));
   }
   MT_RETURN_IF_ERROR(LowerForExport(*g, dtype));
   return SaveOnnxFile(*g, path);
