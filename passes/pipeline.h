@@ -5,9 +5,9 @@
 // API's TransformModel build their graphs from it with the functions below, so what `dump`
 // prints is what `train` runs:
 //
-//   import -> canonicalize -> [step] train_mode -> loss -> precision -> loss_scale -> autodiff
+//   import -> canonicalize -> [step] lora -> train_mode -> loss -> precision -> loss_scale -> autodiff
 //                                    -> optimizer -> cleanup [-> precision_stats]
-//                          -> [eval] inference form -> loss -> precision -> cleanup
+//                          -> [eval] inference form -> lora -> loss -> precision -> cleanup
 //                          -> [export] inference form -> precision (half) -> cleanup -> weight casts
 #pragma once
 
