@@ -12,6 +12,7 @@
 #include "kernels/registry.h"
 #include "mixtrain/check.h"
 #include "passes/canonicalize.h"
+#include "passes/lora.h"
 #include "passes/parameters.h"
 #include "passes/passes.h"
 #include "passes/pipeline.h"
@@ -68,6 +69,9 @@ pb::TrainConfig TrainConfigOf(const CheckOptions& options) {
   c.set_class_axis(options.class_axis);
   c.set_freeze(options.freeze);
   c.set_trainable(options.trainable);
+  c.set_lora_rank(options.lora_rank);
+  if (options.lora_alpha) c.set_lora_alpha(*options.lora_alpha);
+  if (!options.lora_targets.empty()) c.set_lora_targets(options.lora_targets);
   return c;
 }
 
@@ -194,6 +198,22 @@ absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const Check
       }
     }
     out.op_types.assign(ops.begin(), ops.end());
+    // LoRA: the adapters join the model here, so what trains below is what `train` trains.
+    if (options.lora_rank > 0 || !options.lora_targets.empty() || options.lora_alpha) {
+      MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(TrainConfigOf(options), *g, true));
+      const auto before = ClassifyInitializers(*g);
+      for (const Value* v : g->initializers())
+        if (before.at(v).role == InitializerRole::kParameter) out.model_parameters += v->initializer->numel();
+      MT_ASSIGN_OR_RETURN(std::vector<LoraTarget> targets, FindLoraTargets(*g, recipe.lora));
+      PassManager pm;
+      pm.Add(MakeLoraPass(recipe.lora));
+      MT_RETURN_IF_ERROR(pm.Run(*g));
+      for (const LoraTarget& t : targets) {
+        const int64_t n = (t.in + t.out) * recipe.lora.rank;
+        out.adapters.push_back({t.weight, t.in, t.out, recipe.lora.rank, n * 4});
+        out.adapter_parameters += n;
+      }
+    }
 
     MT_ASSIGN_OR_RETURN(absl::flat_hash_set<const Value*> selected,
                         SelectTrainable(*g, {options.trainable, options.freeze}));
@@ -212,7 +232,9 @@ absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const Check
       r.selected = selected.contains(v);
       if (selected.contains(v) && c.role == InitializerRole::kConstant) r.reason += " (selected by --trainable)";
       if (!selected.contains(v) && c.role == InitializerRole::kParameter)
-        r.reason += options.trainable.empty() ? " (--freeze matches it)" : " (--trainable does not match it)";
+        r.reason += !out.adapters.empty() && options.trainable.empty() ? " (frozen: LoRA trains the adapters)"
+                    : options.trainable.empty()                        ? " (--freeze matches it)"
+                                                                       : " (--trainable does not match it)";
       index[v->name] = out.initializers.size();
       out.initializers.push_back(std::move(r));
     }

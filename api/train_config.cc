@@ -87,6 +87,11 @@ pb::TrainConfig ToProto(const TrainConfig& c) {
   MT_SET(p, deterministic, c.deterministic);
   MT_SET(p, recompute, c.recompute);
   if (c.ignore_index) p.set_ignore_index(*c.ignore_index);
+  MT_SET(p, lora_rank, c.lora_rank);
+  if (c.lora_alpha) p.set_lora_alpha(*c.lora_alpha);  // unset means 2 * rank
+  MT_SET(p, lora_targets, c.lora_targets);
+  MT_SET(p, lora_dropout, c.lora_dropout);
+  MT_SET(p, lora_init, c.lora_init);
 
   pb::OptimizerConfig o;
   MT_SET_ENUM(o, kind, c.optimizer.kind, pb::OptimizerConfig::Kind);
@@ -172,6 +177,11 @@ TrainConfig FromProto(const pb::TrainConfig& p) {
   c.deterministic = p.deterministic();
   c.recompute = p.recompute();
   if (p.has_ignore_index()) c.ignore_index = p.ignore_index();
+  c.lora_rank = p.lora_rank();
+  if (p.has_lora_alpha()) c.lora_alpha = p.lora_alpha();
+  c.lora_targets = p.lora_targets();
+  c.lora_dropout = p.lora_dropout();
+  c.lora_init = p.lora_init();
   const pb::OptimizerConfig& o = p.optimizer();
   c.optimizer = {static_cast<TC::Optimizer::Kind>(o.kind()), o.lr(), o.beta1(), o.beta2(),
                  o.has_epsilon() ? std::optional<float>(o.epsilon()) : std::nullopt,
@@ -248,6 +258,9 @@ constexpr NumericField kNumericFields[] = {
     MT_FIELD(run.limit_train, NumberRule::Integer(0, kMaxSteps)),
     MT_FIELD(run.limit_test, NumberRule::Integer(0, kMaxSteps)),
     MT_FIELD(run.log_every, NumberRule::Integer(1, kMaxSteps)),
+    MT_FIELD(lora_rank, NumberRule::Integer(0, kInt32Max)),  // 0 = off
+    MT_FIELD(lora_alpha, kPositive),
+    MT_FIELD(lora_dropout, kUnitOpenAbove),
 };
 #undef MT_FIELD
 

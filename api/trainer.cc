@@ -291,6 +291,11 @@ absl::Status Trainer::ExportInferenceModel(const std::string& path, ElementType 
   });
 }
 
+absl::Status Trainer::ExportAdapters(const std::string& path) const {
+  auto lock = impl_->Lock();
+  return api::Guarded("Trainer::ExportAdapters", [&] { return impl_->rt->ExportAdapters(path); });
+}
+
 absl::StatusOr<std::string> Trainer::TransformedGraph(GraphFormat format) const {
   auto lock = impl_->Lock();
   return api::Guarded("Trainer::TransformedGraph", [&]() -> absl::StatusOr<std::string> {

@@ -57,6 +57,9 @@ absl::StatusOr<pb::TrainConfig> TrainConfigOf(const TransformOptions& o) {
   else return absl::InvalidArgumentError(absl::StrCat("TransformOptions::optimizer '", o.optimizer, "' is unknown"));
   c.data_parallel = o.data_parallel;
   c.deterministic = o.deterministic;
+  c.lora_rank = o.lora_rank;
+  c.lora_alpha = o.lora_alpha;
+  c.lora_targets = o.lora_targets;
   MT_RETURN_IF_ERROR(c.Validate());  // the op names of --allow/--deny, as `train` checks them
   return api::ToProto(c);
 }

@@ -140,6 +140,7 @@ InitializerClass Classify(const Graph& g, const Value* v, const TorchExportInfo&
   if (IsBatchNormStat(v)) return {R::kState, "BatchNorm running statistic"};
   if (auto it = v->metadata.find(kFoldedMetadata); it != v->metadata.end())
     return {R::kConstant, it->second == kPassConstant ? "a pass's constant" : "folded by canonicalization"};
+  if (v->metadata.contains(kLoraRole)) return {R::kParameter, kLoraAdapterReason};
   const Reads reads = RoleReads(v);
   InitializerClass c = Decide(g, v, torch, reads);
   c.position = reads.position;
@@ -164,13 +165,22 @@ namespace {
 // --trainable and --freeze, compiled.
 struct Flags {
   std::optional<std::regex> keep, freeze;
+  bool lora = false;  // the graph has LoRA adapters: they train, the rest only where --trainable says
 
   bool Trains(const Value* v, const InitializerClass& c) const {
-    bool train = keep ? IsFloat(v->dtype) && c.role != InitializerRole::kState && std::regex_match(v->name, *keep)
-                      : c.role == InitializerRole::kParameter;
+    const bool adapter = c.reason == kLoraAdapterReason;
+    bool train = adapter ? true
+                 : keep  ? IsFloat(v->dtype) && c.role != InitializerRole::kState && std::regex_match(v->name, *keep)
+                         : c.role == InitializerRole::kParameter && !lora;
     return train && !(freeze && std::regex_match(v->name, *freeze));
   }
 };
+
+bool HasLoraAdapters(const std::map<const Value*, InitializerClass>& classes) {
+  for (const auto& [v, c] : classes)
+    if (c.reason == kLoraAdapterReason) return true;
+  return false;
+}
 
 absl::StatusOr<Flags> Compile(const TrainableSelection& sel) {
   Flags f;
@@ -188,8 +198,10 @@ absl::StatusOr<Flags> Compile(const TrainableSelection& sel) {
 absl::StatusOr<absl::flat_hash_set<const Value*>> SelectTrainable(const Graph& g,
                                                                   const TrainableSelection& sel) {
   MT_ASSIGN_OR_RETURN(Flags flags, Compile(sel));
+  const auto classes = ClassifyInitializers(g);
+  flags.lora = HasLoraAdapters(classes);
   absl::flat_hash_set<const Value*> out;
-  for (const auto& [v, c] : ClassifyInitializers(g))
+  for (const auto& [v, c] : classes)
     if (flags.Trains(v, c)) out.insert(v);
   return out;
 }
@@ -197,12 +209,14 @@ absl::StatusOr<absl::flat_hash_set<const Value*>> SelectTrainable(const Graph& g
 absl::StatusOr<std::vector<std::string>> TrainabilityWarnings(const Graph& g, const TrainableSelection& sel) {
   MT_ASSIGN_OR_RETURN(Flags flags, Compile(sel));
   const auto classes = ClassifyInitializers(g);
+  flags.lora = HasLoraAdapters(classes);
   std::vector<std::string> out;
   for (const Value* v : g.initializers()) {
     const InitializerClass& c = classes.at(v);
     const bool trains = flags.Trains(v, c);
     if (trains && !c.ambiguity.empty()) out.push_back(c.ambiguity);
-    if (trains || c.position.empty() || c.reason == kExportersOwn) continue;
+    // Under LoRA the model's own weights are frozen by design.
+    if (trains || c.position.empty() || c.reason == kExportersOwn || flags.lora) continue;
     const std::string why = c.role != InitializerRole::kParameter ? c.reason
                             : flags.keep                         ? "--trainable does not match it"
                                                                  : "--freeze matches it";

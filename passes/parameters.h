@@ -26,7 +26,9 @@
 //      a one-element "onnx::..." (TorchScript's folded scalars) -> constant;
 //      otherwise -> parameter
 // --trainable=REGEX replaces the default set by the float initializers it matches (state
-// excepted); --freeze=REGEX removes what it matches.
+// excepted); --freeze=REGEX removes what it matches. LoRA adapters (kLoraRole) always train but
+// where --freeze matches them; in a graph with adapters nothing else trains by default, and
+// --trainable adds to the adapters.
 #pragma once
 
 #include <map>
@@ -58,6 +60,11 @@ inline constexpr char kFoldedMetadata[] = "mixtrain.folded";
 inline constexpr char kPassConstant[] = "pass constant";
 // Metadata key unroll_rnn sets on initializers that were a recurrent node's W, R or B (the value
 // says which), so they keep their role after the node is gone.
+// Metadata key the lora pass sets on the adapters it adds ("A" or "B"; passes/lora.h): they are
+// parameters whatever else the rule says, and where a graph has them the model's own parameters
+// train only where --trainable names them (LoRA trains the adapters alone).
+inline constexpr char kLoraRole[] = "mixtrain.lora";
+inline constexpr char kLoraAdapterReason[] = "a LoRA adapter";
 inline constexpr char kRecurrentWeightMetadata[] = "mixtrain.recurrent_weight";
 // The dynamo exporter's metadata: per value, its graph's signature, what a folded value came from.
 inline constexpr char kTorchExportKind[] = "pkg.torch.export.graph_signature.InputSpec.kind";

@@ -2,10 +2,12 @@
 #include "passes/pipeline.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "onnx/defs/schema.h"
+#include "graph/onnx_import.h"
 #include "graph/shape_inference.h"
 #include "passes/canonicalize.h"
 #include "passes/pass_registry.h"
@@ -79,6 +81,38 @@ absl::StatusOr<OptimizerOptions> Optimizer(const pb::TrainConfig& c) {
   return o;
 }
 
+// The LoRA settings; an adapter file's tensors are read once here (the step and evaluation
+// graphs share them).
+absl::StatusOr<LoraOptions> Lora(const pb::TrainConfig& c) {
+  LoraOptions o;
+  if (c.lora_rank() < 0) return absl::InvalidArgumentError(absl::StrCat("lora_rank=", c.lora_rank(), ": must be >= 0"));
+  if (c.lora_rank() == 0) {
+    for (const char* f : {"lora_alpha", "lora_targets", "lora_dropout", "lora_init"})
+      if (c.GetReflection()->HasField(c, c.GetDescriptor()->FindFieldByName(f)))
+        return absl::InvalidArgumentError(absl::StrCat(f, " is set but lora_rank is 0 (--lora-rank=R turns LoRA on)"));
+    return o;
+  }
+  o.rank = c.lora_rank();
+  o.alpha = c.has_lora_alpha() ? c.lora_alpha() : 2.0f * static_cast<float>(o.rank);
+  if (!(o.alpha > 0) || !std::isfinite(o.alpha))
+    return absl::InvalidArgumentError(absl::StrCat("lora_alpha=", o.alpha, ": must be a finite number > 0"));
+  if (!(c.lora_dropout() >= 0 && c.lora_dropout() < 1))
+    return absl::InvalidArgumentError(absl::StrCat("lora_dropout=", c.lora_dropout(), ": must be in [0, 1)"));
+  o.dropout = c.lora_dropout();
+  o.targets = c.lora_targets();
+  o.seed = c.data().seed();
+  if (!c.lora_init().empty()) {
+    o.init_path = c.lora_init();
+    absl::StatusOr<std::unique_ptr<Graph>> file = ImportOnnxFile(o.init_path);
+    if (!file.ok())
+      return absl::InvalidArgumentError(absl::StrCat("--lora-init=", o.init_path, ": ", file.status().message()));
+    auto init = std::make_shared<std::map<std::string, Tensor>>();
+    for (const Value* v : (*file)->initializers()) init->emplace(v->name, *v->initializer);
+    o.init = std::move(init);
+  }
+  return o;
+}
+
 }  // namespace
 
 absl::StatusOr<TrainingRecipe> ResolveTrainingRecipe(const pb::TrainConfig& c, const Graph& model,
@@ -132,6 +166,7 @@ absl::StatusOr<TrainingRecipe> ResolveTrainingRecipe(const pb::TrainConfig& c, c
   r.optimizer.unscale = r.scaling;
   r.optimizer.dynamic_scale = r.dynamic_scaling;
   r.debug_precision = c.debug_precision() > 0;
+  MT_ASSIGN_OR_RETURN(r.lora, Lora(c));
   if (c.recompute() == "auto") {
     r.recompute.mode = RecomputeOptions::Mode::kAuto;
   } else if (c.recompute() == "all") {
@@ -148,11 +183,13 @@ absl::Status PrepareModel(Graph& model, const TrainingRecipe& recipe) {
   CanonicalizeOptions co;
   co.params = recipe.params;
   ps.push_back(MakeCanonicalizePass(co));
-  return RunPasses(model, std::move(ps));
+  MT_RETURN_IF_ERROR(RunPasses(model, std::move(ps)));
+  return StoreLoraTargetsLow(model, recipe.lora, recipe.low);
 }
 
 absl::StatusOr<std::vector<std::string>> BuildTrainingStep(Graph& g, const TrainingRecipe& r) {
   std::vector<std::unique_ptr<Pass>> ps;
+  ps.push_back(MakeLoraPass(r.lora));
   MT_RETURN_IF_ERROR(AddForwardFusions(ps, r.params));
   ps.push_back(MakeTrainModePass(r.train_mode));
   ps.push_back(MakeLossPass(r.loss));
@@ -197,7 +234,8 @@ absl::Status BuildEvalGraph(Graph& g, const TrainingRecipe& r) {
   ToInferenceForm(g);
   std::vector<std::unique_ptr<Pass>> ps;
   // Evaluation computes what the step computes (and needs no recurrent kernel, which CUDA lacks;
-  // loops have none anywhere).
+  // loops have none anywhere), with the same adapters.
+  ps.push_back(MakeLoraPass(r.lora));
   ps.push_back(MakeUnrollLoopPass(r.params));
   ps.push_back(MakeUnrollRnnPass());
   ps.push_back(MakeLossPass(r.loss));

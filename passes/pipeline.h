@@ -5,9 +5,9 @@
 // API's TransformModel build their graphs from it with the functions below, so what `dump`
 // prints is what `train` runs:
 //
-//   import -> canonicalize -> [step] train_mode -> loss -> precision -> loss_scale -> autodiff
+//   import -> canonicalize -> [step] lora -> train_mode -> loss -> precision -> loss_scale -> autodiff
 //                                    -> optimizer -> cleanup [-> precision_stats]
-//                          -> [eval] inference form -> loss -> precision -> cleanup
+//                          -> [eval] inference form -> lora -> loss -> precision -> cleanup
 //                          -> [export] inference form -> precision (half) -> cleanup -> weight casts
 #pragma once
 
@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "graph/graph.h"
+#include "passes/lora.h"
 #include "passes/parameters.h"
 #include "passes/passes.h"
 #include "passes/precision_policy.h"
@@ -37,6 +38,7 @@ struct TrainingRecipe {
   OptimizerOptions optimizer;
   bool debug_precision = false;  // the precision debugger's statistics (MakePrecisionStatsPass)
   RecomputeOptions recompute;    // activation recompute (MakeRecomputePass)
+  LoraOptions lora;              // rank 0: no adapters (MakeLoraPass, first on step and eval)
   // The step runs on the CPU: its conv region is channel-blocked where the CPU has the kernels
   // (MakeConvLayoutTrainingPass). Other devices keep ONNX's layouts.
   bool cpu_layouts = true;
@@ -50,7 +52,8 @@ struct TrainingRecipe {
 absl::StatusOr<TrainingRecipe> ResolveTrainingRecipe(const pb::TrainConfig& config, const Graph& model,
                                                      bool native_bf16);
 
-// The import stage every graph below starts from (canonicalization with the recipe's parameters).
+// The import stage every graph below starts from (canonicalization with the recipe's parameters;
+// with LoRA under AMP, the frozen targets stored in the low type: StoreLoraTargetsLow).
 absl::Status PrepareModel(Graph& model, const TrainingRecipe& recipe);
 // The training step from a prepared model, in place: gradients, update, state outputs. Returns
 // the parameters it trains (those with a gradient), in order.

@@ -13,6 +13,7 @@
 #include "graph/onnx_import.h"
 #include "graph/shape_inference.h"
 #include "graph/sym_dim.h"
+#include "passes/lora.h"
 #include "passes/pipeline.h"
 #include "passes/passes.h"
 #include "passes/precision.h"
@@ -182,7 +183,7 @@ absl::Status Trainer::BuildOn(std::unique_ptr<Graph> model, std::shared_ptr<Devi
   model_ = std::move(built.model);
   params_ = std::move(built.params);
   std::unique_ptr<Graph> g = std::move(built.step), e = std::move(built.eval);
-  signature_ = SignModel(*model_, params_);
+  signature_ = SignModel(*model_, *g, params_);
   if (comm_ != nullptr) MT_RETURN_IF_ERROR(CheckRanksAgree());
   if (!on_cpu) {
     *missing = OpsWithoutKernels(*g, device_->type());
@@ -465,8 +466,37 @@ absl::Status Trainer::ExportInferenceModel(const std::string& path, DType dtype)
     MT_ASSIGN_OR_RETURN(Tensor t, train_->InitializerContents(v->name));
     g->SetInitializer(v, t);
   }
+  for (const LoraAdapter& ad : LoraAdapters(*train_graph_)) {
+    Value* w = g->FindValue(ad.weight);
+    MT_CHECK(w != nullptr && w->is_initializer()) << "LoRA target " << ad.weight << " is not in the model";
+    MT_ASSIGN_OR_RETURN(Tensor a, train_->GetInitializer(ad.a));
+    MT_ASSIGN_OR_RETURN(Tensor b, train_->GetInitializer(ad.b));
+    // Under AMP W is stored in the low type (StoreLoraTargetsLow): the sum is fp32 either way.
+    MT_ASSIGN_OR_RETURN(Tensor merged,
+                        MergeLoraDelta(ConvertFloat(*w->initializer, DType::kF32), a, b, ad.scale, ad.transposed));
+    MT_RETURN_IF_ERROR(RestoreLoraTarget(*g, w, std::move(merged)));
+  }
   MT_RETURN_IF_ERROR(LowerForExport(*g, dtype));
   return SaveOnnxFile(*g, path);
+}
+
+absl::Status Trainer::ExportAdapters(const std::string& path) const {
+  const std::vector<LoraAdapter> adapters = LoraAdapters(*train_graph_);
+  if (adapters.empty()) return absl::FailedPreconditionError("no LoRA adapters to export (lora_rank is 0)");
+  Graph g;
+  g.name = "lora_adapters";
+  g.producer_name = "mixtrain";
+  g.opset_imports = model_->opset_imports;
+  for (const LoraAdapter& ad : adapters)
+    for (const std::string& name : {ad.a, ad.b}) {
+      MT_ASSIGN_OR_RETURN(Tensor t, train_->GetInitializer(name));
+      g.AddInitializer(name, t);
+    }
+  g.metadata_props.emplace_back("mixtrain.lora.rank", absl::StrCat(config_.lora_rank()));
+  g.metadata_props.emplace_back(
+      "mixtrain.lora.alpha",
+      absl::StrCat(config_.has_lora_alpha() ? config_.lora_alpha() : 2.0f * static_cast<float>(config_.lora_rank())));
+  return SaveOnnxFile(g, path);
 }
 
 }  // namespace mixtrain

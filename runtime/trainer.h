@@ -121,7 +121,13 @@ class Trainer {
   }
   // The model with the trained weights in inference form (BatchNorm with running statistics);
   // `dtype` f16/bf16 stores weights and computes in the low type where the policy allows.
+  // With LoRA the adapters are folded into the weights they adapt (W + (alpha/rank)·A·B): the
+  // file has the model's own initializers and shapes, and no adapter.
   absl::Status ExportInferenceModel(const std::string& path, DType dtype = DType::kF32) const;
+  // LoRA: the adapters alone, as an ONNX file of fp32 initializers "<W>.lora_A" [in, rank] and
+  // "<W>.lora_B" [rank, out] with metadata_props mixtrain.lora.rank and mixtrain.lora.alpha
+  // (docs/lora.md); config.lora_init reads it back. Fails when the run has no adapters.
+  absl::Status ExportAdapters(const std::string& path) const;
 
   const Graph& TransformedGraph() const { return *train_graph_; }
   const Graph& EvalGraph() const { return *eval_graph_; }

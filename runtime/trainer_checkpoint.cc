@@ -128,11 +128,11 @@ uint64_t Fnv1a(uint64_t h, std::string_view bytes) {
 }
 
 // The trainable parameters (name, dtype, dims) and the prepared graph's op types, hashed.
-pb::ModelSignature SignModel(const Graph& model, const std::vector<std::string>& params) {
+pb::ModelSignature SignModel(const Graph& model, const Graph& step, const std::vector<std::string>& params) {
   pb::ModelSignature sig;
   uint64_t h = 0xcbf29ce484222325ull;
   for (const std::string& name : params) {
-    const Value* v = model.FindValue(name);
+    const Value* v = step.FindValue(name);
     MT_CHECK(v && v->is_initializer()) << "trained parameter '" << name << "' is no initializer";
     pb::ParamSignature* p = sig.add_params();
     p->set_name(name);

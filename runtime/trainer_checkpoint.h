@@ -18,7 +18,8 @@ namespace mixtrain {
 uint64_t Fnv1a(uint64_t h, std::string_view bytes);
 
 // The trainable parameters (name, dtype, dims) and the prepared graph's op types, hashed.
-pb::ModelSignature SignModel(const Graph& model, const std::vector<std::string>& params);
+// `params` are looked up in `step` (LoRA adapters exist only there), the op types in `model`.
+pb::ModelSignature SignModel(const Graph& model, const Graph& step, const std::vector<std::string>& params);
 
 // Appends "optimizer.kind is ADAM in the checkpoint, ADAMW in this run" to `out` for every field
 // that differs between two configs (unset fields count as their default; fields a resumed run

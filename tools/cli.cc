@@ -79,6 +79,9 @@ const std::vector<NumericFlag>& NumericFlags() {
       Field("steps", "steps"),
       Field("batch-size", "data.batch_size"),  // train; bench's random batch
       Field("class-axis", "class_axis"),       // train, grad, check, dump, bench
+      Field("lora-rank", "lora_rank"),         // train, check
+      Field("lora-alpha", "lora_alpha"),
+      Field("lora-dropout", "lora_dropout"),
       // data.seed takes any uint64; a flag's value must be exact in a double.
       Own("seed", NumberRule::Integer(0, 9007199254740991.0)),
       Field("ignore-index", "ignore_index"),

@@ -45,6 +45,9 @@ int Check(const cli::Args& args) {
   opt.class_axis = static_cast<int32_t>(args.integer("class-axis"));
   opt.freeze = args.str("freeze");
   opt.trainable = args.str("trainable");
+  if (args.has("lora-rank")) opt.lora_rank = static_cast<int32_t>(args.integer("lora-rank"));
+  if (args.has("lora-alpha")) opt.lora_alpha = static_cast<float>(args.number("lora-alpha"));
+  opt.lora_targets = args.str("lora-targets");
   opt.device = args.str("device");
   if (opt.device != "cpu" && opt.device != "cuda")
     return cli::Fail("check", absl::InvalidArgumentError(absl::StrCat("--device=", opt.device, ": expected cpu or cuda"))) + 1;
@@ -123,6 +126,20 @@ int Check(const cli::Args& args) {
   if (verbose)
     for (const InitializerReport& i : r->initializers)
       if (!i.trains) std::printf("  %s %s%s: %s, %s\n", i.name.c_str(), i.dtype.c_str(), DimsString(i.dims).c_str(), i.role.c_str(), i.reason.c_str());
+  if (!r->adapters.empty()) {
+    int64_t bytes = 0;
+    for (const AdapterReport& ad : r->adapters) bytes += ad.bytes;
+    const double all = static_cast<double>(r->model_parameters + r->adapter_parameters);
+    std::printf("lora: %zu adapters of rank %d, %lld parameters (%s), %.3f%% of %lld\n", r->adapters.size(),
+                static_cast<int>(r->adapters[0].rank), static_cast<long long>(r->adapter_parameters),
+                Bytes(bytes).c_str(), all > 0 ? 100.0 * static_cast<double>(r->adapter_parameters) / all : 0.0,
+                static_cast<long long>(r->model_parameters + r->adapter_parameters));
+    for (const AdapterReport& ad : r->adapters)
+      std::printf("  %s [in %lld, out %lld]: A [%lld,%lld] + B [%lld,%lld], %s\n", ad.weight.c_str(),
+                  static_cast<long long>(ad.in), static_cast<long long>(ad.out), static_cast<long long>(ad.in),
+                  static_cast<long long>(ad.rank), static_cast<long long>(ad.rank), static_cast<long long>(ad.out),
+                  Bytes(ad.bytes).c_str());
+  }
   for (const std::string& w : r->trainability_warnings) std::printf("warning: %s\n", w.c_str());
   if (!r->trains) {
     std::printf("blocking (%zu):\n", r->blockers.size());
@@ -157,7 +174,7 @@ MT_REGISTER_COMMAND(
     check, cli::Command{
                .name = "check",
                .usage = "mixtrain check MODEL.onnx [--loss=KIND] [--class-axis=N] [--output=NAME] "
-                        "[--freeze=REGEX] [--trainable=REGEX] [--device=cpu|cuda] [--verbose] "
+                        "[--freeze=REGEX] [--trainable=REGEX] [--lora-rank=R] [--device=cpu|cuda] [--verbose] "
                         "[--memory [--batch-size=N] [--precision=P] [--dtype=D] [--recompute=R]]",
                .summary = "say whether a model trains, before training: every blocking node, what "
                           "was folded, what trains and what is frozen and why (exit 0 trains, 1 not)",
@@ -176,6 +193,12 @@ MT_REGISTER_COMMAND(
                        {.name = "device", .default_value = "cpu",
                         .help = "cuda: also list the training step's ops without a CUDA kernel (exit 1 if "
                                 "any); needs no GPU"},
+                       {.name = "lora-rank", .default_value = "0",
+                        .help = "LoRA: add rank-R adapters as `train --lora-rank` does and list them with their bytes "
+                                "and the trainable fraction"},
+                       {.name = "lora-alpha", .default_value = "", .help = "LoRA: alpha (default: 2 * rank)"},
+                       {.name = "lora-targets", .default_value = "",
+                        .help = "LoRA: regex of the weights to adapt (default: the products of the repeated blocks)"},
                        {.name = "verbose", .default_value = "false",
                         .help = "list every initializer with its role and reason", .is_bool = true},
                        {.name = "memory", .default_value = "false",

@@ -108,11 +108,15 @@ absl::StatusOr<std::map<std::string, std::string>> CheckPaths(const cli::Args& a
   }
   for (const char* flag : {"resume", "config", "policy"})
     if (a.has(flag)) inputs.push_back({absl::StrCat("--", flag), a.str(flag)});
+  if (!c.lora_init.empty()) inputs.push_back({"--lora-init", c.lora_init});
+  if (a.has("export-adapter") && c.lora_rank == 0)
+    return absl::InvalidArgumentError("--export-adapter needs --lora-rank=R (no adapters to write)");
   std::vector<cli::FileArg> files;
   std::map<std::string, std::string> outputs;  // flag -> path
   const std::pair<const char*, std::string> named[] = {
       {"save", c.run.save}, {"save-best", c.run.save_best}, {"export", c.run.export_path},
-      {"log-json", a.str("log-json")}, {"debug-precision-out", a.str("debug-precision-out")}};
+      {"log-json", a.str("log-json")}, {"debug-precision-out", a.str("debug-precision-out")},
+      {"export-adapter", a.str("export-adapter")}};
   for (const auto& [flag, path] : named) {
     if (path.empty()) continue;
     files.push_back({absl::StrCat("--", flag), path});
@@ -414,6 +418,10 @@ absl::Status RunTrain(const cli::Args& a) {
     MIXTRAIN_RETURN_IF_ERROR(t.ExportInferenceModel(run.export_path, export_dtype));
     std::printf("exported %s (%s)\n", run.export_path.c_str(), ElementTypeName(export_dtype));
   }
+  if (a.has("export-adapter") && rank == 0) {
+    MIXTRAIN_RETURN_IF_ERROR(t.ExportAdapters(a.str("export-adapter")));
+    std::printf("adapters written to %s\n", a.str("export-adapter").c_str());
+  }
   return log->Commit();
 }
 
@@ -445,6 +453,7 @@ std::vector<cli::FlagSpec> TrainFlags() {
       {"profile", "false", "time every kernel of the step after the first and print where the step's time goes (forward, loss, backward, optimizer; by op type and node)", true},
       {"export", "", "write the trained inference model (ONNX) here"},
       {"export-dtype", "fp32", "fp32, fp16 or bf16 weights/compute in the exported model"},
+      {"export-adapter", "", "LoRA: write the trained adapters alone (ONNX initializers <W>.lora_A, <W>.lora_B) here"},
       {"device", "auto", "cpu, cuda, or auto (cuda where a GPU is usable)"},
       {"verbose", "false", "print every note (why auto chose the CPU, say)", true},
   };

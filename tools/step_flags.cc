@@ -64,6 +64,11 @@ std::vector<FlagSpec> StepFlagSpecs() {
       {"accumulate", "1", "gradient accumulation over N micro-batches"},
       {"freeze", "", "regex of initializers to keep frozen"},
       {"trainable", "", "regex of initializers to train (default: the framework's parameters that reach the loss; see mixtrain check)"},
+      {"lora-rank", "0", "LoRA: train rank-R adapters on the targeted 2-D weights instead of the model's weights (0 = off); --export folds them in"},
+      {"lora-alpha", "", "LoRA: the adapters' output is scaled by alpha/rank (default: 2 * rank)"},
+      {"lora-targets", "", "LoRA: regex of the weights (initializer or MatMul/Gemm node names) to adapt (default: the products of the model's repeated blocks; see mixtrain check --lora-rank)"},
+      {"lora-dropout", "0", "LoRA: dropout on the adapters' input"},
+      {"lora-init", "", "LoRA: an adapter file (--export-adapter) to start from"},
       {"recompute", "none", "activation recompute: none, auto (the forward's parts that save the most memory per FLOP are computed again in the backward) or all; same gradients"},
       {"seed", "0", "seed for shuffling and dropout"},
       {"data-parallel", "false", "data-parallel training over the ranks of `mpirun -n K`: each rank steps on its 1/K of every global batch (--batch-size is global) and the gradients are averaged in the step; rank 0 prints, evaluates, saves and exports (docs/distributed.md)", true},
@@ -104,6 +109,9 @@ absl::Status ApplyStepFlags(const Args& a, TrainConfig& c) {
   if (a.has("labels")) c.data.labels_key = a.str("labels");
   if (a.has("freeze")) c.freeze = a.str("freeze");
   if (a.has("trainable")) c.trainable = a.str("trainable");
+  // LoRA (docs/lora.md); --lora-rank/--lora-alpha/--lora-dropout are numeric flags (below).
+  if (a.has("lora-targets")) c.lora_targets = a.str("lora-targets");
+  if (a.has("lora-init")) c.lora_init = a.str("lora-init");
   if (a.has("recompute")) {
     const std::string r = a.str("recompute");
     if (r != "none" && r != "auto" && r != "all")

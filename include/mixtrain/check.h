@@ -37,6 +37,18 @@ struct CheckOptions {
   int64_t memory_batch = 0;
   TrainConfig::Precision precision;
   std::string recompute = "none";
+  // LoRA as TrainConfig's lora_* fields: rank > 0 adds the adapters before the rest is checked,
+  // so what trains is what `train --lora-rank` trains, and ModelCheck::adapters lists them.
+  int32_t lora_rank = 0;
+  std::optional<float> lora_alpha;
+  std::string lora_targets;
+};
+
+// One LoRA adapter pair: the weight it adapts and its A [in, rank] and B [rank, out].
+struct AdapterReport {
+  std::string weight;
+  int64_t in = 0, out = 0, rank = 0;
+  int64_t bytes = 0;  // A and B in fp32
 };
 
 struct InitializerReport {
@@ -79,6 +91,10 @@ struct ModelCheck {
   // CheckOptions::memory_batch > 0 and the model trains: where its memory will go, planned (the
   // measured fields are this process's: the check's own, not training's).
   std::optional<MemoryStatistics> memory;
+  // options.lora_rank > 0: the adapters, and the float parameters of the model (adapters
+  // excluded) and of the adapters, for the trainable fraction.
+  std::vector<AdapterReport> adapters;
+  int64_t model_parameters = 0, adapter_parameters = 0;
 };
 
 absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const CheckOptions& options = {});

@@ -150,6 +150,18 @@ struct TrainConfig {
   // reproducible and equal to one process accumulating the K shards as micro-batches.
   bool deterministic = false;
   Run run;
+  // LoRA fine-tuning (docs/lora.md): lora_rank > 0 adds low-rank adapters A [in, rank] and
+  // B [rank, out] to the targeted 2-D weights of MatMul/Gemm products; only they train (with
+  // whatever `trainable` adds), the model's own weights stay frozen and, under AMP, are stored in
+  // the low type. The export folds the adapters into the weights (Trainer::ExportAdapters writes
+  // them alone).
+  int32_t lora_rank = 0;
+  std::optional<float> lora_alpha;  // the branch is scaled by alpha / rank; unset: 2 * rank
+  // Regex over initializer or product-node names; empty: the products of the repeated blocks
+  // (`mixtrain check MODEL --lora-rank=R` lists them).
+  std::string lora_targets;
+  float lora_dropout = 0.0f;  // dropout on the adapters' input (PEFT's lora_dropout)
+  std::string lora_init;      // an adapter file whose A and B start the run
 
   // Parses a text-format TrainConfig (a `--config` file's contents); unset fields keep defaults.
   // Syntax errors name the line and field; the parsed values are then checked by Validate().

@@ -218,8 +218,13 @@ class Trainer {
   absl::StatusOr<TrainingPosition> LoadCheckpoint(const std::string& path);
   // The model with the trained weights in inference form, as ONNX. kFloat16/kBFloat16 store the
   // weights and compute in that type where the precision policy allows.
+  // With LoRA (config.lora_rank > 0) the adapters are folded into the weights they adapt: the
+  // file has the model's own inputs, outputs, initializer names and shapes.
   absl::Status ExportInferenceModel(const std::string& path,
                                     ElementType type = ElementType::kFloat32) const;
+  // LoRA: the adapters alone, an ONNX file of fp32 initializers "<W>.lora_A" [in, rank] and
+  // "<W>.lora_B" [rank, out] (docs/lora.md) that config.lora_init reads back to continue.
+  absl::Status ExportAdapters(const std::string& path) const;
 
   // The training-step graph the passes built (what `mixtrain dump` shows after all passes).
   absl::StatusOr<std::string> TransformedGraph(GraphFormat format = GraphFormat::kText) const;

@@ -38,6 +38,10 @@ struct TransformOptions {
   // The data-parallel step (TrainConfig::data_parallel; deterministic: fixed-order reduction):
   // the dp/ all-reduce nodes the optimizer pass adds. Shown without running it.
   bool data_parallel = false, deterministic = false;
+  // LoRA adapters (TrainConfig's lora_* fields) in the train and eval graphs; 0 = none.
+  int32_t lora_rank = 0;
+  std::optional<float> lora_alpha;
+  std::string lora_targets;
   // passes = {"train"} or {"eval"}: the training step or the eval graph exactly as a Trainer
   // builds it (canonicalize, train_mode, loss, precision, loss_scale, autodiff, optimizer,
   // cleanup), from this config; unset: a TrainConfig made of the fields above (precision

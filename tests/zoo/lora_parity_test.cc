@@ -1,0 +1,186 @@
+// LoRA against HF PEFT on a transformers GPT-2 (tests/data/lora/, made by
+// tools/lora/make_lora_fixture.py): the same initial adapters (the fixture's adapter file, read
+// with lora_init), one batch: the loss and every adapter gradient; 10 Adam steps in fp32 and in
+// bf16 AMP; the merged export's logits against PEFT's merge_and_unload() run in onnxruntime.
+// The default targets are found from the graph, and must be the ones PEFT was told to adapt.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cmath>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "api/convert.h"
+#include "graph/onnx_import.h"
+#include "mixtrain/inference_session.h"
+#include "passes/lora.h"
+#include "passes/passes.h"
+#include "passes/pipeline.h"
+#include "runtime/npy.h"
+#include "runtime/session.h"
+#include "runtime/trainer.h"
+
+namespace mixtrain {
+namespace {
+
+const std::string kDir = std::string(MT_SOURCE_DIR) + "/tests/data/lora/";
+const std::string kModel = kDir + "gpt2_lora.onnx";
+const std::string kAdapters = kDir + "gpt2_lora.adapter.onnx";
+
+pb::TrainConfig Config(pb::PrecisionPolicy::Preset preset) {
+  pb::TrainConfig c;
+  c.set_loss("cross_entropy");
+  c.set_class_axis(-1);
+  c.mutable_precision()->set_preset(preset);
+  c.mutable_precision()->set_low_dtype(pb::PrecisionPolicy::BF16);
+  c.mutable_optimizer()->set_lr(1e-3f);
+  c.set_device("cpu");
+  c.set_lora_rank(4);
+  c.set_lora_alpha(8);
+  c.set_lora_init(kAdapters);
+  return c;
+}
+
+double MaxAbsDiff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.dims(), b.dims());
+  if (a.dims() != b.dims()) return INFINITY;
+  const Tensor fa = ConvertFloat(a, DType::kF32), fb = ConvertFloat(b, DType::kF32);
+  double m = 0;
+  for (int64_t i = 0; i < fa.numel(); ++i)
+    m = std::max(m, static_cast<double>(std::fabs(fa.data_as<float>()[i] - fb.data_as<float>()[i])));
+  return m;
+}
+
+class LoraParity : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ref = ReadNpz(kDir + "gpt2_lora.npz");
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    ref_ = *std::move(ref);
+    batch_ = {{"input_ids", ref_.at("input_ids")}, {"labels", ref_.at("labels")}};
+    for (const auto& [name, t] : ref_)
+      if (name.rfind("grad/", 0) == 0) adapters_.insert(name.substr(5));
+    ASSERT_EQ(adapters_.size(), 16u);
+  }
+  std::map<std::string, Tensor> ref_, batch_;
+  std::set<std::string> adapters_;
+};
+
+TEST_F(LoraParity, DefaultTargetsAreTheBlocksProducts) {
+  auto t = Trainer::Create(kModel, Config(pb::PrecisionPolicy::FP32));
+  ASSERT_TRUE(t.ok()) << t.status();
+  const std::vector<std::string> params = (*t)->ParameterNames();
+  EXPECT_EQ(std::set<std::string>(params.begin(), params.end()), adapters_);
+}
+
+TEST_F(LoraParity, LossAndAdapterGradients) {
+  auto model = ImportOnnxFile(kModel);
+  ASSERT_TRUE(model.ok()) << model.status();
+  auto recipe = ResolveTrainingRecipe(Config(pb::PrecisionPolicy::FP32), **model, false);
+  ASSERT_TRUE(recipe.ok()) << recipe.status();
+  ASSERT_TRUE(PrepareModel(**model, *recipe).ok());
+  PassManager pm;
+  pm.Add(MakeLoraPass(recipe->lora));
+  ASSERT_TRUE(pm.Run(**model).ok());
+  GradientGraphOptions opt;
+  opt.loss = recipe->loss;
+  auto g = BuildGradientGraph(**model, opt);
+  ASSERT_TRUE(g.ok()) << g.status();
+  std::vector<std::string> fetch{kLossName};
+  for (const std::string& grad : GradientOutputs(**g)) fetch.push_back(grad);
+  ASSERT_EQ(fetch.size(), adapters_.size() + 1) << "only the adapters get a gradient";
+  auto session = Session::Create(**g);
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto out = (*session)->Run(batch_, fetch);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NEAR((*out)[0].GetDouble(0), ref_.at("loss").GetDouble(0), 1e-4);
+  double worst = 0;
+  for (size_t i = 1; i < fetch.size(); ++i) {
+    const std::string& name = fetch[i];
+    ASSERT_TRUE(ref_.contains(name)) << name;
+    const double d = MaxAbsDiff((*out)[i], ref_.at(name));
+    EXPECT_LE(d, 1e-4) << name;
+    worst = std::max(worst, d);
+  }
+  std::printf("vs PEFT: |loss diff| %.3g, max |adapter gradient diff| %.3g\n",
+              std::fabs((*out)[0].GetDouble(0) - ref_.at("loss").GetDouble(0)), worst);
+}
+
+// ||a - b|| / ||b||.
+double RelativeDiff(const Tensor& a, const Tensor& b) {
+  const Tensor fa = ConvertFloat(a, DType::kF32), fb = ConvertFloat(b, DType::kF32);
+  double num = 0, den = 0;
+  for (int64_t i = 0; i < fb.numel(); ++i) {
+    const double d = fa.data_as<float>()[i] - fb.data_as<float>()[i];
+    num += d * d;
+    den += static_cast<double>(fb.data_as<float>()[i]) * fb.data_as<float>()[i];
+  }
+  return std::sqrt(num / std::max(den, 1e-30));
+}
+
+// The losses within `tol`; the adapters within `tol` elementwise (fp32) or in relative norm
+// (bf16: Adam moves each element by about lr per step whatever the gradient's size, so where a
+// gradient is near zero its bf16 rounding flips the step's sign).
+void AdamSteps(const std::map<std::string, Tensor>& ref, const std::map<std::string, Tensor>& batch,
+               pb::PrecisionPolicy::Preset preset, double tol) {
+  auto t = Trainer::Create(kModel, Config(preset));
+  ASSERT_TRUE(t.ok()) << t.status();
+  const Tensor& losses = ref.at("adam_losses");
+  double worst_loss = 0, worst_param = 0;
+  for (int64_t i = 0; i < losses.numel(); ++i) {
+    auto r = (*t)->Step(batch);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_NEAR(r->loss, losses.GetDouble(i), tol) << "step " << i;
+    worst_loss = std::max(worst_loss, std::fabs(r->loss - losses.GetDouble(i)));
+  }
+  for (const std::string& name : (*t)->ParameterNames()) {
+    auto p = (*t)->GetParameter(name);
+    ASSERT_TRUE(p.ok());
+    const Tensor& want = ref.at("adam_final/" + name);
+    const double d = preset == pb::PrecisionPolicy::FP32 ? MaxAbsDiff(*p, want) : RelativeDiff(*p, want);
+    EXPECT_LE(d, tol) << name;
+    worst_param = std::max(worst_param, d);
+  }
+  std::printf("10 Adam steps vs PEFT: max |loss diff| %.3g, adapters %.3g (%s; tolerance %.0e)\n", worst_loss,
+              worst_param, preset == pb::PrecisionPolicy::FP32 ? "max abs diff" : "max relative norm diff", tol);
+}
+
+TEST_F(LoraParity, AdamFp32) { AdamSteps(ref_, batch_, pb::PrecisionPolicy::FP32, 1e-3); }
+TEST_F(LoraParity, AdamBf16Amp) { AdamSteps(ref_, batch_, pb::PrecisionPolicy::AMP, 5e-2); }
+
+TEST_F(LoraParity, MergedExportEqualsPeftMergeAndUnload) {
+  auto t = Trainer::Create(kModel, Config(pb::PrecisionPolicy::FP32));
+  ASSERT_TRUE(t.ok()) << t.status();
+  const std::string path = testing::TempDir() + "/lora_merged." + std::to_string(getpid()) + ".onnx";
+  ASSERT_TRUE((*t)->ExportInferenceModel(path).ok());
+  // The merged file is the model: its own inputs, outputs and weights (names, shapes), no adapter.
+  auto merged = ImportOnnxFile(path);
+  auto original = ImportOnnxFile(kModel);
+  ASSERT_TRUE(merged.ok() && original.ok());
+  for (const Value* v : (*original)->initializers()) {
+    const Value* m = (*merged)->FindValue(v->name);
+    ASSERT_TRUE(m != nullptr && m->is_initializer()) << v->name;
+    EXPECT_EQ(m->initializer->dims(), v->initializer->dims()) << v->name;
+  }
+  for (const Value* v : (*merged)->initializers()) EXPECT_EQ(v->name.find(".lora_"), std::string::npos) << v->name;
+  ASSERT_EQ((*merged)->outputs().size(), (*original)->outputs().size());
+  EXPECT_EQ((*merged)->outputs()[0]->name, (*original)->outputs()[0]->name);
+  auto session = InferenceSession::Create(path);
+  ASSERT_TRUE(session.ok()) << session.status();
+  auto ids = api::ToHostTensor(batch_.at("input_ids"));
+  ASSERT_TRUE(ids.ok());
+  auto out = (*session)->Run({{"input_ids", *ids}});
+  ASSERT_TRUE(out.ok()) << out.status();
+  const Tensor logits = api::ToTensor(out->at("logits"));
+  const double d = MaxAbsDiff(logits, ref_.at("merged_logits"));
+  EXPECT_LE(d, 1e-4);
+  std::printf("merged export vs PEFT merge_and_unload in onnxruntime: max |logit diff| %.3g\n", d);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace mixtrain

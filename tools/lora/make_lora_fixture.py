@@ -1,0 +1,132 @@
+#!/usr/bin/env python3
+"""Writes the LoRA parity fixture tests/data/lora/gpt2_lora.{onnx,npz,adapter.onnx} with HF PEFT.
+
+A transformers GPT2LMHeadModel (2 layers, d=64, random init, fixed seed) is exported to ONNX
+with torch's dynamo exporter (the base model, no adapters: mixtrain adds its own). PEFT's
+LoraConfig(r=4, lora_alpha=8, target_modules=c_attn/c_proj/c_fc, lora_dropout=0) wraps the same
+model; lora_B is drawn random (PEFT starts it at zero, which would make every lora_A gradient
+zero and the merge a no-op) so the fixture checks both factors. The npz holds, in mixtrain's
+layout (A [in, rank] = lora_A.weight^T, B [rank, out] = lora_B.weight^T, keyed
+"<ONNX weight>.lora_A|B"):
+
+  input_ids, labels [N, T]     one batch
+  loss                         PEFT's mean cross-entropy over the N*T logits
+  grad/<adapter>               PEFT's gradient of that loss for each A and B
+  adam_losses [10]             torch.optim.Adam(lr=1e-3) on the adapters, loss before each update
+  adam_final/<adapter>         the adapters after those 10 updates
+  merged_logits                logits of merge_and_unload() (initial adapters), run in onnxruntime
+
+gpt2_lora.adapter.onnx holds the initial A and B as mixtrain's adapter file (docs/lora.md), read
+with TrainConfig.lora_init. Run with a Python that has torch, transformers, onnx, onnxruntime and
+peft: python tools/lora/make_lora_fixture.py [OUT_DIR]
+"""
+import copy
+import os
+import sys
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import torch
+from onnx import numpy_helper
+from peft import LoraConfig, get_peft_model
+from transformers import GPT2Config, GPT2LMHeadModel
+
+RANK, ALPHA, STEPS, LR = 4, 8, 10, 1e-3
+TARGETS = ["c_attn", "c_proj", "c_fc"]
+
+
+class Logits(torch.nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, input_ids):
+        return self.m(input_ids=input_ids, use_cache=False).logits
+
+
+def ce(logits, labels):
+    return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "../../tests/data/lora")
+    os.makedirs(out, exist_ok=True)
+    torch.manual_seed(0)
+    cfg = GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=64, n_positions=16, resid_pdrop=0.0,
+                     embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0, initializer_range=0.2)
+    cfg._attn_implementation = "eager"
+    base = GPT2LMHeadModel(cfg).float().eval()
+    ids = torch.randint(0, 64, (4, 8))
+    labels = torch.randint(0, 64, (4, 8))
+
+    wrapped = Logits(base)
+    prog = torch.onnx.export(wrapped, (ids,), None, dynamo=True, opset_version=18, input_names=["input_ids"],
+                             output_names=["logits"], optimize=False, external_data=False)
+    onnx_path = os.path.join(out, "gpt2_lora.onnx")
+    prog.save(onnx_path, external_data=False)
+    onnx_names = {i.name for i in onnx.load(onnx_path).graph.initializer}
+
+    peft_model = get_peft_model(Logits(copy.deepcopy(base)),
+                                LoraConfig(r=RANK, lora_alpha=ALPHA, target_modules=TARGETS, lora_dropout=0.0,
+                                           fan_in_fan_out=True))
+    adapters = {}  # mixtrain name -> (parameter, is_A)
+    gen = torch.Generator().manual_seed(1)
+    for name, mod in peft_model.named_modules():
+        if not hasattr(mod, "lora_A") or "default" not in mod.lora_A:
+            continue
+        onnx_w = name.replace("base_model.model.", "") + ".weight"
+        assert onnx_w in onnx_names, f"{onnx_w} is not an initializer of the export"
+        with torch.no_grad():
+            b = mod.lora_B["default"].weight
+            b.copy_(torch.randn(b.shape, generator=gen) * 0.05)
+        adapters[onnx_w + ".lora_A"] = mod.lora_A["default"].weight
+        adapters[onnx_w + ".lora_B"] = mod.lora_B["default"].weight
+    assert len(adapters) == 16, sorted(adapters)
+
+    def mixtrain_layout(p):  # lora_A.weight [r, in] -> A [in, r]; lora_B.weight [out, r] -> B [r, out]
+        return p.detach().t().contiguous().numpy().astype(np.float32)
+
+    init = {k: mixtrain_layout(p) for k, p in adapters.items()}
+    arrays = {"input_ids": ids.numpy(), "labels": labels.numpy()}
+    loss = ce(peft_model(ids), labels)
+    grads = torch.autograd.grad(loss, list(adapters.values()))
+    arrays["loss"] = np.float32(loss.item())
+    for (k, _), g in zip(adapters.items(), grads):
+        arrays["grad/" + k] = mixtrain_layout(g)
+
+    # Merged model at the initial adapters, exported and run in onnxruntime.
+    merged = copy.deepcopy(peft_model).merge_and_unload().eval()
+    merged_path = os.path.join(out, "merged_tmp.onnx")
+    torch.onnx.export(merged, (ids,), None, dynamo=True, opset_version=18, input_names=["input_ids"],
+                      output_names=["logits"], optimize=False, external_data=False).save(merged_path)
+    ort_logits = ort.InferenceSession(merged_path).run(None, {"input_ids": ids.numpy()})[0]
+    os.remove(merged_path)
+    with torch.no_grad():
+        torch_logits = merged(ids).numpy()
+    assert np.abs(ort_logits - torch_logits).max() < 1e-4
+    arrays["merged_logits"] = ort_logits.astype(np.float32)
+
+    opt = torch.optim.Adam(list(adapters.values()), lr=LR)
+    losses = []
+    for _ in range(STEPS):
+        opt.zero_grad()
+        step_loss = ce(peft_model(ids), labels)
+        losses.append(step_loss.item())
+        step_loss.backward()
+        opt.step()
+    arrays["adam_losses"] = np.array(losses, np.float32)
+    for k, p in adapters.items():
+        arrays["adam_final/" + k] = mixtrain_layout(p)
+    np.savez(os.path.join(out, "gpt2_lora.npz"), **arrays)
+
+    graph = onnx.helper.make_graph([], "lora_adapters", [], [],
+                                   [numpy_helper.from_array(v, k) for k, v in init.items()])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)])
+    onnx.helper.set_model_props(model, {"mixtrain.lora.rank": str(RANK), "mixtrain.lora.alpha": str(ALPHA)})
+    onnx.save(model, os.path.join(out, "gpt2_lora.adapter.onnx"))
+    print(f"loss {loss.item():.6f}, adam {losses[0]:.4f} -> {losses[-1]:.4f}, wrote {out}")
+
+
+if __name__ == "__main__":
+    main()
