@@ -19,6 +19,16 @@ int64_t NumElements(std::span<const int64_t> dims) {
   return n;
 }
 
+std::optional<int64_t> CheckedNumElements(std::span<const int64_t> dims, int64_t element_size) {
+  for (int64_t d : dims)
+    if (d == 0) return 0;
+  int64_t n = 1, bytes = 0;
+  for (int64_t d : dims)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n)) return std::nullopt;
+  if (__builtin_mul_overflow(n, element_size, &bytes)) return std::nullopt;
+  return n;
+}
+
 Tensor::Tensor(DType dtype, std::vector<int64_t> dims) : dtype_(dtype), dims_(std::move(dims)) {
   for (int64_t d : dims_) MT_CHECK(d >= 0) << "negative dimension " << d;
   size_t bytes = nbytes();

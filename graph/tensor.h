@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -14,6 +15,9 @@
 namespace mixtrain {
 
 int64_t NumElements(std::span<const int64_t> dims);
+// The element count, or nullopt when it or its bytes at `element_size` overflow int64 (shapes a
+// model computes or declares: the planner refuses them by name).
+std::optional<int64_t> CheckedNumElements(std::span<const int64_t> dims, int64_t element_size = 1);
 
 // A dense, row-major host tensor. Copies share the buffer (like a shared_ptr); use Clone() for a
 // deep copy. Storage is 64-byte aligned so kernels may use aligned vector loads.

@@ -227,7 +227,12 @@ class Planner {
     for (size_t i = 0; i < n.num_outputs(); ++i) {
       if (n.output(i) == nullptr) continue;
       if (i < outs.size() && outs[i].dtype != DType::kUndefined && outs[i].shape.fully_known()) {
-        out_elems += NumElements(outs[i].shape.sizes());
+        const std::vector<int64_t> sizes = outs[i].shape.sizes();
+        const std::optional<int64_t> elems = CheckedNumElements(sizes, static_cast<int64_t>(DTypeSize(outs[i].dtype)));
+        if (!elems || __builtin_add_overflow(out_elems, *elems, &out_elems))
+          return absl::InvalidArgumentError(absl::StrCat("node '", n.name(), "' (", n.op_type(), "): output '",
+                                                         n.output(i)->name, "' of shape [", absl::StrJoin(sizes, ", "),
+                                                         "] has more bytes than a 64-bit size holds"));
         continue;
       }
       *wants_values = ValueDependentFeeds(n);
@@ -540,6 +545,9 @@ absl::Status DryPlan(const Graph& graph, DeviceType device,
       f.fed = true;
       f.dtype = v->dtype;
       for (const Dim& d : v->shape.dims) f.dims.push_back(d.known() ? d.value : symbolic_dim);
+      if (!CheckedNumElements(f.dims, static_cast<int64_t>(DTypeSize(f.dtype))))
+        return absl::InvalidArgumentError(absl::StrCat("input '", v->name, "' of shape [", absl::StrJoin(f.dims, ", "),
+                                                       "] has more bytes than a 64-bit size holds"));
     }
     req.feeds.push_back(std::move(f));
   }

@@ -52,5 +52,23 @@ TEST(Crashers, CheckAndGradientsRefuseEach) {
   }
 }
 
+// Models that import but crashed when planned (tests/data/crashers/plan/): a declared input whose
+// byte count overflows int64 aborted check's dry plan (the probe's huge_dims category). check
+// reports it as blocking, naming the input; gradients refuse it.
+TEST(Crashers, PlanRefusesSizesPastInt64) {
+  const std::string path = std::string(MT_SOURCE_DIR) + "/tests/data/crashers/plan/huge_declared_input.onnx";
+  absl::StatusOr<ModelCheck> check = CheckModel(path);
+  ASSERT_TRUE(check.ok()) << check.status();
+  EXPECT_FALSE(check->trains);
+  bool named = false;
+  for (const std::string& b : check->blockers)
+    named = named || (b.find("input 'x'") != std::string::npos && b.find("64-bit") != std::string::npos);
+  EXPECT_TRUE(named) << "no blocker names input 'x' and its size";
+  absl::StatusOr<HostTensor> x = HostTensor::FromVector<float>({1, 1, 4}, std::vector<float>(4, 1.f));
+  absl::StatusOr<HostTensor> labels = HostTensor::FromVector<int64_t>({1}, {0});
+  ASSERT_TRUE(x.ok() && labels.ok());
+  EXPECT_FALSE(ComputeGradients(path, {{"x", *x}, {"labels", *labels}}).ok());
+}
+
 }  // namespace
 }  // namespace mixtrain

@@ -44,13 +44,29 @@ def crashers():
         helper.make_node("Mul", ["h", "sf"], ["y"], name="mul")])
 
 
+def plan_crashers():
+    """Models that import (their declarations are each valid) but crashed when planned: written to
+    tests/data/crashers/plan/, which check must report as not training and grad refuse."""
+    w = numpy_helper.from_array(np.arange(12, dtype=np.float32).reshape(4, 3) / 10, "W")
+    # x: N x 2^61 x 4 floats, whose byte count overflows int64 (probe: huge_dims, SIGABRT in check).
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "W"], ["h"], name="matmul"),
+         helper.make_node("ReduceMean", ["h"], ["y"], name="mean", axes=[1], keepdims=0)], "crasher",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 2**61, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)], producer_name="make_crashers")
+    m.ir_version = 8
+    yield "huge_declared_input", m
+
+
 def main():
-    os.makedirs(OUT, exist_ok=True)
-    for name, m in crashers():
-        path = os.path.join(OUT, name + ".onnx")
-        with open(path, "wb") as f:
-            f.write(m.SerializeToString())
-        print("wrote %s (%d bytes)" % (path, os.path.getsize(path)))
+    for out, models in ((OUT, crashers()), (os.path.join(os.path.dirname(OUT), "plan"), plan_crashers())):
+        os.makedirs(out, exist_ok=True)
+        for name, m in models:
+            path = os.path.join(out, name + ".onnx")
+            with open(path, "wb") as f:
+                f.write(m.SerializeToString())
+            print("wrote %s (%d bytes)" % (path, os.path.getsize(path)))
 
 
 if __name__ == "__main__":
