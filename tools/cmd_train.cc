@@ -84,7 +84,6 @@ absl::Status ApplyFlags(const cli::Args& a, TrainConfig& c) {
       return absl::InvalidArgumentError(absl::StrCat("--export-dtype: '", d, "' (fp32, fp16 or bf16)"));
     run.export_dtype = d;
   }
-  if (a.has("debug-precision")) MIXTRAIN_RETURN_IF_ERROR(c.SetNumber("debug_precision", a.number("debug-precision")));
   if (a.has("debug-precision-out") && c.debug_precision == 0) c.debug_precision = 1;
   if (c.epochs < 1 && c.steps < 1) return absl::InvalidArgumentError("--epochs or --steps must be >= 1");
   if (run.keep > 1 && run.save.empty()) return absl::InvalidArgumentError("--keep needs --save=CKPT (the checkpoints it keeps)");

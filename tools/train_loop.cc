@@ -58,7 +58,8 @@ class Loop {
           MIXTRAIN_RETURN_IF_ERROR(Evaluate(absl::StrCat("step ", step), step, &stop));
         }
         end.early_stopped = stop;
-        if (StopRequested(&end.stop_signal)) stop = true;
+        MIXTRAIN_ASSIGN_OR_RETURN(end.stop_signal, StopRequested());
+        if (end.stop_signal != 0) stop = true;
         const bool periodic = l_.run.save_every > 0 && step % l_.run.save_every == 0;
         if (!l_.run.save.empty() && (epoch_end || periodic || stop)) MIXTRAIN_RETURN_IF_ERROR(Save(l_.run.save, &end));
         if (end.stop_signal != 0 && l_.run.save.empty())
@@ -99,7 +100,9 @@ class Loop {
         std::fprintf(l_.info, "mixtrain train: (further skipped steps are diagnosed in the summary)\n");
     }
     if (!std::isnan(loss)) loss_ema_ = std::isnan(loss_ema_) ? loss : 0.9 * loss_ema_ + 0.1 * loss;
-    MIXTRAIN_RETURN_IF_ERROR(l_.log->Step({step, loss, r.loss_scale, r.skipped, r.learning_rate, ms}));
+    MIXTRAIN_RETURN_IF_ERROR(l_.log->Step({.step = step, .loss = loss, .read = r.loss.has_value(),
+                                           .loss_scale = r.loss_scale, .skipped = r.skipped,
+                                           .lr = r.learning_rate, .ms = ms}));
     if (!log) return absl::OkStatus();
     MIXTRAIN_ASSIGN_OR_RETURN(const int64_t skipped_now, t_.skipped_steps());
     const int64_t skipped = skipped_now - skipped_before_;
@@ -161,16 +164,16 @@ class Loop {
     return absl::OkStatus();
   }
 
-  // SIGTERM or SIGINT seen (by any rank, data parallel: they stop at the same step).
-  bool StopRequested(int* signal) {
+  // The SIGTERM or SIGINT seen, 0 for none (data parallel: by any rank, so all stop at the same
+  // step; a rank that saw none reports SIGTERM).
+  absl::StatusOr<int> StopRequested() {
     int sig = StopSignal();
     if (l_.ranks > 1) {
       float any = sig != 0 ? 1.0f : 0.0f;
-      if (!l_.world->AllReduceSum(&any, 1, /*fixed_order=*/true).ok()) any = 1;
+      MIXTRAIN_RETURN_IF_ERROR(l_.world->AllReduceSum(&any, 1, /*fixed_order=*/true));
       if (any > 0 && sig == 0) sig = SIGTERM;
     }
-    *signal = sig;
-    return sig != 0;
+    return sig;
   }
 
   absl::Status Save(const std::string& path, TrainLoopEnd* end) {

@@ -84,7 +84,9 @@ absl::Status CheckpointKeeper::Save(const Trainer& t, const TrainingPosition& po
   }
   if (ec) return absl::InternalError(absl::StrCat("--keep: cannot list '", p.dir.string(), "': ", ec.message()));
   while (numbered_files.size() > static_cast<size_t>(keep_)) {
-    std::filesystem::remove(numbered_files.begin()->second, ec);
+    if (!std::filesystem::remove(numbered_files.begin()->second, ec) && ec)
+      return absl::InternalError(absl::StrCat("--keep: cannot remove '", numbered_files.begin()->second.string(),
+                                              "': ", ec.message()));
     numbered_files.erase(numbered_files.begin());
   }
   return absl::OkStatus();
@@ -111,7 +113,7 @@ absl::Status RunLog::Step(const StepRow& r) {
     std::fprintf(json_, "{\"step\": %lld, \"loss\": %s, \"loss_scale\": %s, \"skipped\": %s, \"lr\": %s, \"ms\": %.4f}\n",
                  static_cast<long long>(r.step), JsonNumber(r.loss).c_str(), JsonNumber(r.loss_scale).c_str(),
                  r.skipped ? "true" : "false", JsonNumber(r.lr).c_str(), r.ms);
-  if (!events_ || std::isnan(r.loss)) return absl::OkStatus();  // the loss is read on log steps
+  if (!events_ || !r.read) return absl::OkStatus();  // the loss is read on log steps
   return events_->AddScalars(r.step, {{"train/loss", r.loss},
                                       {"train/learning_rate", r.lr},
                                       {"train/loss_scale", r.loss_scale},

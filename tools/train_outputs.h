@@ -55,7 +55,8 @@ class RunLog {
 
   struct StepRow {
     int64_t step = 0;
-    float loss = 0;  // NaN when not read
+    float loss = 0;  // NaN when not read (or not finite)
+    bool read = false;  // the step read its loss (and so its scale and skip flag)
     float loss_scale = 1;
     bool skipped = false;
     float lr = 0;
