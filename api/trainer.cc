@@ -430,6 +430,8 @@ MemoryStatistics ToMemoryStatistics(const MemoryReport& r) {
   out.optimizer_state = r.optimizer_state;
   out.constants = r.constants;
   out.activations_kept = r.activations_kept;
+  for (const auto& [node, bytes] : r.largest_kept)
+    out.largest_kept.emplace_back(absl::StrCat(node->name(), " (", node->op_type(), ")"), bytes);
   out.arena = r.arena;
   out.arena_peak_live = r.arena_peak_live;
   for (const auto& [phase, bytes] : r.phase_peaks) out.phase_peaks.emplace_back(StepPhaseName(phase), bytes);

@@ -34,12 +34,17 @@ MemoryReport PlannedMemory(const Graph& graph, const PlanStats& step, const std:
     if (steps == 0) break;
     const StepPhase made = phase(b.first), read = phase(b.last);
     if ((made == StepPhase::kForward || made == StepPhase::kLoss) &&
-        (read == StepPhase::kBackward || read == StepPhase::kRecompute))
+        (read == StepPhase::kBackward || read == StepPhase::kRecompute)) {
       r.activations_kept += b.bytes;
+      r.largest_kept.emplace_back(step.step_nodes[static_cast<size_t>(std::clamp(b.first, 0, steps - 1))], b.bytes);
+    }
     if (made == StepPhase::kBackward && read == StepPhase::kOptimizer) r.gradients += b.bytes;
     live_delta[static_cast<size_t>(std::clamp(b.first, 0, steps - 1))] += b.bytes;
     dying[static_cast<size_t>(std::clamp(b.last, 0, steps - 1)) + 1] += b.bytes;
   }
+  std::stable_sort(r.largest_kept.begin(), r.largest_kept.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (r.largest_kept.size() > kLargestKept) r.largest_kept.resize(kLargestKept);
   size_t live = 0;
   for (int i = 0; i < steps; ++i) {
     live = live + live_delta[static_cast<size_t>(i)] - dying[static_cast<size_t>(i)];

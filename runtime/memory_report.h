@@ -15,12 +15,16 @@
 
 namespace mixtrain {
 
+inline constexpr size_t kLargestKept = 8;
+
 struct MemoryReport {
   size_t weights = 0;          // the parameters the step trains
   size_t gradients = 0;        // buffers the backward writes and the optimizer reads
   size_t optimizer_state = 0;  // the other state: moments, counters, loss scaler, BN statistics
   size_t constants = 0;        // initializers no update writes (frozen weights, tables, masks)
   size_t activations_kept = 0; // forward (and loss) values the backward reads
+  // The largest of them: (producing node, bytes), largest first (at most kLargestKept).
+  std::vector<std::pair<const Node*, size_t>> largest_kept;
   size_t arena = 0;            // the planner's arena: every intermediate buffer, reused by lifetime
   size_t arena_peak_live = 0;  // the most bytes the arena's buffers hold at one step
   // Live arena bytes at each phase's busiest step, in the order the phases first run.

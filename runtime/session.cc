@@ -129,7 +129,8 @@ absl::Status Session::Init() {
     const Tensor& t = *inits[i]->initializer;
     init_index_[inits[i]->name] = static_cast<int>(i);
     // Read-only initializers are used where they are; state gets its own buffer because graph
-    // tensors are immutable (and shared with clones).
+    // tensors are immutable (and shared with clones), unless the caller gave them up to be the
+    // state (state_in_graph).
     inits_[i].owned = targets.contains(inits[i]->name);
     const bool copy = inits_[i].owned && device_->shares_host_memory() && !options_.state_in_graph;
     inits_[i].tensor = copy ? t.Clone() : t;

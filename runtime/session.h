@@ -132,7 +132,8 @@ class Session {
   struct Context;
   class ContextLease;
   // On the CPU an initializer's persistent buffer is a host tensor: the graph's own (read-only,
-  // shared with the graph) until the session writes it, then a private copy. On a device with
+  // shared with the graph) until the session writes it, then a private copy; with
+  // state_in_graph, state stays the graph's own tensor, written in place. On a device with
   // memory of its own every initializer also has a device buffer, uploaded at Init: kernels read
   // that one, and for state (owned) it is the current contents (the host tensor is what was
   // last set, for plan-time folding of the read-only ones).

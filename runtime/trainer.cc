@@ -218,15 +218,16 @@ absl::Status Trainer::BuildOn(std::unique_ptr<Graph> model, std::shared_ptr<Devi
   }
   train_graph_ = std::shared_ptr<Graph>(g.release());
   eval_graph_ = std::shared_ptr<Graph>(e.release());
-  // Weights held once: on host memory the step updates its state in the graphs' own tensors,
-  // which the canonical model (export) and the evaluation graph share; the eval session reads
-  // them where they are, never folding or prepacking them.
+  // Said when a plan's arena does not fit the memory left (runtime/memory_limit.h).
   so.memory_advice =
       "The step's arena shrinks with recompute: \"auto\" (--recompute=auto), a smaller batch (--batch-size), or a "
       "smaller batch accumulated over several steps (accumulate, --accumulate) to keep the batch the update sees.";
   SessionOptions eo;
   eo.run_on = device_;
   eo.memory_advice = "A smaller evaluation batch needs less.";
+  // Weights held once: on host memory the step updates its state in the graphs' own tensors,
+  // which the canonical model (export) and the evaluation graph share; the eval session reads
+  // them where they are, never folding or prepacking them.
   if (device_->shares_host_memory()) {
     OwnStateBuffers();
     so.state_in_graph = true;

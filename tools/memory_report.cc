@@ -19,7 +19,8 @@ void PrintMemoryReport(const MemoryStatistics& m, bool measured) {
   std::printf("  planner arena (step)       %10.1f   most live at one step %.1f; of it:\n", MiB(m.arena),
               MiB(m.arena_peak_live));
   std::printf("    gradients                %10.1f\n", MiB(m.gradients));
-  std::printf("    activations for backward %10.1f\n", MiB(m.activations_kept));
+  std::printf("    activations for backward %10.1f   the largest:\n", MiB(m.activations_kept));
+  for (const auto& [node, bytes] : m.largest_kept) std::printf("      %10.1f  %s\n", MiB(bytes), node.c_str());
   for (const auto& [phase, bytes] : m.phase_peaks)
     std::printf("    peak in %-16s %10.1f\n", phase.c_str(), MiB(bytes));
   std::printf("  planner arena (evaluation) %10.1f\n", MiB(m.eval_arena));

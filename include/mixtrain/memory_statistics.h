@@ -16,6 +16,8 @@ struct MemoryStatistics {
   size_t optimizer_state = 0;   // the other state: moments, counters, loss scaler, BN statistics
   size_t constants = 0;         // initializers nothing updates (frozen weights, tables)
   size_t activations_kept = 0;  // forward values the backward reads
+  // The largest of them, largest first (up to 8): ("node (OpType)" that wrote it, bytes).
+  std::vector<std::pair<std::string, size_t>> largest_kept;
   size_t arena = 0;             // the planner's arena: every intermediate buffer, reused by lifetime
   size_t arena_peak_live = 0;   // the most bytes the arena's buffers hold at one step
   // (phase, live arena bytes at its busiest step): "forward", "loss", "backward", "optimizer", ...

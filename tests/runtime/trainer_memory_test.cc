@@ -113,6 +113,16 @@ TEST(TrainerMemory, ReportAddsUp) {
   // fp32 without accumulation: one gradient per weight, from the backward to the optimizer.
   EXPECT_EQ(r->gradients, r->weights);
   EXPECT_GT(r->activations_kept, 0u);
+  ASSERT_FALSE(r->largest_kept.empty());
+  EXPECT_LE(r->largest_kept.size(), kLargestKept);
+  size_t listed = 0;
+  for (size_t i = 0; i < r->largest_kept.size(); ++i) {
+    listed += r->largest_kept[i].second;
+    if (i > 0) EXPECT_GE(r->largest_kept[i - 1].second, r->largest_kept[i].second) << "not largest first";
+    const StepPhase made = PhaseOf(*r->largest_kept[i].first);
+    EXPECT_TRUE(made == StepPhase::kForward || made == StepPhase::kLoss) << r->largest_kept[i].first->name();
+  }
+  EXPECT_LE(listed, r->activations_kept);
   EXPECT_LE(r->arena_peak_live, r->arena);
   EXPECT_LE(r->gradients + r->activations_kept, r->arena);
   ASSERT_FALSE(r->phase_peaks.empty());
