@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <regex>
 
 #include "absl/container/flat_hash_map.h"

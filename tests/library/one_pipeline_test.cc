@@ -1,7 +1,7 @@
 // One pipeline: the graph `mixtrain dump --passes=train` (TransformModel) prints is, node for
 // node, the training step a Trainer runs (Trainer::TransformedGraph), for every model in models/
 // in fp32, bf16 AMP and fp16 AMP (with dynamic loss scaling), and for zoo exports that
-// canonicalization rewrites. Both come from passes/pipeline.h.
+// canonicalization rewrites, one with LoRA adapters. Both come from passes/pipeline.h.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -14,6 +14,7 @@ namespace {
 struct Case {
   const char* model;  // relative to the source root
   int class_axis;
+  int lora_rank = 0;  // > 0: with LoRA adapters (docs/lora.md)
 };
 
 void ExpectSameGraph(const Case& m, TrainConfig::Precision::Preset preset, TrainConfig::Precision::LowType low) {
@@ -23,6 +24,7 @@ void ExpectSameGraph(const Case& m, TrainConfig::Precision::Preset preset, Train
   c.class_axis = m.class_axis;
   c.precision.preset = preset;
   c.precision.low_dtype = low;
+  c.lora_rank = m.lora_rank;
   auto trainer = Trainer::Create(path, c);
   ASSERT_TRUE(trainer.ok()) << trainer.status();
   auto ran = (*trainer)->TransformedGraph();
@@ -36,6 +38,7 @@ void ExpectSameGraph(const Case& m, TrainConfig::Precision::Preset preset, Train
   ASSERT_GE(dumped->graph.size(), ran->size());
   EXPECT_EQ(dumped->graph.substr(0, ran->size()), *ran);
   EXPECT_NE(ran->find("grad/"), std::string::npos);
+  EXPECT_EQ(ran->find(".lora_A") != std::string::npos, m.lora_rank > 0);
   // And `eval` is a different graph: no gradients.
   o.passes = {"eval"};
   auto eval = TransformModel(path, o);
@@ -64,7 +67,8 @@ INSTANTIATE_TEST_SUITE_P(Models, OnePipeline,
                          ::testing::Values(Case{"models/mlp.onnx", 1}, Case{"models/fashion_cnn.onnx", 1},
                                            Case{"models/resnet_mini.onnx", 1}, Case{"models/gpt_mini.onnx", -1},
                                            Case{"tests/data/zoo/tfm_encoder_dyn.onnx", 1},
-                                           Case{"tests/data/zoo/resnet10t_timm.onnx", 1}),
+                                           Case{"tests/data/zoo/resnet10t_timm.onnx", 1},
+                                           Case{"tests/data/zoo/llama_hf.onnx", -1, 4}),
                          [](const auto& info) {
                            std::string n = info.param.model;
                            n = n.substr(n.rfind('/') + 1);
