@@ -144,7 +144,8 @@ absl::Status ApplyStepFlags(const Args& a, TrainConfig& c) {
     // A PrecisionPolicy textproto is the body of TrainConfig's `precision` field.
     absl::StatusOr<TrainConfig> parsed = TrainConfig::FromTextProto("precision {\n" + text + "\n}");
     if (!parsed.ok())
-      return absl::InvalidArgumentError(absl::StrCat("--policy=", a.str("policy"), ": not a valid PrecisionPolicy textproto"));
+      return absl::InvalidArgumentError(absl::StrCat("--policy=", a.str("policy"), ": not a valid PrecisionPolicy: ",
+                                                     parsed.status().message()));
     *prec = parsed->precision;
   }
   if (a.has("precision")) {
