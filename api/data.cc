@@ -146,7 +146,9 @@ std::map<std::string, Array> KeepWanted(std::map<std::string, Array> arrays, con
     if (!arrays.contains(w.name)) return arrays;
   std::map<std::string, Array> kept;
   std::vector<std::string> ignored;
-  for (auto& [name, t] : arrays) {
+  for (auto& entry : arrays) {  // not a structured binding: clang before 16 cannot capture one
+    const std::string& name = entry.first;
+    auto& t = entry.second;
     const bool read = std::any_of(wanted.begin(), wanted.end(), [&](const TensorInfo& w) { return w.name == name; });
     if (read) kept.emplace(name, std::move(t));
     else ignored.push_back(name);
@@ -193,7 +195,9 @@ RtDataset ServeAsWanted(RtDataset d, const std::vector<TensorInfo>& wanted, std:
 absl::Status CheckDataset(const RtDataset& d, const std::string& source, const DataCheckOptions& options) {
   constexpr int64_t kChunkBytes = int64_t{16} << 20;
   std::map<std::string, api::CheckedArray> checked;
-  for (const auto& [name, info] : d.arrays()) {
+  for (const auto& entry : d.arrays()) {  // not a structured binding: a lambda captures the name
+    const std::string name = entry.first;
+    const auto& info = entry.second;
     MT_ASSIGN_OR_RETURN(ElementType type, api::ToElementType(info.dtype));
     const int64_t example_elements = NumElements(info.dims) / d.size();
     const int64_t example_bytes = example_elements * static_cast<int64_t>(DTypeSize(info.dtype));

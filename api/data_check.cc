@@ -113,7 +113,10 @@ absl::Status CheckArrays(const std::map<std::string, CheckedArray>& arrays, cons
       return error("array '", in.name, "' has shape [", absl::StrJoin(t.shape, ", "), "], the model's input '",
                    in.name, "' is ", ShapeOf(in), " (the first dimension counts examples)");
   }
-  for (const auto& [name, t] : arrays) {
+  // (Named entries, not a structured binding: clang before 16 cannot capture those in a lambda.)
+  for (const auto& entry : arrays) {
+    const std::string& name = entry.first;
+    const CheckedArray& t = entry.second;
     const bool labels = name == options.labels_key;
     if (!labels && options.allow_nonfinite_inputs) continue;
     MT_RETURN_IF_ERROR(t.read([&](const HostTensor& chunk, int64_t first) -> absl::Status {
@@ -157,9 +160,11 @@ absl::Status CheckTrainingData(const TensorMap& arrays, const std::string& sourc
         return error("array '", name, "' is empty (shape [", absl::StrJoin(t.shape(), ", "), "])");
   }
   std::map<std::string, api::CheckedArray> checked;
-  for (const auto& [name, t] : arrays)
-    checked.emplace(name, api::CheckedArray{.type = t.type(), .shape = t.shape(),
-                                            .read = [&t](const api::CheckedArray::Visit& visit) { return visit(t, 0); }});
+  for (const auto& entry : arrays) {
+    const HostTensor& t = entry.second;
+    checked.emplace(entry.first, api::CheckedArray{.type = t.type(), .shape = t.shape(),
+                                                   .read = [&t](const api::CheckedArray::Visit& visit) { return visit(t, 0); }});
+  }
   return api::CheckArrays(checked, source, options);
 }
 
