@@ -16,9 +16,11 @@
 #include "graph/tensor.h"
 #include "mixtrain/tensor.h"
 #include "mixtrain/train_config.h"
+#include "mixtrain/inference_session.h"
 #include "mixtrain/memory_statistics.h"
 #include "proto/mixtrain_pb.h"
 #include "runtime/memory_report.h"
+#include "runtime/plan.h"
 
 namespace mixtrain::api {
 
@@ -36,6 +38,7 @@ pb::TrainConfig ToProto(const TrainConfig& c);
 TrainConfig FromProto(const pb::TrainConfig& p);
 
 MemoryStatistics ToMemoryStatistics(const MemoryReport& r);
+PlanStatistics ToPlanStatistics(const PlanStats& s);
 
 // Runs `f` (returning absl::Status or StatusOr) and turns an escaping exception (ONNX's checker
 // and shape inference throw, allocation may) into an error Status naming `what`.

@@ -172,14 +172,7 @@ absl::StatusOr<TensorMap> InferenceSession::Run(const TensorMap& feeds, const st
 std::optional<PlanStatistics> InferenceSession::LastPlanStatistics() const {
   const std::optional<PlanStats> st = impl_->session->last_plan_stats();
   if (!st) return std::nullopt;
-  PlanStatistics out;
-  out.peak_planned_bytes = st->peak_planned_bytes;
-  out.naive_bytes = st->naive_bytes;
-  out.kernels = st->steps;
-  out.folded_nodes = st->folded_nodes;
-  out.view_nodes = st->view_nodes;
-  out.inplace_outputs = st->inplace_outputs;
-  return out;
+  return api::ToPlanStatistics(*st);
 }
 
 void InferenceSession::SetProfiling(bool on) {

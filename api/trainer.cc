@@ -313,14 +313,7 @@ std::optional<PlanStatistics> Trainer::StepPlanStatistics() const {
   auto lock = impl_->Lock();
   const std::optional<PlanStats> st = impl_->rt->step_plan_stats();
   if (!st) return std::nullopt;
-  PlanStatistics out;
-  out.peak_planned_bytes = st->peak_planned_bytes;
-  out.naive_bytes = st->naive_bytes;
-  out.kernels = st->steps;
-  out.folded_nodes = st->folded_nodes;
-  out.view_nodes = st->view_nodes;
-  out.inplace_outputs = st->inplace_outputs;
-  return out;
+  return api::ToPlanStatistics(*st);
 }
 
 std::optional<MemoryStatistics> Trainer::StepMemoryStatistics() const {
@@ -422,6 +415,17 @@ void Trainer::ResetProfile() {
 }  // namespace mixtrain
 
 namespace mixtrain::api {
+
+PlanStatistics ToPlanStatistics(const PlanStats& s) {
+  PlanStatistics out;
+  out.peak_planned_bytes = s.peak_planned_bytes;
+  out.naive_bytes = s.naive_bytes;
+  out.kernels = s.steps;
+  out.folded_nodes = s.folded_nodes;
+  out.view_nodes = s.view_nodes;
+  out.inplace_outputs = s.inplace_outputs;
+  return out;
+}
 
 MemoryStatistics ToMemoryStatistics(const MemoryReport& r) {
   MemoryStatistics out;
