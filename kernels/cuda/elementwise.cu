@@ -1,14 +1,16 @@
 // CUDA elementwise kernels: one grid-stride kernel per (functor, storage type), instantiated from
-// the same kernels/common/elementwise.h functors and broadcast layout the CPU loops use, so the
+// the rows of kernels/cuda/elementwise_ops.h. A row's formula is, where one exists, the
+// kernels/common/elementwise.h functor the CPU loops use (over the same broadcast layout), so the
 // CPU tests of that math cover these kernels' arithmetic too. Load the storage type, compute in
 // float, store the storage type (round to nearest even).
 //
 // Compile time is budgeted (two architectures, CI on 2 cores): only the float storage types are
-// instantiated (integer shape arithmetic is folded on the host at plan time), and a binary op is
-// one kernel whose flat fast path and broadcast path are a run-time branch, not two templates.
+// instantiated, and i32/i64 only for the kNumber rows (the step counter; integer shape arithmetic
+// is folded on the host at plan time), and a binary op is one kernel whose flat fast path and
+// broadcast path are a run-time branch, not two templates.
 #include "kernels/common/elementwise.h"
 #include "kernels/cuda/launch.h"
-#include "runtime/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 
 namespace mixtrain::cuda {
 namespace {
@@ -50,28 +52,6 @@ __global__ void CastKernel(const SI* __restrict__ x, SO* __restrict__ y, int64_t
        i += int64_t{gridDim.x} * kThreads)
     y[i] = ew::Io<SO>::Store(ew::CastOp<SI, SO>{}(ew::Io<SI>::Load(x[i])));
 }
-
-// A generic (templated) functor used at float: fp16/bf16 compute in float anyway.
-template <typename Op>
-struct AtFloat {
-  __device__ float operator()(float v) const { return Op{}(v); }
-};
-
-// max(0, min(1, alpha x + beta)), times x for HardSwish (alpha 1/6, beta 1/2).
-struct HardSigmoid {
-  float alpha, beta;
-  bool times_x = false;
-  __device__ float operator()(float x) const {
-    const float h = fminf(fmaxf(alpha * x + beta, 0.0f), 1.0f);
-    return times_x ? x * h : h;
-  }
-};
-
-// x < 0 ? alpha (e^x - 1) : x, as kernels/cpu/extra_unary.cc's Elu.
-struct Elu {
-  float alpha;
-  __device__ float operator()(float x) const { return x < 0.0f ? alpha * (expf(x) - 1.0f) : x; }
-};
 
 // Running sums of one (outer, inner) line per thread, accumulated in A.
 template <typename S, typename A>
@@ -121,14 +101,6 @@ void ForFloat(DType t, Fn&& fn) {
   }
 }
 
-template <typename Op>
-void Unary(DType t, const Op& op, const void* x, void* y, int64_t n, cudaStream_t s) {
-  ForFloat(t, [&](auto tag) {
-    using S = decltype(tag);
-    UnaryKernel<S><<<Blocks(n), kThreads, 0, s>>>(static_cast<const S*>(x), static_cast<S*>(y), n, op);
-  });
-}
-
 // Calls fn(S{}) with the storage type of a float dtype, i32 or i64 (the arithmetic integer
 // tensors a training step carries: its update counter).
 template <typename Fn>
@@ -147,15 +119,29 @@ void ForCastable(DType t, Fn&& fn) {
   else ForNumber(t, fn);
 }
 
-template <typename Op, bool kIntegers = false>
-void Binary(DType t, const BroadcastLayout& l, const void* a, const void* b, void* o, cudaStream_t s) {
-  auto launch = [&](auto tag) {
+// The storage types of a row's dtypes: only those get a kernel.
+template <EwTypes kTypes, typename Fn>
+void ForRow(DType t, Fn&& fn) {
+  if constexpr (kTypes == EwTypes::kNumber) ForNumber(t, fn);
+  else ForFloat(t, fn);
+}
+
+template <EwTypes kTypes, typename Op>
+void Unary(DType t, const Op& op, const void* x, void* y, int64_t n, cudaStream_t s) {
+  ForRow<kTypes>(t, [&](auto tag) {
+    using S = decltype(tag);
+    UnaryKernel<S><<<Blocks(n), kThreads, 0, s>>>(static_cast<const S*>(x), static_cast<S*>(y), n, op);
+  });
+}
+
+template <EwTypes kTypes, typename Op>
+void Binary(DType t, const Op& op, const BroadcastLayout& l, const void* a, const void* b, void* o,
+            cudaStream_t s) {
+  ForRow<kTypes>(t, [&](auto tag) {
     using S = decltype(tag);
     BinaryKernel<S><<<Blocks(l.numel), kThreads, 0, s>>>(
-        static_cast<const S*>(a), static_cast<const S*>(b), static_cast<S*>(o), l, Op{});
-  };
-  if constexpr (kIntegers) ForNumber(t, launch);
-  else ForFloat(t, launch);
+        static_cast<const S*>(a), static_cast<const S*>(b), static_cast<S*>(o), l, op);
+  });
 }
 
 }  // namespace
@@ -164,24 +150,11 @@ void LaunchUnary(UnaryOp op, DType dtype, float alpha, float beta, const void* x
                  void* stream) {
   if (n == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
-  switch (op) {
-    case UnaryOp::kSqrt: Unary(dtype, ew::Sqrt{}, x, y, n, s); break;
-    case UnaryOp::kReciprocal: Unary(dtype, ew::Reciprocal{}, x, y, n, s); break;
-    case UnaryOp::kExp: Unary(dtype, ew::Exp{}, x, y, n, s); break;
-    case UnaryOp::kLog: Unary(dtype, ew::Log{}, x, y, n, s); break;
-    case UnaryOp::kErf: Unary(dtype, ew::Erf{}, x, y, n, s); break;
-    case UnaryOp::kTanh: Unary(dtype, ew::Tanh{}, x, y, n, s); break;
-    case UnaryOp::kSigmoid: Unary(dtype, ew::Sigmoid{}, x, y, n, s); break;
-    case UnaryOp::kSoftplus: Unary(dtype, ew::Softplus{}, x, y, n, s); break;
-    case UnaryOp::kGelu: Unary(dtype, ew::Gelu{}, x, y, n, s); break;
-    case UnaryOp::kGeluTanh: Unary(dtype, ew::GeluTanh{}, x, y, n, s); break;
-    case UnaryOp::kLeakyRelu: Unary(dtype, ew::LeakyRelu{alpha}, x, y, n, s); break;
-    case UnaryOp::kRelu: Unary(dtype, AtFloat<ew::Relu>{}, x, y, n, s); break;
-    case UnaryOp::kNeg: Unary(dtype, AtFloat<ew::Neg>{}, x, y, n, s); break;
-    case UnaryOp::kAbs: Unary(dtype, AtFloat<ew::Abs>{}, x, y, n, s); break;
-    case UnaryOp::kHardSigmoid: Unary(dtype, HardSigmoid{alpha, beta}, x, y, n, s); break;
-    case UnaryOp::kHardSwish: Unary(dtype, HardSigmoid{1.0f / 6, 0.5f, true}, x, y, n, s); break;
-    case UnaryOp::kElu: Unary(dtype, Elu{alpha}, x, y, n, s); break;
+  switch (op) {  // a row's formula may use alpha and beta
+#define MT_EW_CASE(Name, domains, types, formula, attrs) \
+    case UnaryOp::k##Name: Unary<EwTypes::types>(dtype, formula, x, y, n, s); break;
+    MT_CUDA_UNARY_OPS(MT_EW_CASE)
+#undef MT_EW_CASE
   }
   MT_CUDA_CHECK_LAUNCH();
 }
@@ -192,17 +165,10 @@ void LaunchBinary(BinaryOp op, DType dtype, const BroadcastLayout& l, const void
   if (l.numel == 0) return;
   auto s = static_cast<cudaStream_t>(stream);
   switch (op) {
-    case BinaryOp::kAdd: Binary<ew::Add, true>(dtype, l, a, b, o, s); break;
-    case BinaryOp::kSub: Binary<ew::Sub, true>(dtype, l, a, b, o, s); break;
-    case BinaryOp::kMul: Binary<ew::Mul, true>(dtype, l, a, b, o, s); break;
-    case BinaryOp::kDiv: Binary<ew::Div>(dtype, l, a, b, o, s); break;
-    case BinaryOp::kMax: Binary<ew::Max, true>(dtype, l, a, b, o, s); break;
-    case BinaryOp::kMin: Binary<ew::Min, true>(dtype, l, a, b, o, s); break;
-    case BinaryOp::kReluGrad: Binary<ew::ReluGrad>(dtype, l, a, b, o, s); break;
-    case BinaryOp::kPow: Binary<ew::Pow>(dtype, l, a, b, o, s); break;
-    case BinaryOp::kGeluGrad: Binary<ew::GeluGrad>(dtype, l, a, b, o, s); break;
-    case BinaryOp::kGeluTanhGrad: Binary<ew::GeluTanhGrad>(dtype, l, a, b, o, s); break;
-    case BinaryOp::kPRelu: Binary<ew::PRelu>(dtype, l, a, b, o, s); break;
+#define MT_EW_CASE(Name, domains, types, formula, attrs) \
+    case BinaryOp::k##Name: Binary<EwTypes::types>(dtype, formula, l, a, b, o, s); break;
+    MT_CUDA_BINARY_OPS(MT_EW_CASE)
+#undef MT_EW_CASE
   }
   MT_CUDA_CHECK_LAUNCH();
 }

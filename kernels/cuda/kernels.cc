@@ -1,7 +1,8 @@
 // CUDA kernel classes for elementwise ops, Cast, Softmax/LogSoftmax, LayerNormalization and
 // ReduceSum/ReduceMean: they check what a user can get wrong (dtypes, shapes, attributes) and
 // return a Status naming the node, then call the launchers of kernels/cuda/*.cu on the node's
-// stream. Registered for DeviceType::kCUDA in fp32, fp16 and bf16.
+// stream. Registered for DeviceType::kCUDA in fp32, fp16 and bf16; the elementwise ops (and their
+// dtypes) from the rows of kernels/cuda/elementwise_ops.h.
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -10,7 +11,7 @@
 #include "kernels/cuda/kernel_util.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/registry.h"
-#include "runtime/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 
 namespace mixtrain::cuda {
 namespace {
@@ -25,47 +26,62 @@ absl::Status CheckFloat(const KernelContext& ctx, const TensorView* t, const cha
   return absl::OkStatus();
 }
 
-template <UnaryOp kOp>
-absl::Status Unary(KernelContext& ctx) {
-  const TensorView* x = ctx.input(0);
-  TensorView* y = ctx.output(0);
-  MT_RETURN_IF_ERROR(CheckFloat(ctx, x, "input 0"));
-  if (y == nullptr || y->numel() != x->numel() || y->dtype != x->dtype)
-    return ctx.Error("output differs from the input in size or dtype");
-  float alpha = 0, beta = 0;
-  if (kOp == UnaryOp::kLeakyRelu) alpha = ctx.node().attr_float("alpha", 0.01f);
-  if (kOp == UnaryOp::kElu) alpha = ctx.node().attr_float("alpha", 1.0f);
-  if (kOp == UnaryOp::kHardSigmoid) {
-    alpha = ctx.node().attr_float("alpha", 0.2f);
-    beta = ctx.node().attr_float("beta", 0.5f);
-  }
-  LaunchUnary(kOp, x->dtype, alpha, beta, x->data, y->data, x->numel(), ctx.stream());
-  return absl::OkStatus();
+// The rows of kernels/cuda/elementwise_ops.h as data, indexed by enumerator.
+struct EwRow {
+  EwTypes types;
+  EwAttrs attrs;
+};
+#define MT_EW_ROW(Name, domains, types, formula, attrs) EwRow{EwTypes::types, attrs},
+constexpr EwRow kUnaryRows[] = {MT_CUDA_UNARY_OPS(MT_EW_ROW)};
+constexpr EwRow kBinaryRows[] = {MT_CUDA_BINARY_OPS(MT_EW_ROW)};
+#undef MT_EW_ROW
+
+// A kNumber row also takes i32 and i64 (the step counter).
+bool IsRowInteger(const EwRow& row, DType t) {
+  return row.types == EwTypes::kNumber && (t == DType::kI32 || t == DType::kI64);
 }
 
-absl::Status Gelu(KernelContext& ctx) {
+// The row to run: the registered one, or its tanh form when it has one and approximate="tanh".
+template <typename Op>
+absl::StatusOr<Op> RowToRun(const KernelContext& ctx, Op op, const EwRow& row) {
+  if (row.attrs.tanh_form < 0) return op;
   std::string approx = ctx.node().attr_string("approximate", "none");
-  if (approx == "tanh") return Unary<UnaryOp::kGeluTanh>(ctx);
+  if (approx == "tanh") return static_cast<Op>(row.attrs.tanh_form);
   if (approx != "none")
     return ctx.Error(absl::StrCat("approximate must be 'none' or 'tanh', got '", approx, "'"));
-  return Unary<UnaryOp::kGelu>(ctx);
+  return op;
 }
 
-// Add, Sub, Mul, Max and Min also take i32 and i64 (the step counter).
-constexpr bool TakesIntegers(BinaryOp op) {
-  return op == BinaryOp::kAdd || op == BinaryOp::kSub || op == BinaryOp::kMul || op == BinaryOp::kMax ||
-         op == BinaryOp::kMin;
+// A unary row's kernel: y = op(x), x and y of one size and one of the row's dtypes.
+absl::Status RunUnary(KernelContext& ctx, UnaryOp registered) {
+  const EwRow& row = kUnaryRows[static_cast<int>(registered)];
+  MT_ASSIGN_OR_RETURN(UnaryOp op, RowToRun(ctx, registered, row));
+  const TensorView* x = ctx.input(0);
+  TensorView* y = ctx.output(0);
+  if (x == nullptr || !IsRowInteger(row, x->dtype)) MT_RETURN_IF_ERROR(CheckFloat(ctx, x, "input 0"));
+  if (y == nullptr || y->numel() != x->numel() || y->dtype != x->dtype)
+    return ctx.Error("output differs from the input in size or dtype");
+  const EwAttrs& at = row.attrs;
+  const float alpha = at.alpha ? ctx.node().attr_float(at.alpha, at.alpha_default) : 0;
+  const float beta = at.beta ? ctx.node().attr_float(at.beta, at.beta_default) : 0;
+  LaunchUnary(op, x->dtype, alpha, beta, x->data, y->data, x->numel(), ctx.stream());
+  return absl::OkStatus();
+}
+template <UnaryOp kOp>
+absl::Status Unary(KernelContext& ctx) {
+  return RunUnary(ctx, kOp);
 }
 
-template <BinaryOp kOp>
-absl::Status Binary(KernelContext& ctx) {
+// A binary row's kernel: o = op(a, b) broadcast, all of one of the row's dtypes.
+absl::Status RunBinary(KernelContext& ctx, BinaryOp registered) {
+  const EwRow& row = kBinaryRows[static_cast<int>(registered)];
+  MT_ASSIGN_OR_RETURN(BinaryOp op, RowToRun(ctx, registered, row));
   const TensorView* a = ctx.input(0);
   const TensorView* b = ctx.input(1);
   TensorView* o = ctx.output(0);
   if (ctx.num_inputs() != 2) return ctx.Error("the CUDA kernel takes exactly two inputs");
   if (a == nullptr || b == nullptr) return ctx.Error("missing an input");
-  const bool integers = TakesIntegers(kOp) && (a->dtype == DType::kI32 || a->dtype == DType::kI64);
-  if (!integers) {
+  if (!IsRowInteger(row, a->dtype)) {
     MT_RETURN_IF_ERROR(CheckFloat(ctx, a, "input 0"));
     MT_RETURN_IF_ERROR(CheckFloat(ctx, b, "input 1"));
   }
@@ -74,8 +90,20 @@ absl::Status Binary(KernelContext& ctx) {
                                   DTypeName(b->dtype), ")"));
   auto l = MakeBroadcastLayout({a->dims, b->dims}, o->dims);
   if (!l.ok()) return ctx.Error(l.status().message());
-  LaunchBinary(kOp, a->dtype, *l, a->data, b->data, o->data, ctx.stream());
+  LaunchBinary(op, a->dtype, *l, a->data, b->data, o->data, ctx.stream());
   return absl::OkStatus();
+}
+template <BinaryOp kOp>
+absl::Status Binary(KernelContext& ctx) {
+  return RunBinary(ctx, kOp);
+}
+
+// Registers a row's kernel in each of its domains, for its dtypes.
+void RegisterRow(KernelRegistry& r, const char* op, std::initializer_list<const char*> domains, EwTypes types,
+                 KernelFn fn) {
+  static const std::vector<DType> numbers = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64};
+  for (const char* domain : domains)
+    r.Register({op, domain, kCuda, types == EwTypes::kNumber ? numbers : kFloatTypes, 0, FnKernel(fn)});
 }
 
 // PRelu(X, slope): the slope broadcasts to X's shape (one way). Before opset 7 a 1-D slope of C
@@ -97,15 +125,6 @@ absl::Status PRelu(KernelContext& ctx) {
   if (!l.ok()) return ctx.Error(l.status().message());
   LaunchBinary(BinaryOp::kPRelu, x->dtype, *l, x->data, slope->data, y->data, ctx.stream());
   return absl::OkStatus();
-}
-
-// ai.mixtrain.GeluGrad(dY, X) -> dX, exact (erf) or tanh form per `approximate`.
-absl::Status GeluGrad(KernelContext& ctx) {
-  std::string approx = ctx.node().attr_string("approximate", "none");
-  if (approx == "tanh") return Binary<BinaryOp::kGeluTanhGrad>(ctx);
-  if (approx != "none")
-    return ctx.Error(absl::StrCat("approximate must be 'none' or 'tanh', got '", approx, "'"));
-  return Binary<BinaryOp::kGeluGrad>(ctx);
 }
 
 // Comparisons and logic ops: bool out, operands of one dtype (numeric, or bool for the logic ops).
@@ -279,36 +298,21 @@ absl::Status Reduce(KernelContext& ctx) {
 }  // namespace
 
 MT_REGISTER_KERNELS(cuda_kernels) {
+#define MT_EW_UNPAREN(...) __VA_ARGS__
+#define MT_EW_REGISTER_UNARY(Name, domains, types, formula, attrs) \
+  RegisterRow(r, #Name, {MT_EW_UNPAREN domains}, EwTypes::types, Unary<UnaryOp::k##Name>);
+#define MT_EW_REGISTER_BINARY(Name, domains, types, formula, attrs) \
+  RegisterRow(r, #Name, {MT_EW_UNPAREN domains}, EwTypes::types, Binary<BinaryOp::k##Name>);
+  MT_CUDA_UNARY_OPS(MT_EW_REGISTER_UNARY)
+  MT_CUDA_BINARY_OPS(MT_EW_REGISTER_BINARY)
+#undef MT_EW_REGISTER_BINARY
+#undef MT_EW_REGISTER_UNARY
+#undef MT_EW_UNPAREN
   auto reg = [&](const char* op, KernelFn fn) { r.Register({op, "", kCuda, kFloatTypes, 0, FnKernel(fn)}); };
-  const std::vector<DType> numbers = {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64};
-  auto reg_numbers = [&](const char* op, KernelFn fn) { r.Register({op, "", kCuda, numbers, 0, FnKernel(fn)}); };
-  reg("Sqrt", Unary<UnaryOp::kSqrt>);
-  reg("Reciprocal", Unary<UnaryOp::kReciprocal>);
-  reg("Exp", Unary<UnaryOp::kExp>);
-  reg("Log", Unary<UnaryOp::kLog>);
-  reg("Erf", Unary<UnaryOp::kErf>);
-  reg("Tanh", Unary<UnaryOp::kTanh>);
-  reg("Sigmoid", Unary<UnaryOp::kSigmoid>);
-  reg("Softplus", Unary<UnaryOp::kSoftplus>);
-  reg("Gelu", Gelu);
-  reg("LeakyRelu", Unary<UnaryOp::kLeakyRelu>);
-  reg("Relu", Unary<UnaryOp::kRelu>);
-  reg("Neg", Unary<UnaryOp::kNeg>);
-  reg("Abs", Unary<UnaryOp::kAbs>);
-  reg("HardSigmoid", Unary<UnaryOp::kHardSigmoid>);
-  reg("HardSwish", Unary<UnaryOp::kHardSwish>);
   reg("IsNaN", IsNaN);
-  reg("Elu", Unary<UnaryOp::kElu>);
   r.Register({"CumSum", "", kCuda, {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64}, 0,
               FnKernel(CumSum)});
-  reg_numbers("Add", Binary<BinaryOp::kAdd>);
-  reg_numbers("Sub", Binary<BinaryOp::kSub>);
-  reg_numbers("Mul", Binary<BinaryOp::kMul>);
-  reg("Div", Binary<BinaryOp::kDiv>);
-  reg_numbers("Max", Binary<BinaryOp::kMax>);
-  reg_numbers("Min", Binary<BinaryOp::kMin>);
-  reg("Pow", Binary<BinaryOp::kPow>);
-  reg("PRelu", PRelu);
+  reg("PRelu", PRelu);  // its row has no domains: the slope broadcasts one way, per channel before opset 7
   r.Register({"Cast", "", kCuda, {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kI64, DType::kBool}, 0,
               FnKernel(Cast)});
   reg("Softmax", Softmax<false>);
@@ -325,9 +329,6 @@ MT_REGISTER_KERNELS(cuda_kernels) {
   cmp("And", Compare<CompareOp::kAnd>);
   cmp("Or", Compare<CompareOp::kOr>);
   cmp("Xor", Compare<CompareOp::kXor>);
-  r.Register({"ReluGrad", "ai.mixtrain", kCuda, kFloatTypes, 0, FnKernel(Binary<BinaryOp::kReluGrad>)});
-  r.Register({"GeluGrad", "ai.mixtrain", kCuda, kFloatTypes, 0, FnKernel(GeluGrad)});
-  r.Register({"Gelu", "ai.mixtrain", kCuda, kFloatTypes, 0, FnKernel(Gelu)});  // fuse_gelu's, opset < 20
 }
 
 }  // namespace mixtrain::cuda

@@ -1,25 +1,25 @@
 // Launchers of the CUDA kernels in kernels/cuda/*.cu, callable from host C++ (the kernel classes
 // in kernels/cuda/*.cc). Plain types only, so this header needs no CUDA headers; `stream` is a
 // cudaStream_t. Each launcher checks the launch (aborting with file and line on failure, see
-// runtime/cuda/cuda_check.h); the kernel classes validate user-visible preconditions first.
+// kernels/cuda/cuda_check.h); the kernel classes validate user-visible preconditions first.
 #pragma once
 
 #include <cstdint>
 
 #include "graph/dtype.h"
 #include "kernels/common/broadcast.h"
+#include "kernels/cuda/elementwise_ops.h"
 
 namespace mixtrain::cuda {
 
-// --- elementwise.cu (functors of kernels/common/elementwise.h) ----------------------------------
-enum class UnaryOp : uint8_t {
-  kSqrt, kReciprocal, kExp, kLog, kErf, kTanh, kSigmoid, kSoftplus, kGelu, kGeluTanh,
-  kLeakyRelu, kRelu, kNeg, kAbs, kHardSigmoid, kHardSwish, kElu,
-};
-enum class BinaryOp : uint8_t { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow, kReluGrad, kGeluGrad, kGeluTanhGrad, kPRelu };
+// --- elementwise.cu (the rows of kernels/cuda/elementwise_ops.h) -------------------------------
+#define MT_EW_ENUMERATOR(Name, ...) k##Name,
+enum class UnaryOp : uint8_t { MT_CUDA_UNARY_OPS(MT_EW_ENUMERATOR) };
+enum class BinaryOp : uint8_t { MT_CUDA_BINARY_OPS(MT_EW_ENUMERATOR) };
+#undef MT_EW_ENUMERATOR
 
-// y = op(x) elementwise; dtype is f32, f16 or bf16; `alpha` is LeakyRelu's, Elu's and HardSigmoid's,
-// `beta` HardSigmoid's.
+// y = op(x) elementwise, of a dtype the op's row lists; `alpha` and `beta` are the float
+// attributes the row reads.
 void LaunchUnary(UnaryOp op, DType dtype, float alpha, float beta, const void* x, void* y, int64_t n,
                  void* stream);
 // Comparisons (f32, f16, bf16, i32, i64 operands) and logic (bool operands) to bool, over a
@@ -33,8 +33,8 @@ void LaunchCumSum(DType dtype, const void* x, void* y, int64_t outer, int64_t n,
                   bool reverse, void* stream);
 // y = isnan(x) over n elements of a float dtype.
 void LaunchIsNaN(DType dtype, const void* x, uint8_t* y, int64_t n, void* stream);
-// o = op(a, b) over a two-input broadcast layout (kernels/common/broadcast.h); float dtypes, and
-// i32/i64 for Add, Sub, Mul, Max and Min.
+// o = op(a, b) over a two-input broadcast layout (kernels/common/broadcast.h), of a dtype the op's
+// row lists.
 void LaunchBinary(BinaryOp op, DType dtype, const BroadcastLayout& layout, const void* a,
                   const void* b, void* o, void* stream);
 // y = !x over n bools (ONNX Not).
