@@ -9,7 +9,7 @@
 #include "api/convert.h"
 #include "graph/onnx_import.h"
 #include "graph/shape_inference.h"
-#include "kernels/registry.h"
+#include "kernels/backend.h"
 #include "mixtrain/check.h"
 #include "passes/canonicalize.h"
 #include "passes/lora.h"
@@ -19,7 +19,6 @@
 #include "passes/unroll_loop.h"
 #include "passes/training.h"
 #include "proto/mixtrain_pb.h"
-#include "runtime/cuda/cuda_device.h"
 #include "runtime/planner.h"
 #include "runtime/training_graphs.h"
 
@@ -49,7 +48,7 @@ void MissingKernels(const Graph& g, std::vector<std::string>* out) {
   for (const auto& n : g.nodes()) {
     // No kernel runs a loop: the pipeline writes it out (unroll_loop), or says why it cannot.
     if (IsLoopOp(*n)) {
-      const std::string why = WhyLoopNotUnrolled(g, *n);
+      const std::string why = WhyLoopNotUnrolled(g, *n, CpuBackend().target().evaluator);
       if (!why.empty()) out->push_back(absl::StrCat("node '", n->name(), "' (", n->op_type(), ") is not unrolled: ", why));
       continue;
     }
@@ -80,7 +79,7 @@ pb::TrainConfig TrainConfigOf(const CheckOptions& options) {
 // graphs planned for CUDA as a session would (batch 2 where the model leaves it open) in fp32, bf16
 // AMP and fp16 AMP with dynamic loss scaling, so a kernel without the dtype a step uses is named too.
 absl::Status CheckCudaKernels(const Graph& model, const CheckOptions& options, ModelCheck* out) {
-  if (absl::Status st = LoadCudaBackend(); !st.ok()) {
+  if (absl::Status st = CudaBackend().LoadKernels(); !st.ok()) {
     out->cuda_unknown = std::string(st.message());
     return absl::OkStatus();
   }
@@ -98,9 +97,7 @@ absl::Status CheckCudaKernels(const Graph& model, const CheckOptions& options, M
     c.mutable_precision()->set_preset(v.preset);
     c.mutable_precision()->set_low_dtype(v.low);
     std::unique_ptr<Graph> step = model.Clone();
-    MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(c, *step, /*native_bf16=*/true));
-    recipe.cpu_layouts = false;  // planned for the GPU
-    recipe.fp32_grad_products = false;
+    MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(c, *step, CudaBackend().target()));
     MT_RETURN_IF_ERROR(PrepareModel(*step, recipe));
     std::unique_ptr<Graph> eval = step->Clone();
     MT_RETURN_IF_ERROR(BuildTrainingStep(*step, recipe).status());
@@ -123,7 +120,7 @@ absl::Status CheckCudaKernels(const Graph& model, const CheckOptions& options, M
 // (runtime/training_graphs.h).
 absl::Status BuildAndPlanForTraining(const Graph& model, const CheckOptions& options) {
   const pb::TrainConfig c = TrainConfigOf(options);
-  MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveRecipeFor(c, model, DeviceType::kCPU));
+  MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(c, model, CpuBackend().target()));
   MT_ASSIGN_OR_RETURN(TrainingGraphs graphs, BuildTrainingGraphs(model.Clone(), recipe));
   return DryPlanTraining(graphs, DeviceType::kCPU);
 }
@@ -139,7 +136,7 @@ absl::StatusOr<MemoryStatistics> PlanMemoryForTraining(const Graph& model, const
   *base.mutable_precision() = c.precision();
   base.set_recompute(c.recompute());
   base.mutable_optimizer()->set_kind(pb::OptimizerConfig::ADAM);
-  MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveRecipeFor(base, model, DeviceType::kCPU));
+  MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(base, model, CpuBackend().target()));
   MT_ASSIGN_OR_RETURN(TrainingGraphs graphs, BuildTrainingGraphs(model.Clone(), recipe));
   MT_ASSIGN_OR_RETURN(MemoryReport r, PlanTrainingMemory(graphs, DeviceType::kCPU, options.memory_batch));
   MeasureProcessMemory(r);
@@ -171,6 +168,7 @@ absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const Check
     CanonicalizeOptions co;
     co.params = {options.trainable, options.freeze};
     co.report = &report;
+    co.evaluator = CpuBackend().target().evaluator;
     {
       PassManager pm;
       pm.Add(MakeCanonicalizePass(co));
@@ -200,7 +198,7 @@ absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const Check
     out.op_types.assign(ops.begin(), ops.end());
     // LoRA: the adapters join the model here, so what trains below is what `train` trains.
     if (options.lora_rank > 0 || !options.lora_targets.empty() || options.lora_alpha) {
-      MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(TrainConfigOf(options), *g, true));
+      MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(TrainConfigOf(options), *g, CpuBackend().target()));
       const auto before = ClassifyInitializers(*g);
       for (const Value* v : g->initializers())
         if (before.at(v).role == InitializerRole::kParameter) out.model_parameters += v->initializer->numel();
@@ -249,6 +247,7 @@ absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const Check
     go.autodiff.trainable = options.trainable;
     go.autodiff.freeze = options.freeze;
     go.autodiff.problems = &problems;
+    go.autodiff.evaluator = CpuBackend().target().evaluator;
     absl::StatusOr<std::unique_ptr<Graph>> grad = BuildGradientGraph(*g, go);
     if (grad.ok()) {
       for (const std::string& name : GradientOutputs(**grad)) {

@@ -9,8 +9,7 @@
 #include "passes/inference.h"
 #include "passes/low_precision.h"
 #include "absl/strings/str_join.h"
-#include "runtime/cuda/device_select.h"
-#include "runtime/planner.h"
+#include "runtime/backend_choice.h"
 #include "runtime/session.h"
 
 namespace mixtrain {
@@ -26,12 +25,12 @@ struct InferenceSession::Impl {
 
 namespace {
 
-// Lowers `g` to options.compute_type when that is f16/bf16; the inference passes on the CPU.
-// The import (ImportForInference: canonicalization, loops unrolled) runs in any case: it rewrites
-// what has no kernel (sequence ops, exporters' random-mask dropout, Loop/Scan) into what does, so
-// optimize=false still runs what exporters write.
+// Lowers `g` to options.compute_type when that is f16/bf16; the inference pipeline where the
+// backend runs its fused ops (the CPU). The import (ImportForInference: canonicalization, loops
+// unrolled) runs in any case: it rewrites what has no kernel (sequence ops, exporters'
+// random-mask dropout, Loop/Scan) into what does, so optimize=false still runs what exporters write.
 absl::StatusOr<std::shared_ptr<const Graph>> Prepare(std::unique_ptr<Graph> g, const InferenceOptions& options,
-                                                     DeviceType device) {
+                                                     const Backend& backend) {
   DType compute = api::ToDType(options.compute_type);
   if (compute != DType::kF32) {
     if (!IsLowFloat(compute))
@@ -39,17 +38,18 @@ absl::StatusOr<std::shared_ptr<const Graph>> Prepare(std::unique_ptr<Graph> g, c
                                                      ElementTypeName(options.compute_type)));
     MT_RETURN_IF_ERROR(LowerFloatModel(*g, compute));
   }
-  if (options.optimize && device == DeviceType::kCPU) {
-    MT_RETURN_IF_ERROR(OptimizeForInference(*g));  // canonicalization first
+  const Target target = backend.target();
+  if (options.optimize && target.caps.fused_inference) {
+    MT_RETURN_IF_ERROR(OptimizeForInference(*g, target));  // canonicalization first
   } else {
-    MT_RETURN_IF_ERROR(ImportForInference(*g));
+    MT_RETURN_IF_ERROR(ImportForInference(*g, target));
   }
   return std::shared_ptr<const Graph>(std::move(g));
 }
 
-// The session for `g` on the device options.device asks for: a GPU must have a kernel for every
-// op (checked by op, then by a plan with the dtypes; symbolic dims as 1), else "cuda" fails naming
-// them and "auto" falls back to the CPU with a note.
+// The session for `g` on the backend options.device asks for (runtime/backend_choice.h): a GPU
+// must have a kernel for every op (checked by op, then by a plan with the dtypes; symbolic dims
+// as 1), else "cuda" fails naming them and "auto" falls back to the CPU with a note.
 struct Opened {
   InferenceOptions options;
   std::shared_ptr<const Graph> graph;
@@ -62,34 +62,23 @@ absl::Status Open(std::unique_ptr<Graph> g, Opened& impl) {
   absl::StatusOr<DeviceRequest> request = ParseDeviceFlag(impl.options.device);
   if (!request.ok())
     return absl::InvalidArgumentError(absl::StrCat("InferenceOptions::device: ", request.status().message()));
-  MT_ASSIGN_OR_RETURN(DeviceSelection where, SelectDevice(*request));
-  impl.device_note = where.note;
-  if (where.type == DeviceType::kCUDA) {
-    std::unique_ptr<Graph> copy = g->Clone();
-    MT_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> prepared, Prepare(std::move(copy), impl.options, DeviceType::kCUDA));
-    std::string missing;
-    if (std::vector<std::string> ops = OpsWithoutKernels(*prepared, DeviceType::kCUDA); !ops.empty()) {
-      missing = absl::StrJoin(ops, ", ");
-    } else if (absl::Status st = DryPlan(*prepared, DeviceType::kCUDA, {}, 1); absl::IsUnimplemented(st)) {
-      missing = std::string(st.message());
-    }
-    if (missing.empty()) {
-      MT_ASSIGN_OR_RETURN(std::unique_ptr<Device> gpu, MakeDevice(DeviceType::kCUDA));
-      SessionOptions o;
-      o.run_on = std::shared_ptr<Device>(std::move(gpu));
-      MT_ASSIGN_OR_RETURN(impl.session, Session::Create(prepared, o));
-      impl.graph = std::move(prepared);
-      impl.device = DeviceType::kCUDA;
-      return absl::OkStatus();
-    }
-    if (*request == DeviceRequest::kCuda)
-      return absl::UnimplementedError(absl::StrCat("device cuda: no CUDA kernel for ", missing,
-                                                   " (nothing ran; device cpu runs it)"));
-    impl.device_note = absl::StrCat("device auto: the GPU has no kernel for ", missing, "; running on the CPU");
-  }
-  MT_ASSIGN_OR_RETURN(impl.graph, Prepare(std::move(g), impl.options, DeviceType::kCPU));
-  MT_ASSIGN_OR_RETURN(impl.session, Session::Create(impl.graph));
-  impl.device = DeviceType::kCPU;
+  MT_ASSIGN_OR_RETURN(
+      BackendChoice choice,
+      ChooseBackend(*request, "device", "runs", [&](const Backend& b) -> absl::StatusOr<std::string> {
+        const bool last = b.type() == DeviceType::kCPU;  // the CPU is the last choice: it may take g
+        MT_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> prepared, Prepare(last ? std::move(g) : g->Clone(),
+                                                                           impl.options, b));
+        if (!last)
+          if (std::string missing = MissingOn(b, {{prepared.get(), {}, 1}}); !missing.empty()) return missing;
+        MT_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, b.MakeDevice());
+        SessionOptions o;
+        o.run_on = std::shared_ptr<Device>(std::move(device));
+        MT_ASSIGN_OR_RETURN(impl.session, Session::Create(prepared, o));
+        impl.graph = std::move(prepared);
+        impl.device = b.type();
+        return std::string();
+      }));
+  impl.device_note = choice.note;
   return absl::OkStatus();
 }
 

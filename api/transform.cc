@@ -10,8 +10,7 @@
 #include "graph/shape_inference.h"
 #include "graph/text_format.h"
 #include "graph/verifier.h"
-#include "kernels/registry.h"
-#include "kernels/cpu/dnnl_common.h"
+#include "kernels/backend.h"
 #include "mixtrain/transform.h"
 #include "passes/pass.h"
 #include "passes/pass_registry.h"
@@ -20,6 +19,9 @@
 #include "passes/pipeline.h"
 #include "passes/precision.h"
 #include "passes/training.h"
+#include "passes/inference.h"
+#include "passes/unroll_loop.h"
+#include "runtime/backend_choice.h"
 
 namespace mixtrain {
 inline namespace v1 {
@@ -89,7 +91,12 @@ absl::Status BuildPasses(const TransformOptions& options, const TrainingRecipe& 
     if (name == "canonicalize") {
       CanonicalizeOptions co;
       co.params = recipe.params;
+      co.evaluator = recipe.target.evaluator;
       p = MakeCanonicalizePass(co);
+    } else if (name == "unroll_loop") {
+      p = MakeUnrollLoopPass(recipe.params, recipe.target.evaluator);
+    } else if (name == "inference") {
+      p = MakeInferencePass(recipe.target);
     } else if (name == "train_mode") {
       p = MakeTrainModePass(recipe.train_mode);
     } else if (name == "precision") {
@@ -102,6 +109,7 @@ absl::Status BuildPasses(const TransformOptions& options, const TrainingRecipe& 
       AutodiffOptions ad;
       ad.trainable = recipe.params.trainable;
       ad.freeze = recipe.params.freeze;
+      ad.evaluator = recipe.target.evaluator;
       if (scaled) {
         ad.loss = kScaledLossName;
         ad.freeze = ad.freeze.empty() ? std::string(kLossScaleName)  // the scale is state
@@ -121,6 +129,32 @@ absl::Status BuildPasses(const TransformOptions& options, const TrainingRecipe& 
   return absl::OkStatus();
 }
 
+// The backend the passes are built for: the device a Trainer with `config` would choose
+// (runtime/backend_choice.h), except that an explicit "cuda" needs no GPU here: nothing runs.
+absl::StatusOr<const Backend*> BackendToShow(const pb::TrainConfig& config, const Graph& model, TransformedModel& out) {
+  absl::StatusOr<DeviceRequest> request = ParseDeviceFlag(config.device());
+  if (!request.ok()) return absl::InvalidArgumentError(absl::StrCat("device: ", request.status().message()));
+  const Backend* backend = &CudaBackend();
+  if (*request != DeviceRequest::kCuda) {
+    MT_ASSIGN_OR_RETURN(BackendChoice choice,
+                        ChooseBackend(*request, "--device", "trains", [&](const Backend& b) -> absl::StatusOr<std::string> {
+                          if (b.type() == DeviceType::kCPU) return std::string();
+                          // As the Trainer checks it: the step and evaluation built for it.
+                          MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(config, model, b.target()));
+                          std::unique_ptr<Graph> step = model.Clone();
+                          MT_RETURN_IF_ERROR(PrepareModel(*step, recipe));
+                          std::unique_ptr<Graph> eval = step->Clone();
+                          MT_RETURN_IF_ERROR(BuildTrainingStep(*step, recipe).status());
+                          MT_RETURN_IF_ERROR(BuildEvalGraph(*eval, recipe));
+                          return MissingOn(b, {{step.get(), StateUpdates(*step)}, {eval.get(), StateUpdates(*eval)}});
+                        }));
+    backend = choice.backend;
+    out.device_note = choice.note;
+  }
+  out.device = backend->name();
+  return backend;
+}
+
 }  // namespace
 
 absl::StatusOr<TransformedModel> TransformModel(const std::string& model_path, const TransformOptions& options,
@@ -134,13 +168,15 @@ absl::StatusOr<TransformedModel> TransformModel(const std::string& model_path, c
     MT_RETURN_IF_ERROR(CheckPassNames(names));
     MT_ASSIGN_OR_RETURN(pb::TrainConfig config, TrainConfigOf(options));
     MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxFile(model_path));
+    TransformedModel out;
     if (!names.empty()) {
       // As the trainer would refuse them, before any pass: ops no kernel runs, of other domains.
       MT_RETURN_IF_ERROR(VerifyRunnableOps(*g, [](const Node& n) {
         return KernelRegistry::Global().Has(n.domain(), n.op_type(), DeviceType::kCPU) ||
                KernelRegistry::Global().Has(n.domain(), n.op_type(), DeviceType::kCUDA);
       }));
-      MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(config, *g, dnnl_util::NativeBf16()));
+      MT_ASSIGN_OR_RETURN(const Backend* backend, BackendToShow(config, *g, out));
+      MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(config, *g, backend->target()));
       if (stage) {  // the trainer's own pipeline (passes/pipeline.h)
         MT_RETURN_IF_ERROR(PrepareModel(*g, recipe));
         if (names[0] == kTrainStage) {
@@ -155,7 +191,6 @@ absl::StatusOr<TransformedModel> TransformModel(const std::string& model_path, c
       }
     }
 
-    TransformedModel out;
     if (format == GraphFormat::kOnnx) {
       if (!out_path.empty()) {
         MT_RETURN_IF_ERROR(SaveOnnxFile(*g, out_path));

@@ -1,4 +1,5 @@
-// Devices: where tensors live and kernels run: the CPU, and CUDA (runtime/cuda/cuda_device.h).
+// Devices: where tensors live and kernels run. Each backend makes its own (kernels/backend.h):
+// the CPU's in kernels/cpu/backend.cc, CUDA's in kernels/cuda/cuda_device_impl.cc.
 #pragma once
 
 #include <cstddef>
@@ -25,6 +26,9 @@ class Device {
   // then uses host tensors (initializers, feeds, folded constants) in place. Otherwise every
   // one of them is copied in through CopyToDevice and read back through CopyToHost.
   virtual bool shares_host_memory() const { return false; }
+  // What the backend's kernels share on this device (CUDA: the cuBLASLt and cuDNN handles and
+  // their workspace), handed to every kernel through KernelContext::resources(); null on the CPU.
+  virtual const void* kernel_resources() const { return nullptr; }
 
   // Step graphs (CUDA graphs): the work queued on the stream between BeginRecording and
   // EndRecording is recorded, not run, into a Recording that Replay queues again, whole, with the
@@ -61,8 +65,5 @@ class DeviceBuffer {
   void* data_ = nullptr;
   size_t bytes_ = 0;
 };
-
-// The CPU device (synchronous; the stream is the calling thread).
-std::unique_ptr<Device> MakeCpuDevice();
 
 }  // namespace mixtrain

@@ -48,6 +48,10 @@ class KernelContext {
   const TensorView* input(size_t i) const { return i < inputs_.size() ? inputs_[i] : nullptr; }
   TensorView* output(size_t i) const { return i < outputs_.size() ? outputs_[i] : nullptr; }
   void* stream() const { return stream_; }  // cudaStream_t on CUDA
+  // What the device's kernels share (Device::kernel_resources(): CUDA's library handles and
+  // workspace); null on the CPU.
+  const void* resources() const { return resources_; }
+  void set_resources(const void* r) { resources_ = r; }
   // The opset of the node's domain; ops whose semantics changed between opsets (Softmax's axis at
   // 13) read it. 0 = not given: kernels then follow the newest opset.
   int64_t opset() const { return opset_; }
@@ -82,6 +86,7 @@ class KernelContext {
   std::vector<const TensorView*> inputs_;
   std::vector<TensorView*> outputs_;
   void* stream_;
+  const void* resources_ = nullptr;
   int64_t opset_;
   uint64_t run_index_ = 0;
   std::vector<bool> constant_inputs_;

@@ -180,7 +180,7 @@ absl::StatusOr<bool> AutodiffPass::Run(Graph& g) {
         why = reason.empty() ? ": the unroll_rnn pass writes it out in differentiable ops; run it first"
                              : absl::StrCat(": training unrolls recurrent ops (unroll_rnn), but not this one: ", reason);
       } else if (IsLoopOp(*n)) {
-        const std::string reason = WhyLoopNotUnrolled(g, *n);
+        const std::string reason = WhyLoopNotUnrolled(g, *n, opt_.evaluator);
         why = reason.empty() ? ": the unroll_loop pass writes it out iteration by iteration; run it first"
                              : absl::StrCat(": training unrolls loops (unroll_loop), but not this one: ", reason);
       }

@@ -20,26 +20,15 @@
 #include <algorithm>
 #include <deque>
 #include <map>
-#include <mutex>
 
 #include "absl/strings/str_cat.h"
 #include "graph/check.h"
 #include "graph/shape_inference.h"
 #include "passes/canonicalize.h"
 #include "passes/canonicalize_rules.h"
-#include "passes/pass_registry.h"
 
 namespace mixtrain {
 namespace {
-
-std::mutex& EvaluatorMutex() {
-  static std::mutex* m = new std::mutex();
-  return *m;
-}
-HostEvaluator& Evaluator() {
-  static HostEvaluator e = nullptr;
-  return e;
-}
 
 // Ops whose result is not a function of their inputs (random, or unknown here), that training
 // changes (BatchNormalization's statistics), or that hold graphs or sequences.
@@ -182,11 +171,7 @@ class CanonicalizePass final : public Pass {
   }
 
   absl::StatusOr<bool> FoldConstants(Graph& g, CanonicalizeReport& report) {
-    HostEvaluator eval;
-    {
-      std::lock_guard<std::mutex> lock(EvaluatorMutex());
-      eval = Evaluator();
-    }
+    const HostEvaluator eval = opt_.evaluator;
     if (eval == nullptr) return false;
     bool changed = false;
     for (const auto& up : g.nodes()) {
@@ -377,20 +362,8 @@ class CanonicalizePass final : public Pass {
 
 }  // namespace
 
-void RegisterHostEvaluator(HostEvaluator f) {
-  std::lock_guard<std::mutex> lock(EvaluatorMutex());
-  Evaluator() = f;
-}
-
-HostEvaluator RegisteredHostEvaluator() {
-  std::lock_guard<std::mutex> lock(EvaluatorMutex());
-  return Evaluator();
-}
-
 std::unique_ptr<Pass> MakeCanonicalizePass(CanonicalizeOptions options) {
   return std::make_unique<CanonicalizePass>(std::move(options));
 }
-
-MT_REGISTER_PASS(canonicalize, [] { return MakeCanonicalizePass(); });
 
 }  // namespace mixtrain

@@ -1,5 +1,5 @@
 // The import canonicalization stage (passes/canonicalize.cc): shape-data propagation and
-// folding, constant folding with the CPU kernels, simplification, dead-code removal.
+// folding, constant folding with the kernels it is handed, simplification, dead-code removal.
 #pragma once
 
 #include <cstdint>
@@ -11,17 +11,9 @@
 #include "graph/graph.h"
 #include "passes/parameters.h"
 #include "passes/pass.h"
+#include "passes/target.h"
 
 namespace mixtrain {
-
-// Runs one node on host tensors. The runtime registers its CPU kernels' entry point
-// (RunNodeOnHost) at load time, so passes fold with the very kernels that execute the graph
-// without depending on the runtime; with none registered, only shape data folds.
-using HostEvaluator = absl::StatusOr<std::vector<Tensor>> (*)(const Node& node, int64_t opset,
-                                                              const std::vector<const Tensor*>& inputs);
-void RegisterHostEvaluator(HostEvaluator f);
-// The registered evaluator, or null (other passes that fold: unroll_loop).
-HostEvaluator RegisteredHostEvaluator();
 
 // What the stage did, for `mixtrain check` and `dump`.
 struct CanonicalizeReport {
@@ -39,6 +31,9 @@ struct CanonicalizeOptions {
   // Nodes whose outputs have more elements than this stay nodes.
   int64_t fold_limit_elements = int64_t{1} << 20;
   CanonicalizeReport* report = nullptr;  // filled when set
+  // Folds constant nodes with the kernels that run graphs (the target's, passes/target.h); null:
+  // only shape data folds.
+  HostEvaluator evaluator = nullptr;
 };
 
 std::unique_ptr<Pass> MakeCanonicalizePass(CanonicalizeOptions options = {});

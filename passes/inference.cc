@@ -2,7 +2,6 @@
 #include "passes/inference.h"
 
 #include <algorithm>
-#include <atomic>
 #include <mutex>
 #include <tuple>
 
@@ -37,13 +36,27 @@ std::vector<Entry> Entries() {
   return r.entries;
 }
 
+// The registered passes and the target's, by (position, name); unroll_loop first, with the
+// target's evaluator (the other passes see the loops written out).
+std::vector<Entry> PipelineFor(const Target& target) {
+  std::vector<Entry> all = Entries();
+  for (const TargetInferencePass& p : target.inference_passes) all.push_back({p.position, p.name, p.make});
+  std::stable_sort(all.begin(), all.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.position, a.name) < std::tie(b.position, b.name);
+  });
+  const HostEvaluator eval = target.evaluator;
+  all.insert(all.begin(), Entry{0, "unroll_loop", [eval] { return MakeUnrollLoopPass({}, eval); }});
+  return all;
+}
+
 // `inference` as one pass (for dump --passes=inference and pipelines built by name).
 class InferencePass : public Pass {
  public:
+  explicit InferencePass(const Target& target) : entries_(PipelineFor(target)) {}
   absl::string_view name() const override { return "inference"; }
   absl::StatusOr<bool> Run(Graph& g) override {
     bool changed = false;
-    for (const Entry& e : Entries()) {
+    for (const Entry& e : entries_) {
       std::unique_ptr<Pass> p = e.factory();
       auto c = p->Run(g);
       if (!c.ok()) return Annotate(c.status(), p->name());
@@ -59,20 +72,10 @@ class InferencePass : public Pass {
   static absl::Status Annotate(const absl::Status& s, absl::string_view pass) {
     return absl::Status(s.code(), absl::StrCat("inference pass ", pass, ": ", s.message()));
   }
+  std::vector<Entry> entries_;
 };
 
 }  // namespace
-
-namespace {
-std::atomic<TargetTraitsQuery> target_query{nullptr};
-}  // namespace
-
-TargetTraitsQuery RegisterTargetTraits(TargetTraitsQuery query) { return target_query.exchange(query); }
-
-TargetTraits CurrentTargetTraits() {
-  TargetTraitsQuery q = target_query.load();
-  return q == nullptr ? TargetTraits{} : q();
-}
 
 void RegisterInferencePass(const std::string& name, int position, PassFactory factory) {
   Registry& r = GetRegistry();
@@ -84,27 +87,32 @@ void RegisterInferencePass(const std::string& name, int position, PassFactory fa
   });
 }
 
-std::vector<std::string> InferencePassNames() {
+std::vector<std::string> InferencePassNames(const Target& target) {
   std::vector<std::string> names;
-  for (const Entry& e : Entries()) names.push_back(e.name);
+  for (const Entry& e : PipelineFor(target)) names.push_back(e.name);
   return names;
 }
 
-absl::Status ImportForInference(Graph& g) {
+std::unique_ptr<Pass> MakeInferencePass(const Target& target) { return std::make_unique<InferencePass>(target); }
+
+absl::Status ImportForInference(Graph& g, const Target& target) {
   PassManager pm;
-  pm.Add(MakeCanonicalizePass());
-  pm.Add(MakeUnrollLoopPass());
+  CanonicalizeOptions co;
+  co.evaluator = target.evaluator;
+  pm.Add(MakeCanonicalizePass(co));
+  pm.Add(MakeUnrollLoopPass({}, target.evaluator));
   return pm.Run(g);
 }
 
-absl::Status OptimizeForInference(Graph& g) {
+absl::Status OptimizeForInference(Graph& g, const Target& target) {
   PassManager pm;
-  pm.Add(MakeCanonicalizePass());  // unroll_loop is the first registered inference pass
-  for (const Entry& e : Entries()) pm.Add(e.factory());
+  CanonicalizeOptions co;
+  co.evaluator = target.evaluator;
+  pm.Add(MakeCanonicalizePass(co));
+  for (const Entry& e : PipelineFor(target)) pm.Add(e.factory());
   pm.Add(MakeCleanupPass());
   return pm.Run(g);
 }
 
-MT_REGISTER_PASS(inference, [] { return std::make_unique<InferencePass>(); });
 
 }  // namespace mixtrain

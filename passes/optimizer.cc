@@ -39,22 +39,23 @@ class OptimizerPass final : public Pass {
     ReduceGradients(g, apply);
     Value* found_inf = CheckOverflow(g, keep_outputs, apply);
     Value* all_finite = found_inf->producer->input(0);
-    Value* good_step = apply ? Op("And", {all_finite, apply}, "accum/apply_and_finite") : all_finite;
-    Value* skip = apply ? Op("Not", {good_step}, "accum/skip") : found_inf;
+    Value* good_step =
+        apply ? Op("And", {all_finite, apply}, absl::StrCat(kAccumNodePrefix, "apply_and_finite")) : all_finite;
+    Value* skip = apply ? Op("Not", {good_step}, absl::StrCat(kAccumNodePrefix, "skip")) : found_inf;
     MT_RETURN_IF_ERROR(Unscale(g));
     Clip(g);
     AddUpdates(lr, step, skip);
     // step' = step + good_step
-    Node* as_int = g.AddNode("Cast", {good_step}, 1, "step/as_int");
+    Node* as_int = g.AddNode("Cast", {good_step}, 1, absl::StrCat(kStepNodePrefix, "as_int"));
     as_int->SetAttr(Attribute::Int("to", ToOnnxType(DType::kI64)));
-    State(Op("Add", {step, as_int->output(0)}, "step/next"), step);
+    State(Op("Add", {step, as_int->output(0)}, absl::StrCat(kStepNodePrefix, "next")), step);
     // skipped' = skipped + (this update was skipped for an overflow): read when the trainer is
     // asked, so a step on a GPU need not copy found_inf back (a host sync per step).
     Value* skipped = g.AddInitializer(kSkippedStepsName, Tensor::ScalarI64(0));
-    Value* overflowed = apply ? Op("And", {found_inf, apply}, "amp/skipped_now") : found_inf;
-    Node* skipped_int = g.AddNode("Cast", {overflowed}, 1, "amp/skipped_as_int");
+    Value* overflowed = apply ? Op("And", {found_inf, apply}, absl::StrCat(kAmpNodePrefix, "skipped_now")) : found_inf;
+    Node* skipped_int = g.AddNode("Cast", {overflowed}, 1, absl::StrCat(kAmpNodePrefix, "skipped_as_int"));
     skipped_int->SetAttr(Attribute::Int("to", ToOnnxType(DType::kI64)));
-    State(Op("Add", {skipped, skipped_int->output(0)}, "amp/skipped_next"), skipped);
+    State(Op("Add", {skipped, skipped_int->output(0)}, absl::StrCat(kAmpNodePrefix, "skipped_next")), skipped);
     MT_RETURN_IF_ERROR(UpdateLossScale(g, found_inf, apply));
     MT_RETURN_IF_ERROR(g.TopoSort());
     return true;
@@ -94,15 +95,15 @@ class OptimizerPass final : public Pass {
     if (o_.accumulate <= 1) return nullptr;
     Value* apply = g.AddValue(kApplyName, DType::kBool, Shape(std::vector<Dim>{}));
     g.AddInput(apply);
-    Value* zero = Const("accum/zero", 0.0f);
-    Value* inv_n = Const("accum/inv_n", 1.0f / static_cast<float>(o_.accumulate));
+    Value* zero = Const(absl::StrCat(kAccumNodePrefix, "zero"), 0.0f);
+    Value* inv_n = Const(absl::StrCat(kAccumNodePrefix, "inv_n"), 1.0f / static_cast<float>(o_.accumulate));
     for (size_t i = 0; i < params_.size(); ++i) {
       Value* param = params_[i];
-      Value* acc = g.AddInitializer(absl::StrCat("accum/", param->name),
+      Value* acc = g.AddInitializer(absl::StrCat(kAccumPrefix, param->name),
                                     Tensor(DType::kF32, param->initializer->dims()));
-      Value* total = Op("Add", {acc, grads_[i]}, absl::StrCat("accum/add/", param->name));
-      State(Op("Where", {apply, zero, total}, absl::StrCat("accum/reset/", param->name)), acc);
-      grads_[i] = Op("Mul", {total, inv_n}, absl::StrCat("accum/mean/", param->name));
+      Value* total = Op("Add", {acc, grads_[i]}, absl::StrCat(kAccumNodePrefix, "add/", param->name));
+      State(Op("Where", {apply, zero, total}, absl::StrCat(kAccumNodePrefix, "reset/", param->name)), acc);
+      grads_[i] = Op("Mul", {total, inv_n}, absl::StrCat(kAccumNodePrefix, "mean/", param->name));
     }
     return apply;
   }
@@ -126,7 +127,7 @@ class OptimizerPass final : public Pass {
     for (size_t b = 0; b < buckets.size(); ++b) {
       std::vector<Value*> ins;
       for (size_t k : buckets[b]) ins.push_back(grads_[k]);
-      std::vector<Value*> outs = AllReduce(g, ins, apply, absl::StrCat("dp/allreduce/", b));
+      std::vector<Value*> outs = AllReduce(g, ins, apply, absl::StrCat(kDataParallelNodePrefix, "allreduce/", b));
       for (size_t j = 0; j < outs.size(); ++j) grads_[buckets[b][j]] = outs[j];
     }
   }
@@ -154,13 +155,14 @@ class OptimizerPass final : public Pass {
   // Data parallel: the flag is ANDed over the ranks on the micro-batches that apply, so every rank
   // skips the same steps, and the f32 statistics are averaged over the ranks on every micro-batch.
   Value* CheckOverflow(Graph& g, const std::vector<Value*>& outputs, Value* apply) {
-    Node* af = g.AddNode("AllFinite", grads_, 1, "amp/all_finite", kMt);
+    Node* af = g.AddNode("AllFinite", grads_, 1, absl::StrCat(kAmpNodePrefix, "all_finite"), kMt);
     Value* all_finite = af->output(0);
     all_finite->dtype = DType::kBool;
     all_finite->shape = Shape(std::vector<Dim>{});
-    if (o_.data_parallel) all_finite = AllReduce(g, {all_finite}, apply, "dp/all_finite")[0];
+    if (o_.data_parallel)
+      all_finite = AllReduce(g, {all_finite}, apply, absl::StrCat(kDataParallelNodePrefix, "all_finite"))[0];
     Value* found_inf = g.AddValue(kFoundInfName, DType::kBool, Shape(std::vector<Dim>{}));
-    g.AddNode("Not", {all_finite}, {found_inf}, "amp/found_inf");
+    g.AddNode("Not", {all_finite}, {found_inf}, absl::StrCat(kAmpNodePrefix, "found_inf"));
     g.AddOutput(found_inf);
     for (Value* out : outputs) {
       if (out->name.rfind(kStatePrefix, 0) != 0 || out->producer == nullptr) continue;
@@ -170,8 +172,10 @@ class OptimizerPass final : public Pass {
       g.SetNodeOutput(out->producer, out->producer_output, computed);
       Value* next = computed;
       if (o_.data_parallel && computed->dtype == DType::kF32)
-        next = AllReduce(g, {computed}, nullptr, absl::StrCat("dp/allreduce_state/", init->name))[0];
-      g.AddNode("Where", {found_inf, init, next}, {out}, g.UniqueName(absl::StrCat("amp/keep/", init->name)));
+        next = AllReduce(g, {computed}, nullptr,
+                         absl::StrCat(kDataParallelNodePrefix, "allreduce_state/", init->name))[0];
+      g.AddNode("Where", {found_inf, init, next}, {out},
+                g.UniqueName(absl::StrCat(kAmpNodePrefix, "keep/", init->name)));
     }
     return found_inf;
   }
@@ -182,9 +186,9 @@ class OptimizerPass final : public Pass {
     Value* scale = g.FindValue(kLossScaleName);
     if (scale == nullptr || !scale->is_initializer())
       return absl::InvalidArgumentError("unscaling needs the 'loss_scale' state (loss_scale pass)");
-    Value* inv = Op("Reciprocal", {scale}, "amp/inv_scale");
+    Value* inv = Op("Reciprocal", {scale}, absl::StrCat(kAmpNodePrefix, "inv_scale"));
     for (size_t i = 0; i < grads_.size(); ++i)
-      grads_[i] = Op("Mul", {grads_[i], inv}, absl::StrCat("amp/unscale/", params_[i]->name));
+      grads_[i] = Op("Mul", {grads_[i], inv}, absl::StrCat(kAmpNodePrefix, "unscale/", params_[i]->name));
     return absl::OkStatus();
   }
 
@@ -193,17 +197,19 @@ class OptimizerPass final : public Pass {
     if (o_.clip_grad_norm <= 0) return;
     Value* total = nullptr;
     for (size_t i = 0; i < grads_.size(); ++i) {
-      Node* ss = g.AddNode("ReduceSumSquare", {grads_[i]}, 1, absl::StrCat("clip/sumsq/", params_[i]->name));
+      Node* ss =
+          g.AddNode("ReduceSumSquare", {grads_[i]}, 1, absl::StrCat(kClipNodePrefix, "sumsq/", params_[i]->name));
       ss->SetAttr(Attribute::Int("keepdims", 0));
       Value* s = ss->output(0);
-      total = total ? Op("Add", {total, s}, absl::StrCat("clip/sum/", i)) : s;
+      total = total ? Op("Add", {total, s}, absl::StrCat(kClipNodePrefix, "sum/", i)) : s;
     }
-    Value* norm = Op("Sqrt", {total}, "clip/norm");
-    Value* denom = Op("Add", {norm, Const("clip/eps", 1e-6f)}, "clip/denom");
-    Value* ratio = Op("Div", {Const("clip/max_norm", o_.clip_grad_norm), denom}, "clip/ratio");
-    Value* coef = Op("Min", {ratio, Const("clip/one", 1.0f)}, "clip/coef");
+    auto clip = [](const char* what) { return absl::StrCat(kClipNodePrefix, what); };
+    Value* norm = Op("Sqrt", {total}, clip("norm"));
+    Value* denom = Op("Add", {norm, Const(clip("eps"), 1e-6f)}, clip("denom"));
+    Value* ratio = Op("Div", {Const(clip("max_norm"), o_.clip_grad_norm), denom}, clip("ratio"));
+    Value* coef = Op("Min", {ratio, Const(clip("one"), 1.0f)}, clip("coef"));
     for (size_t i = 0; i < grads_.size(); ++i)
-      grads_[i] = Op("Mul", {grads_[i], coef}, absl::StrCat("clip/scale/", params_[i]->name));
+      grads_[i] = Op("Mul", {grads_[i], coef}, absl::StrCat(kClipNodePrefix, "scale/", params_[i]->name));
   }
 
   // Dynamic loss scaling: UpdateLossScale moves the scale and the clean-step count (only on
@@ -214,7 +220,8 @@ class OptimizerPass final : public Pass {
     if (scale == nullptr || !scale->is_initializer())
       return absl::InvalidArgumentError("dynamic loss scaling needs the 'loss_scale' state");
     Value* good = g.AddInitializer(kGoodStepsName, Tensor::ScalarI64(0));
-    Node* u = g.AddNode("UpdateLossScale", {found_inf, scale, good}, 2, "amp/update_scale", kMt);
+    Node* u =
+        g.AddNode("UpdateLossScale", {found_inf, scale, good}, 2, absl::StrCat(kAmpNodePrefix, "update_scale"), kMt);
     u->SetAttr(Attribute::Float("growth_factor", o_.growth_factor));
     u->SetAttr(Attribute::Float("backoff_factor", o_.backoff_factor));
     u->SetAttr(Attribute::Float("max_scale", o_.max_scale));
@@ -224,8 +231,8 @@ class OptimizerPass final : public Pass {
     new_scale->dtype = DType::kF32;
     new_good->dtype = DType::kI64;
     if (apply) {
-      new_scale = Op("Where", {apply, new_scale, scale}, "amp/scale_if_apply");
-      new_good = Op("Where", {apply, new_good, good}, "amp/good_if_apply");
+      new_scale = Op("Where", {apply, new_scale, scale}, absl::StrCat(kAmpNodePrefix, "scale_if_apply"));
+      new_good = Op("Where", {apply, new_good, good}, absl::StrCat(kAmpNodePrefix, "good_if_apply"));
     }
     State(new_scale, scale);
     State(new_good, good);
@@ -248,7 +255,7 @@ class OptimizerPass final : public Pass {
   // Makes `v` the next value of initializer `init` ("state/<init>" output).
   void State(Value* v, Value* init) {
     Value* out = g_->AddValue(absl::StrCat(kStatePrefix, init->name), init->dtype, init->shape);
-    g_->AddNode("Identity", {v}, {out}, g_->UniqueName(absl::StrCat("state/", init->name)));
+    g_->AddNode("Identity", {v}, {out}, g_->UniqueName(absl::StrCat(kStateNodePrefix, init->name)));
     g_->AddOutput(out);
   }
   Value* Zeros(const std::string& name, const Value* like) {
@@ -266,12 +273,13 @@ class OptimizerPass final : public Pass {
       case OptimizerOptions::kAdamW: {
         ins = {lr, step, skip};
         for (size_t i = 0; i < params_.size(); ++i) {
-          Value* m = Zeros(absl::StrCat("adam.m/", params_[i]->name), params_[i]);
-          Value* v = Zeros(absl::StrCat("adam.v/", params_[i]->name), params_[i]);
+          Value* m = Zeros(absl::StrCat(kAdamMPrefix, params_[i]->name), params_[i]);
+          Value* v = Zeros(absl::StrCat(kAdamVPrefix, params_[i]->name), params_[i]);
           ins.insert(ins.end(), {params_[i], grads_[i], m, v});
           state.insert(state.end(), {params_[i], m, v});
         }
-        const char* name = o_.kind == OptimizerOptions::kAdamW ? "adamw/update" : "adam/update";
+        const std::string name =
+            absl::StrCat(o_.kind == OptimizerOptions::kAdamW ? kAdamWNodePrefix : kAdamNodePrefix, "update");
         n = g.AddNode("Adam", ins, static_cast<int>(state.size()), g.UniqueName(name), kMt);
         n->SetAttr(Attribute::Float("beta1", o_.beta1));
         n->SetAttr(Attribute::Float("beta2", o_.beta2));
@@ -286,12 +294,13 @@ class OptimizerPass final : public Pass {
           ins.insert(ins.end(), {params_[i], grads_[i]});
           state.push_back(params_[i]);
           if (o_.momentum != 0.0f) {
-            Value* b = Zeros(absl::StrCat("sgd.momentum/", params_[i]->name), params_[i]);
+            Value* b = Zeros(absl::StrCat(kSgdMomentumPrefix, params_[i]->name), params_[i]);
             ins.push_back(b);
             state.push_back(b);
           }
         }
-        n = g.AddNode("SGD", ins, static_cast<int>(state.size()), g.UniqueName("sgd/update"), kMt);
+        n = g.AddNode("SGD", ins, static_cast<int>(state.size()), g.UniqueName(absl::StrCat(kSgdNodePrefix, "update")),
+                      kMt);
         n->SetAttr(Attribute::Float("momentum", o_.momentum));
         n->SetAttr(Attribute::Float("weight_decay", o_.weight_decay));
         n->SetAttr(Attribute::Int("nesterov", o_.nesterov));
@@ -300,11 +309,12 @@ class OptimizerPass final : public Pass {
       case OptimizerOptions::kAdagrad: {
         ins = {lr, step, skip};
         for (size_t i = 0; i < params_.size(); ++i) {
-          Value* h = Zeros(absl::StrCat("adagrad.sum/", params_[i]->name), params_[i]);
+          Value* h = Zeros(absl::StrCat(kAdagradSumPrefix, params_[i]->name), params_[i]);
           ins.insert(ins.end(), {params_[i], grads_[i], h});
           state.insert(state.end(), {params_[i], h});
         }
-        n = g.AddNode("Adagrad", ins, static_cast<int>(state.size()), g.UniqueName("adagrad/update"), kMt);
+        n = g.AddNode("Adagrad", ins, static_cast<int>(state.size()),
+                      g.UniqueName(absl::StrCat(kAdagradNodePrefix, "update")), kMt);
         n->SetAttr(Attribute::Float("lr_decay", o_.lr_decay));
         n->SetAttr(Attribute::Float("weight_decay", o_.weight_decay));
         n->SetAttr(Attribute::Float("epsilon", o_.epsilon));

@@ -10,15 +10,14 @@
 #include <vector>
 
 #include "passes/pass.h"
+#include "passes/target.h"
+#include "passes/step_names.h"
 
 namespace mixtrain {
 
-// Graph outputs that carry state written back after each step are named "state/<initializer>";
-// gradients are "grad/<initializer>". The runtime pairs them by these names.
-inline constexpr char kStatePrefix[] = "state/";
-inline constexpr char kGradPrefix[] = "grad/";
-// The scalar the loss pass produces and autodiff differentiates by default.
-inline constexpr char kLossName[] = "loss";
+// Graph outputs that carry state written back after each step are named "state/<initializer>"
+// (kStatePrefix); gradients are "grad/<initializer>" (kGradPrefix); the loss is "loss"
+// (kLossName). The runtime pairs them by these names; passes/step_names.h defines them all.
 
 // (graph output name, initializer name) for every "state/<initializer>" output of `g`.
 std::vector<std::pair<std::string, std::string>> StateUpdates(const Graph& g);
@@ -61,6 +60,8 @@ struct AutodiffOptions {
   // the pass goes on without it, so one run finds every blocking node (`mixtrain check`); the
   // pass still fails at the end when any was found.
   std::vector<std::string>* problems = nullptr;
+  // What unroll_loop folded with, to say why a loop it left has no gradient.
+  HostEvaluator evaluator = nullptr;
 };
 // Reverse mode from `loss` to every trainable parameter; adds "grad/<initializer>" outputs.
 std::unique_ptr<Pass> MakeAutodiffPass(AutodiffOptions options = {});

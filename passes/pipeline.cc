@@ -24,8 +24,9 @@ namespace {
 // as few; the fusions' fused ops have gradient rules: an exported erf-GELU is five ops forward and nine backward, one GeluGrad fused;
 // attention's Softmax(Where(mask, scale * X)) differentiates to one SoftmaxGrad instead of seven
 // ops. Both are exact rewrites (passes/fuse_gelu.cc, passes/fuse_softmax.cc).
-absl::Status AddForwardFusions(std::vector<std::unique_ptr<Pass>>& ps, const TrainableSelection& params) {
-  ps.push_back(MakeUnrollLoopPass(params));
+absl::Status AddForwardFusions(std::vector<std::unique_ptr<Pass>>& ps, const TrainableSelection& params,
+                               HostEvaluator evaluator) {
+  ps.push_back(MakeUnrollLoopPass(params, evaluator));
   for (const char* name : {"unroll_rnn", "fold_views", "fuse_gelu", "fuse_softmax"}) {
     MT_ASSIGN_OR_RETURN(std::unique_ptr<Pass> fusion, CreatePassByName(name));
     ps.push_back(std::move(fusion));
@@ -116,8 +117,10 @@ absl::StatusOr<LoraOptions> Lora(const pb::TrainConfig& c) {
 }  // namespace
 
 absl::StatusOr<TrainingRecipe> ResolveTrainingRecipe(const pb::TrainConfig& c, const Graph& model,
-                                                     bool native_bf16) {
+                                                     const Target& target) {
   TrainingRecipe r;
+  r.target = target;
+  const bool native_bf16 = target.caps.native_bf16;
   // AUTO is bf16 where the CPU computes bf16 natively. Elsewhere the run stays in fp32: bf16
   // storage with fp32 math costs conversions and buys nothing but memory, so it is there for
   // those who ask (--dtype=bf16|fp16); fp16 is for GPUs.
@@ -127,8 +130,10 @@ absl::StatusOr<TrainingRecipe> ResolveTrainingRecipe(const pb::TrainConfig& c, c
                                                         : PrecisionPreset::kAmp;
   if (pp.low_dtype() == pb::PrecisionPolicy::AUTO && r.preset != PrecisionPreset::kFp32 && !native_bf16) {
     r.preset = PrecisionPreset::kFp32;
-    r.note = "this CPU has no native bf16, so --dtype=auto trains in fp32; --dtype=bf16 or "
-             "--dtype=fp16 forces mixed precision (low-precision storage, fp32 math)";
+    r.note = absl::StrCat("this ", target.name == "cpu" ? "CPU" : target.name,
+                          " has no native bf16, so --dtype=auto trains in fp32; --dtype=bf16 or "
+                          "--dtype=fp16 forces mixed precision (low-precision storage, fp32 math)",
+                          target.detail.empty() ? "" : absl::StrCat(" (", target.detail, ")"));
   }
   const DType low = pp.low_dtype() == pb::PrecisionPolicy::FP16 ? DType::kF16 : DType::kBF16;
   r.low = r.preset == PrecisionPreset::kFp32 ? DType::kF32 : low;
@@ -182,6 +187,7 @@ absl::Status PrepareModel(Graph& model, const TrainingRecipe& recipe) {
   std::vector<std::unique_ptr<Pass>> ps;
   CanonicalizeOptions co;
   co.params = recipe.params;
+  co.evaluator = recipe.target.evaluator;
   ps.push_back(MakeCanonicalizePass(co));
   MT_RETURN_IF_ERROR(RunPasses(model, std::move(ps)));
   return StoreLoraTargetsLow(model, recipe.lora, recipe.low);
@@ -190,7 +196,7 @@ absl::Status PrepareModel(Graph& model, const TrainingRecipe& recipe) {
 absl::StatusOr<std::vector<std::string>> BuildTrainingStep(Graph& g, const TrainingRecipe& r) {
   std::vector<std::unique_ptr<Pass>> ps;
   ps.push_back(MakeLoraPass(r.lora));
-  MT_RETURN_IF_ERROR(AddForwardFusions(ps, r.params));
+  MT_RETURN_IF_ERROR(AddForwardFusions(ps, r.params, r.target.evaluator));
   ps.push_back(MakeTrainModePass(r.train_mode));
   ps.push_back(MakeLossPass(r.loss));
   if (r.preset != PrecisionPreset::kFp32) ps.push_back(MakePrecisionPass(r.policy));
@@ -201,6 +207,7 @@ absl::StatusOr<std::vector<std::string>> BuildTrainingStep(Graph& g, const Train
   // The loss scale is an fp32 initializer on the loss path, but state, never a parameter.
   ad.freeze = r.params.freeze.empty() ? std::string(kLossScaleName)
                                       : absl::StrCat("(", r.params.freeze, ")|", kLossScaleName);
+  ad.evaluator = r.target.evaluator;
   ps.push_back(MakeAutodiffPass(ad));
   MT_RETURN_IF_ERROR(RunPasses(g, std::move(ps)));
   std::vector<std::string> params;
@@ -210,11 +217,9 @@ absl::StatusOr<std::vector<std::string>> BuildTrainingStep(Graph& g, const Train
   ps.push_back(MakeFuseConvEpiloguePass());
   ps.push_back(MakeFuseBackwardPass());
   ps.push_back(MakeFuseMatMulTrainingPass());
-  // bf16 only: bf16 has fp32's range, so widening changes only the rounding; under fp16 a
-  // gradient's overflow is what the loss scaler watches (as PyTorch's GradScaler does), and an
-  // fp32 sum would hide it.
-  if (r.fp32_grad_products && r.low == DType::kBF16) ps.push_back(MakeFp32GradProductsPass());
-  if (r.cpu_layouts) ps.push_back(MakeConvLayoutTrainingPass());
+  // The backend's own (the CPU's: bf16 products writing fp32, the channel-blocked conv region).
+  for (const TargetTrainingPass& p : r.target.training_passes)
+    if (std::unique_ptr<Pass> pass = p.make(r.low)) ps.push_back(std::move(pass));
   ps.push_back(MakeOptimizerPass(r.optimizer));
   ps.push_back(MakeCleanupPass());
   // Last: cleanup's CSE would merge the recomputed copies back into the forward.
@@ -227,6 +232,8 @@ absl::StatusOr<std::vector<std::string>> BuildTrainingStep(Graph& g, const Train
     MT_RETURN_IF_ERROR(RunPasses(g, std::move(ps)));
     MT_RETURN_IF_ERROR(InferShapes(g));
   }
+  // The names the profiler, debugger, memory report and checkpoints read (passes/step_names.h).
+  MT_RETURN_IF_ERROR(VerifyStepNames(g));
   return params;
 }
 
@@ -236,7 +243,7 @@ absl::Status BuildEvalGraph(Graph& g, const TrainingRecipe& r) {
   // Evaluation computes what the step computes (and needs no recurrent kernel, which CUDA lacks;
   // loops have none anywhere), with the same adapters.
   ps.push_back(MakeLoraPass(r.lora));
-  ps.push_back(MakeUnrollLoopPass(r.params));
+  ps.push_back(MakeUnrollLoopPass(r.params, r.target.evaluator));
   ps.push_back(MakeUnrollRnnPass());
   ps.push_back(MakeLossPass(r.loss));
   if (r.preset != PrecisionPreset::kFp32) ps.push_back(MakePrecisionPass(r.policy));
@@ -251,9 +258,10 @@ absl::StatusOr<std::unique_ptr<Graph>> BuildGradientGraph(const Graph& model,
   PassManager pm;
   CanonicalizeOptions canon;
   canon.params = {options.autodiff.trainable, options.autodiff.freeze};
+  canon.evaluator = options.autodiff.evaluator;
   pm.Add(MakeCanonicalizePass(canon));
   std::vector<std::unique_ptr<Pass>> fusions;
-  MT_RETURN_IF_ERROR(AddForwardFusions(fusions, canon.params));
+  MT_RETURN_IF_ERROR(AddForwardFusions(fusions, canon.params, options.autodiff.evaluator));
   for (auto& p : fusions) pm.Add(std::move(p));
   pm.Add(MakeTrainModePass(options.train_mode));
   pm.Add(MakeLossPass(options.loss));

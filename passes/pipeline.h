@@ -20,6 +20,7 @@
 #include "passes/parameters.h"
 #include "passes/passes.h"
 #include "passes/precision_policy.h"
+#include "passes/target.h"
 #include "passes/training.h"
 #include "proto/mixtrain_pb.h"
 
@@ -39,18 +40,16 @@ struct TrainingRecipe {
   bool debug_precision = false;  // the precision debugger's statistics (MakePrecisionStatsPass)
   RecomputeOptions recompute;    // activation recompute (MakeRecomputePass)
   LoraOptions lora;              // rank 0: no adapters (MakeLoraPass, first on step and eval)
-  // The step runs on the CPU: its conv region is channel-blocked where the CPU has the kernels
-  // (MakeConvLayoutTrainingPass). Other devices keep ONNX's layouts.
-  bool cpu_layouts = true;
-  // The step runs on the CPU, whose products can read bf16 and write fp32: bf16 AMP's parameter
-  // gradients come out fp32 (MakeFp32GradProductsPass). Other devices keep the Casts.
-  bool fp32_grad_products = true;
+  // The backend the graphs are built for: its capabilities, its passes (run on the step after
+  // the products are fused) and the evaluator constant folding uses.
+  Target target;
 };
 
-// Resolves `config` for `model` (its first output when the config names none). `native_bf16`:
-// whether this machine computes bf16 natively; --dtype=auto picks bf16 AMP only then, else fp32.
+// Resolves `config` for `model` (its first output when the config names none) on `target`, the
+// one place a recipe is made: --dtype=auto picks bf16 AMP where the target computes bf16
+// natively, else fp32.
 absl::StatusOr<TrainingRecipe> ResolveTrainingRecipe(const pb::TrainConfig& config, const Graph& model,
-                                                     bool native_bf16);
+                                                     const Target& target);
 
 // The import stage every graph below starts from (canonicalization with the recipe's parameters;
 // with LoRA under AMP, the frozen targets stored in the low type: StoreLoraTargetsLow).

@@ -1,5 +1,5 @@
-// The precision debugger's in-graph statistics (passes/training.h, MakePrecisionStatsPass), and
-// the step phases by node name.
+// The precision debugger's in-graph statistics (passes/training.h, MakePrecisionStatsPass); the
+// step phases by node name (PhaseOf) are in passes/step_names.cc.
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "graph/shape_inference.h"
@@ -8,31 +8,6 @@
 #include "passes/training.h"
 
 namespace mixtrain {
-
-StepPhase PhaseOf(const Node& n) {
-  const std::string& name = n.name();
-  if (name.rfind("precision_stats/", 0) == 0) return StepPhase::kDebug;
-  if (name.rfind("dp/", 0) == 0) return StepPhase::kCommunication;
-  if (name.rfind("recompute/", 0) == 0) return StepPhase::kRecompute;
-  if (name.find("/grad") != std::string::npos) return StepPhase::kBackward;
-  if (name.rfind("loss/", 0) == 0 || name.rfind("loss_scale/", 0) == 0) return StepPhase::kLoss;
-  for (const char* p : {"adam/", "adamw/", "sgd/", "adagrad/", "amp/", "step/", "clip/", "accum/"})
-    if (name.rfind(p, 0) == 0) return StepPhase::kOptimizer;
-  return StepPhase::kForward;
-}
-
-const char* StepPhaseName(StepPhase p) {
-  switch (p) {
-    case StepPhase::kForward: return "forward";
-    case StepPhase::kLoss: return "loss";
-    case StepPhase::kBackward: return "backward";
-    case StepPhase::kOptimizer: return "optimizer";
-    case StepPhase::kDebug: return "debug";
-    case StepPhase::kCommunication: return "allreduce";
-    case StepPhase::kRecompute: return "recompute";
-  }
-  return "?";
-}
 
 namespace {
 

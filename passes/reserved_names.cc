@@ -21,11 +21,11 @@ constexpr Reserved kNames[] = {
     {kApplyName, "the accumulation input"},   {kFoundInfName, "the overflow flag"},
     {kPrecisionStatsName, "the precision debugger's output"},
 };
-// Per-parameter state: "<prefix><parameter>".
+// Per-parameter state: "<prefix><parameter>" (every one of kOptimizerStatePrefixes).
 constexpr Reserved kPrefixes[] = {
-    {kStatePrefix, "a state output"},         {"accum/", "gradient accumulation"},
-    {"adam.m/", "Adam's first moment"},       {"adam.v/", "Adam's second moment"},
-    {"sgd.momentum/", "SGD's momentum"},      {"adagrad.sum/", "Adagrad's sum"},
+    {kStatePrefix, "a state output"},         {kAccumPrefix, "gradient accumulation"},
+    {kAdamMPrefix, "Adam's first moment"},    {kAdamVPrefix, "Adam's second moment"},
+    {kSgdMomentumPrefix, "SGD's momentum"},   {kAdagradSumPrefix, "Adagrad's sum"},
 };
 
 // The use `name` is reserved for, or null.

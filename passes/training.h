@@ -10,22 +10,14 @@
 #include <string>
 
 #include "passes/pass.h"
+#include "passes/step_names.h"
 
 namespace mixtrain {
 
-// Names of the step's inputs, state and outputs.
-inline constexpr char kScaledLossName[] = "scaled_loss";
-inline constexpr char kLossScaleName[] = "loss_scale";         // f32 scalar state
-inline constexpr char kGoodStepsName[] = "loss_scale.good_steps";  // i64 scalar state
-inline constexpr char kStepName[] = "step";                    // i64 scalar state: applied updates
-// i64 scalar state: updates skipped for an inf/NaN gradient, counted on the device so a step need
-// not copy found_inf back to the host.
-inline constexpr char kSkippedStepsName[] = "amp.skipped_steps";
-inline constexpr char kLrName[] = "lr";                        // f32 scalar input, fed per step
-inline constexpr char kApplyName[] = "apply";                  // bool scalar input (accumulation)
-inline constexpr char kFoundInfName[] = "found_inf";           // bool scalar output
-
-inline constexpr char kPrecisionStatsName[] = "precision_stats";  // f32 [K, 8] output (debugger)
+// Names of the step's inputs, state and outputs (kScaledLossName, kLossScaleName, kGoodStepsName,
+// kStepName, kSkippedStepsName, kLrName, kApplyName, kFoundInfName, kPrecisionStatsName), the
+// optimizer's per-parameter state prefixes (kOptimizerStatePrefixes) and the node-name prefixes
+// of each phase are defined, with who writes and who reads each, in passes/step_names.h.
 
 // The names above, and the prefixes of the state the optimizer adds per parameter ("accum/",
 // "adam.m/", ...), are the step's own: a model value or the labels named so would collide with
@@ -33,14 +25,9 @@ inline constexpr char kPrecisionStatsName[] = "precision_stats";  // f32 [K, 8] 
 // "" (a loss the model computes), and "loss" is the loss pass's to judge for model values.
 absl::Status CheckReservedNames(const Graph& model, const std::string& labels);
 
-// Where a training-step node belongs, from the names the passes give the nodes they add: the
-// loss and loss-scale passes "loss/...", "loss_scale/...", autodiff "<node>/grad/...", the
-// optimizer pass "adam/", "sgd/", "adagrad/", "amp/", "step/", "clip/", "accum/", the precision
-// debugger "precision_stats/", data parallel's all-reduces "dp/" (phase "allreduce"), activation
-// recompute's copies of forward nodes "recompute/"; everything else is the model's forward.
-enum class StepPhase { kForward, kLoss, kBackward, kOptimizer, kDebug, kCommunication, kRecompute };
-StepPhase PhaseOf(const Node& n);
-const char* StepPhaseName(StepPhase p);
+// Where a training-step node belongs (StepPhase, PhaseOf, StepPhaseName), from the names the
+// passes give the nodes they add: declared in passes/step_names.h, with VerifyStepNames, the
+// check that a built step obeys these conventions.
 
 // The precision debugger's statistics (docs/precision-debugger.md): one
 // ai.mixtrain.PrecisionStats per float value the step computes before the optimizer (the outputs
@@ -112,15 +99,8 @@ std::unique_ptr<Pass> MakeFuseBackwardPass();
 // autodiff, so every backward reader is already in place.
 std::unique_ptr<Pass> MakeFuseConvEpiloguePass();
 
-// Products on bf16/fp16 operands whose result is only cast to fp32 (AMP's weight gradients)
-// write fp32 themselves (passes/fp32_grad_products.cc): no rounding to the low type, no Cast.
-// Runs after fuse_matmul, for bf16 AMP on the CPU only (the CUDA products take one dtype; under
-// fp16 the loss scaler watches the gradients' overflow).
-std::unique_ptr<Pass> MakeFp32GradProductsPass();
-
-// The training step's conv region channel-blocked, forward and backward, where the CPU has the
-// kernels (passes/conv_layout_train.cc). Runs after the backward fusions, for the CPU only.
-std::unique_ptr<Pass> MakeConvLayoutTrainingPass();
+// The CPU backend adds its own passes here (fp32_grad_products, conv_layout_train:
+// kernels/cpu/passes/cpu_passes.h), through its Target (passes/target.h).
 
 // The inference pass fuse_matmul (passes/fuse_matmul.cc) for the differentiated graph: forward
 // and backward products read Transposes in place (a transpose of a transpose composed) and take

@@ -9,7 +9,7 @@
 // outputs carry into iteration i+1. The number of iterations is M where given, cut short where the
 // body's condition turns false; both must be known here: M a constant, the condition a function of
 // constants and the iteration number (tf2onnx's `i < n && t < n`, a TorchScript for-loop's `true`).
-// The pass evaluates that with the CPU kernels (the host evaluator of passes/canonicalize.h) while
+// The pass evaluates that with the CPU kernels (the HostEvaluator it is handed, passes/target.h) while
 // it unrolls: every body node whose inputs are all constants (iteration counters, the condition,
 // a Gather's index) is run once and becomes an initializer, so the unrolled graph keeps only the
 // computation on data. Loop's scan outputs are stacked along a new axis 0. Scan: its inputs are
@@ -42,7 +42,6 @@
 #include "graph/subgraph.h"
 #include "passes/canonicalize.h"
 #include "passes/grad_builder.h"
-#include "passes/inference.h"
 
 namespace mixtrain {
 namespace {
@@ -87,9 +86,8 @@ bool Foldable(const Node& n) {
 
 class Unroller {
  public:
-  Unroller(Graph& g, const absl::flat_hash_set<const Value*>& keep) : g_(g), keep_(keep), b_(g) {
-    eval_ = RegisteredHostEvaluator();
-  }
+  Unroller(Graph& g, const absl::flat_hash_set<const Value*>& keep, HostEvaluator evaluator)
+      : g_(g), keep_(keep), b_(g), eval_(evaluator) {}
 
   // Why `n` cannot be unrolled, or "" (then Build may run).
   std::string Plan(Node& n) {
@@ -402,7 +400,8 @@ absl::StatusOr<absl::flat_hash_set<const Value*>> Kept(const Graph& g, const Tra
 
 class UnrollLoopPass final : public Pass {
  public:
-  explicit UnrollLoopPass(TrainableSelection params) : params_(std::move(params)) {}
+  UnrollLoopPass(TrainableSelection params, HostEvaluator evaluator)
+      : params_(std::move(params)), evaluator_(evaluator) {}
   absl::string_view name() const override { return "unroll_loop"; }
 
   // One loop per round: unrolling one can make another's inputs known, and a loop in a body
@@ -416,7 +415,7 @@ class UnrollLoopPass final : public Pass {
       MT_ASSIGN_OR_RETURN(absl::flat_hash_set<const Value*> keep, Kept(g, params_));
       for (const auto& n : g.nodes()) {
         if (!IsLoopOp(*n)) continue;
-        Unroller u(g, keep);
+        Unroller u(g, keep, evaluator_);
         if (!u.Plan(*n).empty()) continue;
         u.Build();
         MT_RETURN_IF_ERROR(g.TopoSort());
@@ -430,31 +429,30 @@ class UnrollLoopPass final : public Pass {
     // sequence per step), Identities go, and so do the outputs nothing reads.
     CanonicalizeOptions co;
     co.params = params_;
+    co.evaluator = evaluator_;
     MT_RETURN_IF_ERROR(MakeCanonicalizePass(co)->Run(g).status());
     return true;
   }
 
  private:
   TrainableSelection params_;
+  HostEvaluator evaluator_;
 };
 
 }  // namespace
 
 bool IsLoopOp(const Node& n) { return n.domain().empty() && (n.op_type() == "Loop" || n.op_type() == "Scan"); }
 
-std::string WhyLoopNotUnrolled(const Graph& g, const Node& n) {
+std::string WhyLoopNotUnrolled(const Graph& g, const Node& n, HostEvaluator evaluator) {
   absl::StatusOr<absl::flat_hash_set<const Value*>> keep = Kept(g, {});
   if (!keep.ok()) return std::string(keep.status().message());
   // Plan reads the graph only; Build, which changes it, never runs here.
-  Unroller u(const_cast<Graph&>(g), *keep);
+  Unroller u(const_cast<Graph&>(g), *keep, evaluator);
   return u.Plan(const_cast<Node&>(n));
 }
 
-std::unique_ptr<Pass> MakeUnrollLoopPass(TrainableSelection params) {
-  return std::make_unique<UnrollLoopPass>(std::move(params));
+std::unique_ptr<Pass> MakeUnrollLoopPass(TrainableSelection params, HostEvaluator evaluator) {
+  return std::make_unique<UnrollLoopPass>(std::move(params), evaluator);
 }
-
-// First: the other inference passes see the loops written out.
-MT_REGISTER_INFERENCE_PASS(unroll_loop, 0, [] { return MakeUnrollLoopPass(); });
 
 }  // namespace mixtrain

@@ -9,12 +9,14 @@
 #include "graph/graph.h"
 #include "passes/parameters.h"
 #include "passes/pass.h"
+#include "passes/target.h"
 
 namespace mixtrain {
 
 // `params` says which initializers train: those are never folded into the unrolled graph (a
-// loop's bookkeeping that depends only on constants is).
-std::unique_ptr<Pass> MakeUnrollLoopPass(TrainableSelection params = {});
+// loop's bookkeeping that depends only on constants is, with `evaluator`: without one, only loops
+// whose bookkeeping needs no kernel unroll).
+std::unique_ptr<Pass> MakeUnrollLoopPass(TrainableSelection params, HostEvaluator evaluator);
 
 // An ONNX Loop or Scan node.
 bool IsLoopOp(const Node& n);
@@ -22,6 +24,6 @@ bool IsLoopOp(const Node& n);
 // Why unroll_loop leaves Loop/Scan node `n` of `g` as it is (a trip count computed at run time, a
 // condition that depends on data, ...), or "" when it unrolls it. Autodiff names it when such a
 // node needs a gradient.
-std::string WhyLoopNotUnrolled(const Graph& g, const Node& n);
+std::string WhyLoopNotUnrolled(const Graph& g, const Node& n, HostEvaluator evaluator);
 
 }  // namespace mixtrain

@@ -1,8 +1,12 @@
-// --device selection (see device_select.h).
-#include "runtime/cuda/device_select.h"
+// See backend_choice.h.
+#include "runtime/backend_choice.h"
+
+#include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "runtime/cuda/cuda_device.h"
+#include "absl/strings/str_join.h"
+#include "graph/check.h"
+#include "runtime/planner.h"
 
 namespace mixtrain {
 
@@ -39,14 +43,48 @@ absl::StatusOr<DeviceSelection> SelectDevice(DeviceRequest request, const absl::
 }
 
 absl::StatusOr<DeviceSelection> SelectDevice(DeviceRequest request) {
-  // Asking for the CPU must not touch the CUDA driver at all.
   if (request == DeviceRequest::kCpu) return DeviceSelection{};
-  return SelectDevice(request, CudaAvailable());
+  return SelectDevice(request, CudaBackend().Available());
 }
 
-absl::StatusOr<std::unique_ptr<Device>> MakeDevice(DeviceType type) {
-  if (type == DeviceType::kCUDA) return MakeCudaDevice(0);
-  return MakeCpuDevice();
+std::string MissingOn(const Backend& backend, const std::vector<GraphToRun>& graphs) {
+  std::vector<std::string> ops;
+  for (const GraphToRun& g : graphs)
+    for (std::string& op : OpsWithoutKernels(*g.graph, backend.type()))
+      if (std::find(ops.begin(), ops.end(), op) == ops.end()) ops.push_back(std::move(op));
+  std::sort(ops.begin(), ops.end());
+  if (!ops.empty())
+    return absl::StrCat("no ", backend.name(), " kernel for ", ops.size(), ops.size() == 1 ? " op: " : " ops: ",
+                        absl::StrJoin(ops, ", "));
+  // Every op has some kernel there: plan as the sessions will, so a kernel lacking a dtype the
+  // graphs use is named now, not mid-run.
+  for (const GraphToRun& g : graphs) {
+    absl::Status st = DryPlan(*g.graph, backend.type(), g.state_updates, g.symbolic_dim);
+    if (absl::IsUnimplemented(st)) return std::string(st.message());
+  }
+  return "";
+}
+
+absl::StatusOr<BackendChoice> ChooseBackend(
+    DeviceRequest request, absl::string_view flag, absl::string_view verb,
+    const std::function<absl::StatusOr<std::string>(const Backend&)>& build) {
+  MT_ASSIGN_OR_RETURN(DeviceSelection where, SelectDevice(request));
+  BackendChoice choice;
+  choice.note = where.note;
+  if (where.type == DeviceType::kCUDA) {
+    MT_ASSIGN_OR_RETURN(std::string missing, build(CudaBackend()));
+    if (missing.empty()) {
+      choice.backend = &CudaBackend();
+      return choice;
+    }
+    if (request == DeviceRequest::kCuda)
+      return absl::UnimplementedError(absl::StrCat(flag, "=cuda: ", missing, " (nothing ran; ", flag, "=cpu ",
+                                                   verb, " it)"));
+    choice.note = absl::StrCat(flag, "=auto: the GPU lacks what this needs (", missing, "); on the CPU");
+  }
+  MT_RETURN_IF_ERROR(build(CpuBackend()).status());
+  choice.backend = &CpuBackend();
+  return choice;
 }
 
 }  // namespace mixtrain

@@ -81,6 +81,7 @@ absl::StatusOr<std::unique_ptr<Executor>> Executor::Create(std::shared_ptr<const
     e->contexts_.back().set_constant_inputs(st.constant_inputs);
     e->contexts_.back().set_host_inputs(std::move(host_ins));
     e->contexts_.back().set_communicator(communicator);
+    e->contexts_.back().set_resources(device->kernel_resources());
   }
   e->step_seconds_.assign(p.steps.size(), 0.0);
   e->step_runs_.assign(p.steps.size(), 0);

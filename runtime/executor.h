@@ -11,7 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/registry.h"
-#include "runtime/device.h"
+#include "kernels/device.h"
 #include "runtime/node_cost.h"
 #include "runtime/plan.h"
 

@@ -73,8 +73,4 @@ absl::Status DryPlan(const Graph& graph, DeviceType device,
                      int64_t symbolic_dim = 2, PlanStats* stats = nullptr,
                      const std::vector<std::string>* fetches = nullptr);
 
-// Runs one node's CPU kernel on host tensors (plan-time folding; also handy for tests).
-absl::StatusOr<std::vector<Tensor>> RunNodeOnHost(const Node& node, int64_t opset,
-                                                  const std::vector<const Tensor*>& inputs);
-
 }  // namespace mixtrain

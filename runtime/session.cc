@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "graph/check.h"
-#include "runtime/cuda/device_select.h"
+#include "kernels/backend.h"
 #include "runtime/memory_limit.h"
 #include "runtime/planner.h"
 
@@ -102,7 +102,7 @@ absl::Status Session::Init() {
   if (options_.run_on != nullptr) {
     device_ = options_.run_on;
   } else {
-    MT_ASSIGN_OR_RETURN(std::unique_ptr<Device> d, MakeDevice(options_.device));
+    MT_ASSIGN_OR_RETURN(std::unique_ptr<Device> d, BackendFor(options_.device).MakeDevice());
     device_ = std::move(d);
   }
   options_.device = device_->type();

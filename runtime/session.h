@@ -25,7 +25,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "graph/graph.h"
-#include "runtime/device.h"
+#include "kernels/device.h"
 #include "runtime/executor.h"
 #include "runtime/plan.h"
 

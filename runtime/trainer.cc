@@ -18,7 +18,7 @@
 #include "passes/passes.h"
 #include "passes/precision.h"
 #include "passes/training.h"
-#include "runtime/cuda/device_select.h"
+#include "runtime/backend_choice.h"
 #include "runtime/planner.h"
 #include "runtime/trainer_checkpoint.h"
 #include "runtime/training_graphs.h"
@@ -127,35 +127,35 @@ absl::Status Trainer::CheckRanksAgree() const {
 }
 
 absl::Status Trainer::Build(std::unique_ptr<Graph> model) {
-  std::vector<std::string> missing;
   if (device_ != nullptr) {  // given by the caller
-    MT_RETURN_IF_ERROR(BuildOn(std::move(model), device_, &missing));
+    std::shared_ptr<Device> device = std::move(device_);
+    const Backend& backend = BackendFor(device->type());
+    MT_ASSIGN_OR_RETURN(std::string missing, BuildOn(std::move(model), backend, std::move(device)));
+    if (!missing.empty())
+      return absl::UnimplementedError(absl::StrCat("the ", backend.name(), " device: ", missing));
     return absl::OkStatus();
   }
   absl::StatusOr<DeviceRequest> request = ParseDeviceFlag(config_.device());
   if (!request.ok())
     return absl::InvalidArgumentError(absl::StrCat("config device: ", request.status().message()));
-  MT_ASSIGN_OR_RETURN(DeviceSelection where, SelectDevice(*request));
-  device_note_ = where.note;
-  if (where.type == DeviceType::kCUDA) {
-    MT_ASSIGN_OR_RETURN(std::unique_ptr<Device> gpu, MakeDevice(DeviceType::kCUDA));
-    absl::Status built = BuildOn(model->Clone(), std::move(gpu), &missing);
-    if (built.ok() || missing.empty() || *request == DeviceRequest::kCuda) return built;
-    device_note_ = absl::StrCat("--device=auto: the GPU has no kernel for ", absl::StrJoin(missing, ", "),
-                                "; training on the CPU");
-    missing.clear();
-  }
-  return BuildOn(std::move(model), MakeCpuDevice(), &missing);
+  MT_ASSIGN_OR_RETURN(
+      BackendChoice choice,
+      ChooseBackend(*request, "--device", "trains", [&](const Backend& b) -> absl::StatusOr<std::string> {
+        MT_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, b.MakeDevice());
+        // The CPU is the last choice: it may take the model.
+        return BuildOn(b.type() == DeviceType::kCPU ? std::move(model) : model->Clone(), b, std::move(device));
+      }));
+  device_note_ = choice.note;
+  return absl::OkStatus();
 }
 
-absl::Status Trainer::BuildOn(std::unique_ptr<Graph> model, std::shared_ptr<Device> device,
-                              std::vector<std::string>* missing) {
+absl::StatusOr<std::string> Trainer::BuildOn(std::unique_ptr<Graph> model, const Backend& backend,
+                                             std::shared_ptr<Device> device) {
   const pb::TrainConfig& c = config_;
   device_ = std::move(device);
   state_names_.clear();
   precision_ = {};
-  const bool on_cpu = device_->type() == DeviceType::kCPU;
-  MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveRecipeFor(c, *model, device_->type()));
+  MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(c, *model, backend.target()));
   precision_.preset = recipe.preset;
   precision_.low = recipe.low;
   precision_.scaling = !recipe.scaling ? "off" : recipe.dynamic_scaling ? "dynamic" : "static";
@@ -185,27 +185,12 @@ absl::Status Trainer::BuildOn(std::unique_ptr<Graph> model, std::shared_ptr<Devi
   std::unique_ptr<Graph> g = std::move(built.step), e = std::move(built.eval);
   signature_ = SignModel(*model_, *g, params_);
   if (comm_ != nullptr) MT_RETURN_IF_ERROR(CheckRanksAgree());
-  if (!on_cpu) {
-    *missing = OpsWithoutKernels(*g, device_->type());
-    for (std::string& op : OpsWithoutKernels(*e, device_->type()))
-      if (std::find(missing->begin(), missing->end(), op) == missing->end()) missing->push_back(std::move(op));
-    std::sort(missing->begin(), missing->end());
-    if (!missing->empty())
-      return absl::UnimplementedError(absl::StrCat(
-          "--device=", DeviceName(device_->type()), ": no ", DeviceName(device_->type()), " kernel for ",
-          missing->size(), missing->size() == 1 ? " op" : " ops", " of this model's training step or evaluation: ",
-          absl::StrJoin(*missing, ", "), " (nothing ran; --device=cpu trains it)"));
-    // Every op has some kernel there; plan both graphs as the sessions will (batch 2 where the
-    // model leaves it open) so a kernel lacking a dtype the step uses is named now, not mid-run.
-    for (const Graph* graph : {g.get(), e.get()}) {
-      absl::Status st = DryPlan(*graph, device_->type(), StateUpdates(*graph));
-      if (absl::IsUnimplemented(st)) {
-        missing->push_back(std::string(st.message()));
-        return absl::UnimplementedError(absl::StrCat("--device=", DeviceName(device_->type()), ": ", st.message(),
-                                                     " (--device=cpu trains it)"));
-      }
-    }
-  }
+  // Off the CPU, what the backend lacks is named before any session exists (the chooser falls
+  // back or fails with it).
+  if (backend.type() != DeviceType::kCPU)
+    if (std::string missing = MissingOn(backend, {{g.get(), StateUpdates(*g)}, {e.get(), StateUpdates(*e)}});
+        !missing.empty())
+      return missing;
   SessionOptions so;
   so.run_on = device_;
   so.communicator = comm_;
@@ -242,7 +227,7 @@ absl::Status Trainer::BuildOn(std::unique_ptr<Graph> model, std::shared_ptr<Devi
 
   // --- the eval graph: inference form, same loss and precision ---
   MT_ASSIGN_OR_RETURN(eval_, Session::Create(std::const_pointer_cast<const Graph>(eval_graph_), eo));
-  return absl::OkStatus();
+  return std::string();
 }
 
 void Trainer::OwnStateBuffers() {

@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "graph/graph.h"
+#include "kernels/backend.h"
 #include "mixtrain/communicator.h"
 #include "passes/precision_policy.h"
 #include "runtime/eval_metrics.h"
@@ -180,10 +181,11 @@ class Trainer {
   // Picks the device (config.device: cpu, cuda, or auto = cuda where a GPU is usable and has a
   // kernel for every op of the step, else the CPU with a note) and builds there.
   absl::Status Build(std::unique_ptr<Graph> model);
-  // Builds the step and eval graphs and their sessions on `device`. Fails before creating any
-  // session when the device has no kernel for some op, listing them in `*missing`.
-  absl::Status BuildOn(std::unique_ptr<Graph> model, std::shared_ptr<Device> device,
-                       std::vector<std::string>* missing);
+  // Builds the step and eval graphs for `backend` and their sessions on `device` (one of its
+  // devices). Off the CPU, returns what the backend lacks for them ("" when nothing) before
+  // creating any session (runtime/backend_choice.h).
+  absl::StatusOr<std::string> BuildOn(std::unique_ptr<Graph> model, const Backend& backend,
+                                      std::shared_ptr<Device> device);
   // Data parallel: every rank has the same model signature and config (less where files are).
   absl::Status CheckRanksAgree() const;
   // Data parallel: `mine` on this rank, an error on every rank when any rank failed.

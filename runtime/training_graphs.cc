@@ -1,29 +1,13 @@
 // See training_graphs.h.
 #include "runtime/training_graphs.h"
 
-#include <cstdlib>
-
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/dnnl_common.h"
+#include "kernels/backend.h"
 #include "passes/inference.h"
 #include "passes/passes.h"
 #include "runtime/planner.h"
 
 namespace mixtrain {
-
-absl::StatusOr<TrainingRecipe> ResolveRecipeFor(const pb::TrainConfig& config, const Graph& model,
-                                                DeviceType device) {
-  const bool on_cpu = device == DeviceType::kCPU;
-  // bf16 is native on every GPU the CUDA backend accepts (compute capability 8.0 and up).
-  MT_ASSIGN_OR_RETURN(TrainingRecipe recipe,
-                      ResolveTrainingRecipe(config, model, on_cpu ? dnnl_util::NativeBf16() : true));
-  // MIXTRAIN_TRAIN_LAYOUT=plain keeps ONNX's layouts on the CPU too (benchmarks compare both).
-  const char* layout = std::getenv("MIXTRAIN_TRAIN_LAYOUT");
-  recipe.cpu_layouts = on_cpu && !(layout != nullptr && std::string(layout) == "plain");
-  recipe.fp32_grad_products = on_cpu;
-  if (!recipe.note.empty() && on_cpu) recipe.note = absl::StrCat(recipe.note, " (oneDNN ISA ", dnnl_util::DnnlIsaName(), ")");
-  return recipe;
-}
 
 absl::StatusOr<TrainingGraphs> BuildTrainingGraphs(std::unique_ptr<Graph> model, const TrainingRecipe& recipe,
                                                    int64_t step_seed) {
@@ -49,7 +33,7 @@ absl::Status DryPlanTraining(const TrainingGraphs& graphs, DeviceType device) {
   if (absl::Status st = LowerForExport(*exported, DType::kF32); !st.ok())
     return absl::Status(st.code(), absl::StrCat("export: ", st.message()));
   // As an InferenceSession opens the exported file.
-  if (absl::Status st = ImportForInference(*exported); !st.ok())
+  if (absl::Status st = ImportForInference(*exported, CpuBackend().target()); !st.ok())
     return absl::Status(st.code(), absl::StrCat("export (inference on the cpu): ", st.message()));
   if (absl::Status st = DryPlan(*exported, DeviceType::kCPU, {}); !st.ok())
     return absl::Status(st.code(), absl::StrCat("export (inference on the cpu): ", st.message()));

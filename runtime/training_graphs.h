@@ -12,7 +12,7 @@
 #include "graph/graph.h"
 #include "passes/pipeline.h"
 #include "proto/mixtrain_pb.h"
-#include "runtime/device.h"
+#include "kernels/device.h"
 #include "runtime/memory_report.h"
 
 namespace mixtrain {
@@ -24,13 +24,8 @@ struct TrainingGraphs {
   std::vector<std::string> params;  // what the step trains, in order
 };
 
-// `config` resolved for `device`: --dtype=auto is bf16 where bf16 is native (the CPU's oneDNN
-// says; every GPU the CUDA backend accepts has it); the CPU's step keeps its conv region
-// channel-blocked (unless MIXTRAIN_TRAIN_LAYOUT=plain) and lets bf16 products write fp32.
-absl::StatusOr<TrainingRecipe> ResolveRecipeFor(const pb::TrainConfig& config, const Graph& model,
-                                                DeviceType device);
-
-// Prepares `model` and builds the step and evaluation graphs from it with `recipe`. `step_seed`
+// Prepares `model` and builds the step and evaluation graphs from it with `recipe` (resolved
+// for the backend they will run on: ResolveTrainingRecipe(config, model, backend.target())). `step_seed`
 // is added to the dropout seed of the step (data parallel: each rank draws its own masks).
 absl::StatusOr<TrainingGraphs> BuildTrainingGraphs(std::unique_ptr<Graph> model, const TrainingRecipe& recipe,
                                                    int64_t step_seed = 0);

@@ -54,6 +54,8 @@ absl::Status RunDump(const cli::Args& args) {
                                    : format == "dot" ? GraphFormat::kDot
                                                      : GraphFormat::kText;
   MIXTRAIN_ASSIGN_OR_RETURN(TransformedModel m, TransformModel(model_path, options, graph_format, out));
+  // Why the CPU was chosen matters to who asked for a device, as with train.
+  if (!m.device_note.empty() && args.has("device")) std::fprintf(stderr, "mixtrain dump: %s\n", m.device_note.c_str());
   if (!m.risk_nodes_missing.empty()) {
     std::fprintf(stderr, "mixtrain dump: --stats: %zu of %zu marked nodes are not in this graph (first: '%s')\n",
                  m.risk_nodes_missing.size(), options.node_risk.size(), m.risk_nodes_missing[0].c_str());

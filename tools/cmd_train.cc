@@ -66,7 +66,6 @@ absl::Status ApplyFlags(const cli::Args& a, TrainConfig& c) {
   if (a.positional().size() > 1)
     return absl::InvalidArgumentError("expects at most one MODEL.onnx (see --help)");
   if (c.model == TrainConfig().model) c.model = DefaultModel(c.model);
-  if (a.has("device")) c.device = a.str("device");
   if (a.has("data")) c.data.path = a.str("data");
   if (a.has("dataset")) c.data.dataset = a.str("dataset");
   if (a.has("shuffle")) c.data.shuffle = a.flag("shuffle");
@@ -453,7 +452,6 @@ std::vector<cli::FlagSpec> TrainFlags() {
       {"export", "", "write the trained inference model (ONNX) here"},
       {"export-dtype", "fp32", "fp32, fp16 or bf16 weights/compute in the exported model"},
       {"export-adapter", "", "LoRA: write the trained adapters alone (ONNX initializers <W>.lora_A, <W>.lora_B) here"},
-      {"device", "auto", "cpu, cuda, or auto (cuda where a GPU is usable)"},
       {"verbose", "false", "print every note (why auto chose the CPU, say)", true},
   };
   flags.insert(flags.end(), own.begin(), own.end());

@@ -70,6 +70,7 @@ std::vector<FlagSpec> StepFlagSpecs() {
       {"lora-dropout", "0", "LoRA: dropout on the adapters' input"},
       {"lora-init", "", "LoRA: an adapter file (--export-adapter) to start from"},
       {"recompute", "none", "activation recompute: none, auto (the forward's parts that save the most memory per FLOP are computed again in the backward) or all; same gradients"},
+      {"device", "auto", "cpu, cuda, or auto (cuda where a GPU is usable and has every kernel the step needs, else the CPU)"},
       {"seed", "0", "seed for shuffling and dropout"},
       {"data-parallel", "false", "data-parallel training over the ranks of `mpirun -n K`: each rank steps on its 1/K of every global batch (--batch-size is global) and the gradients are averaged in the step; rank 0 prints, evaluates, saves and exports (docs/distributed.md)", true},
       {"deterministic", "false", "with --data-parallel: reduce the gradients in a fixed order (0 + rank 0 + rank 1 + ...), so a run is reproducible bit for bit and equals one process with --accumulate=K and --batch-size=B/K", true},
@@ -122,6 +123,7 @@ absl::Status ApplyStepFlags(const Args& a, TrainConfig& c) {
     if (f.config_field.empty() || !f.words.empty() || !a.has(f.name) || !IsStepFlag(f.name)) continue;
     MIXTRAIN_RETURN_IF_ERROR(c.SetNumber(f.config_field, a.number(f.name)));
   }
+  if (a.has("device")) c.device = a.str("device");
   if (a.has("seed")) c.data.seed = static_cast<uint64_t>(a.integer("seed"));
   TrainConfig::Optimizer* opt = &c.optimizer;
   if (a.has("optimizer")) {

@@ -63,6 +63,11 @@ struct TransformedModel {
   std::string precision_report;
   // Names in TransformOptions::node_risk that are not nodes of the transformed graph.
   std::vector<std::string> risk_nodes_missing;
+  // The backend the passes were built for (train_config's device, chosen as a Trainer chooses:
+  // "auto" is cuda only where a usable GPU has every kernel; "cuda" needs no GPU to be shown),
+  // and a note when "auto" chose the CPU, saying why.
+  std::string device = "cpu";
+  std::string device_note;
 };
 
 // Imports the ONNX model at `model_path` and runs options.passes on it. The pass list and its

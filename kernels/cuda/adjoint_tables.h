@@ -10,7 +10,7 @@
 #include "kernels/common/separable_map.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/owned_buffer.h"
-#include "runtime/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 
 namespace mixtrain::cuda {
 

@@ -6,7 +6,7 @@
 
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/launch.h"
-#include "runtime/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 
 namespace mixtrain::cuda {
 namespace {

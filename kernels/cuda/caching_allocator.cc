@@ -1,5 +1,5 @@
 // Size-class free lists over a RawAllocator (see caching_allocator.h).
-#include "runtime/cuda/caching_allocator.h"
+#include "kernels/cuda/caching_allocator.h"
 
 #include "absl/strings/str_cat.h"
 #include "graph/check.h"

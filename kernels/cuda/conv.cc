@@ -21,8 +21,8 @@
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/owned_buffer.h"
 #include "kernels/registry.h"
-#include "runtime/cuda/cuda_check.h"
-#include "runtime/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_device.h"
 
 namespace mixtrain::cuda {
 namespace {
@@ -254,7 +254,7 @@ class ConvKernel final : public OpKernel {
       return ctx.Error("B must have one float per output channel");
     if (z != nullptr && (z->dtype != y->dtype || z->numel() != y->numel()))
       return ctx.Error("Z must have the output's dtype and shape");
-    const CudaStreamResources& res = CudaResourcesFor(ctx.stream());
+    const CudaStreamResources& res = CudaResources(ctx);
     auto h = static_cast<cudnnHandle_t>(res.cudnn);
     const void* xin = x->data;
     if (p->padded) {
@@ -294,7 +294,7 @@ class ConvGradKernel final : public OpKernel {
     TensorView* db = ctx.output(2);
     for (const TensorView* o : {dx, dw, db})
       if (o != nullptr && o->dtype != x->dtype) return ctx.Error("the gradients must have X's dtype");
-    const CudaStreamResources& res = CudaResourcesFor(ctx.stream());
+    const CudaStreamResources& res = CudaResources(ctx);
     auto h = static_cast<cudnnHandle_t>(res.cudnn);
     const size_t es = DTypeSize(x->dtype), padded_bytes = static_cast<size_t>(NumElements(p->xp_dims)) * es;
     if (dx != nullptr) {
@@ -426,7 +426,7 @@ class ConvTransposeKernel final : public OpKernel {
         direct_ &= crop_.begin[d] == 0 && full[d] == y->dims[d];
       }
     }
-    const CudaStreamResources& res = CudaResourcesFor(ctx.stream());
+    const CudaStreamResources& res = CudaResources(ctx);
     auto h = static_cast<cudnnHandle_t>(res.cudnn);
     const size_t es = DTypeSize(x->dtype);
     void* full = direct_ ? y->data : full_.Get(static_cast<size_t>(NumElements(plan_->x_dims)) * es);

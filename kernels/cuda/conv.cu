@@ -9,7 +9,7 @@
 #include "kernels/common/reduce.h"
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/launch.h"
-#include "runtime/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 
 namespace mixtrain::cuda {
 namespace {

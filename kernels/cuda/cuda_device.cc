@@ -1,7 +1,7 @@
 // CudaAvailable() and MakeCudaDevice() in libmixtrain.so: they load the CUDA backend plugin
 // (see cuda_device.h for why it is one) and forward to it. Without a CUDA build only the "why
 // not" answers exist.
-#include "runtime/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_device.h"
 
 #include <dlfcn.h>
 
@@ -101,12 +101,9 @@ absl::StatusOr<std::unique_ptr<Device>> MakeCudaDevice(int ordinal) {
 #endif
 }
 
-#if !MIXTRAIN_HAVE_CUDA
-const CudaStreamResources& CudaResourcesFor(void*) {
-  MT_CHECK(false) << "a CUDA kernel ran in a build without CUDA";
-  static CudaStreamResources none;
-  return none;
+const CudaStreamResources& CudaResources(const KernelContext& ctx) {
+  MT_CHECK(ctx.resources() != nullptr) << "CUDA kernel of node '" << ctx.node().name() << "' ran off a CUDA device";
+  return *static_cast<const CudaStreamResources*>(ctx.resources());
 }
-#endif
 
 }  // namespace mixtrain

@@ -3,7 +3,7 @@
 // the per-stream resources kernels share (cuBLASLt handle and workspace). This header needs no
 // CUDA headers: it is compiled in every build, and without CUDA the functions say so.
 //
-// The device and the CUDA kernels live in a plugin, libmixtrain_cuda.so (runtime/cuda_backend/,
+// The device and the CUDA kernels live in a plugin, libmixtrain_cuda.so (kernels/cuda/,
 // kernels/cuda/), the only library that links cudart, cuBLAS and cuBLASLt. Loading those maps
 // and relocates ~155 MB that every process kept resident, GPU or not (a CPU training run of
 // fashion_cnn peaked at 266 MB, 155 of them cuBLAS's). libmixtrain.so loads the plugin on the
@@ -16,7 +16,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "runtime/device.h"
+#include "kernels/device.h"
+#include "kernels/registry.h"
 
 namespace mixtrain {
 
@@ -41,14 +42,15 @@ struct CudaStreamResources {
 // loaded; Unavailable saying why not (no CUDA in this build, the file missing or not loadable).
 absl::Status LoadCudaBackend();
 
-// The plugin's entry points (MixtrainCudaBackend() in runtime/cuda_backend/cuda_device_impl.cc).
+// The plugin's entry points (MixtrainCudaBackend() in kernels/cuda/cuda_device_impl.cc).
 struct CudaBackendApi {
   absl::Status (*available)();
   absl::StatusOr<std::unique_ptr<Device>> (*make_device)(int ordinal);
 };
 
-// The resources of the CudaDevice whose stream() is `stream` (KernelContext::stream()). Aborts
-// when no live CudaDevice owns that stream: a CUDA kernel run off a CUDA device is a runtime bug.
-const CudaStreamResources& CudaResourcesFor(void* stream);
+// The resources of the CudaDevice a kernel runs on (Device::kernel_resources(), handed to the
+// kernel by its context). Aborts when there are none: a CUDA kernel run off a CUDA device is a
+// runtime bug.
+const CudaStreamResources& CudaResources(const KernelContext& ctx);
 
 }  // namespace mixtrain

@@ -1,8 +1,8 @@
-// The CUDA Device (see runtime/cuda/cuda_device.h), built into the CUDA backend plugin
+// The CUDA Device (see kernels/cuda/cuda_device.h), built into the CUDA backend plugin
 // libmixtrain_cuda.so with the CUDA kernels (kernels/cuda/): only that library links cudart,
 // cuBLAS and cuBLASLt. libmixtrain.so loads it on first use where an NVIDIA driver exists
-// (runtime/cuda/cuda_device.cc), through MixtrainCudaBackend() below.
-#include "runtime/cuda/cuda_device.h"
+// (kernels/cuda/cuda_device.cc), through MixtrainCudaBackend() below.
+#include "kernels/cuda/cuda_device.h"
 
 #include <string>
 
@@ -11,12 +11,10 @@
 
 #include <cstring>
 #include <deque>
-#include <mutex>
 #include <utility>
 
-#include "absl/container/flat_hash_map.h"
-#include "runtime/cuda/caching_allocator.h"
-#include "runtime/cuda/cuda_check.h"
+#include "kernels/cuda/caching_allocator.h"
+#include "kernels/cuda/cuda_check.h"
 
 namespace mixtrain {
 namespace {
@@ -82,13 +80,6 @@ class PinnedMemory final : public RawAllocator {
   void Release(void* p) override { MT_CUDA_CHECK(cudaFreeHost(p)); }
 };
 
-// stream -> resources of the device that owns it, for kernels (CudaResourcesFor).
-std::mutex g_streams_mu;
-absl::flat_hash_map<void*, const CudaStreamResources*>& Streams() {
-  static auto* m = new absl::flat_hash_map<void*, const CudaStreamResources*>();
-  return *m;
-}
-
 class CudaDevice final : public Device {
  public:
   explicit CudaDevice(int ordinal) : ordinal_(ordinal), device_cache_(&device_raw_), pinned_cache_(&pinned_raw_) {}
@@ -105,18 +96,12 @@ class CudaDevice final : public Device {
     res_.cudnn = dnn;
     MT_ASSIGN_OR_RETURN(res_.workspace, device_cache_.Allocate(kWorkspaceBytes));
     res_.workspace_bytes = kWorkspaceBytes;
-    std::lock_guard<std::mutex> l(g_streams_mu);
-    Streams()[stream_] = &res_;
     return absl::OkStatus();
   }
 
   ~CudaDevice() override {
     if (stream_ == nullptr) return;
     MT_CUDA_CHECK(cudaStreamSynchronize(stream_));
-    {
-      std::lock_guard<std::mutex> l(g_streams_mu);
-      Streams().erase(stream_);
-    }
     RetireStaging(/*wait=*/true);
     if (res_.workspace) device_cache_.Free(res_.workspace);
     if (res_.cublaslt) MT_CUBLAS_CHECK(cublasLtDestroy(static_cast<cublasLtHandle_t>(res_.cublaslt)));
@@ -160,6 +145,7 @@ class CudaDevice final : public Device {
     RetireStaging(/*wait=*/false);
   }
   void* stream() override { return stream_; }
+  const void* kernel_resources() const override { return &res_; }
 
   // CUDA graphs: stream capture in thread-local mode (other threads' CUDA calls are unaffected;
   // this thread may not synchronize or allocate while capturing, which the kernels avoid after a
@@ -263,12 +249,6 @@ absl::StatusOr<std::unique_ptr<Device>> MakeCudaDeviceImpl(int ordinal) {
   return std::unique_ptr<Device>(std::move(d));
 }
 
-const CudaStreamResources& CudaResourcesFor(void* stream) {
-  std::lock_guard<std::mutex> l(g_streams_mu);
-  auto it = Streams().find(stream);
-  MT_CHECK(it != Streams().end()) << "a CUDA kernel ran on a stream no CudaDevice owns";
-  return *it->second;
-}
 
 }  // namespace mixtrain
 

@@ -2,7 +2,7 @@
 // accumulation, or fp32 (CUBLAS_COMPUTE_32F: true fp32, no TF32 until --allow-tf32 exists).
 // Row-major tensors are column-major transposes, so Y = A.B is mostly computed as Y^T = B^T.A^T
 // with the operands swapped. The cuBLASLt descriptors and the heuristic's algorithm are built once
-// per GEMM and kept by the kernel instance; the workspace is the device's (runtime/cuda/cuda_device.h).
+// per GEMM and kept by the kernel instance; the workspace is the device's (kernels/cuda/cuda_device.h).
 #include <memory>
 #include <vector>
 
@@ -11,8 +11,8 @@
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/owned_buffer.h"
 #include "kernels/registry.h"
-#include "runtime/cuda/cuda_check.h"
-#include "runtime/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_device.h"
 
 namespace mixtrain::cuda {
 namespace {
@@ -113,7 +113,7 @@ class GemmKernelBase : public OpKernel {
   // Plans `g` (kept until another GEMM or dtype comes) and runs it on the node's stream.
   void RunLt(KernelContext& ctx, const LtGemm& g, DType t, const void* x, const void* w, void* d, float alpha,
              float beta) {
-    const CudaStreamResources& res = CudaResourcesFor(ctx.stream());
+    const CudaStreamResources& res = CudaResources(ctx);
     auto lt = static_cast<cublasLtHandle_t>(res.cublaslt);
     if (plan_ == nullptr || !plan_->Matches(g, t)) plan_ = std::make_unique<LtPlan>(lt, g, t, res.workspace_bytes);
     plan_->Run(lt, res, x, w, d, alpha, beta, static_cast<cudaStream_t>(ctx.stream()));

@@ -10,7 +10,7 @@
 #include "kernels/cuda/kernel_util.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/registry.h"
-#include "runtime/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_device.h"
 
 namespace mixtrain::cuda {
 namespace {
@@ -47,7 +47,7 @@ absl::StatusOr<CrossEntropyArgs> ReadArgs(const KernelContext& ctx, const Tensor
 }
 
 absl::StatusOr<void*> Scratch(const KernelContext& ctx, const CrossEntropyArgs& a) {
-  const CudaStreamResources& res = CudaResourcesFor(ctx.stream());
+  const CudaStreamResources& res = CudaResources(ctx);
   if (CrossEntropyScratchBytes(a) > res.workspace_bytes)
     return ctx.Error(absl::StrCat(a.N * a.D, " loss items need more than the ", res.workspace_bytes,
                                   "-byte CUDA workspace"));

@@ -4,7 +4,7 @@
 // kernel (kernels/cuda/movement_kernels.cc: one strided 2-D copy per part).
 #include "kernels/cuda/device_util.cuh"
 #include "kernels/cuda/launch.h"
-#include "runtime/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 
 namespace mixtrain::cuda {
 namespace {

@@ -14,7 +14,7 @@
 #include "kernels/cuda/kernel_util.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/registry.h"
-#include "runtime/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 
 namespace mixtrain::cuda {
 namespace {

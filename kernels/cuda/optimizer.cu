@@ -7,7 +7,7 @@
 #include "graph/half.h"
 #include "kernels/common/optimizer.h"
 #include "kernels/cuda/launch.h"
-#include "runtime/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 
 namespace mixtrain::cuda {
 namespace {

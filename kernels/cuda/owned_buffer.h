@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-#include "runtime/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 
 namespace mixtrain::cuda {
 

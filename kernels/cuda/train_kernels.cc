@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/registry.h"
-#include "runtime/cuda/cuda_check.h"
+#include "kernels/cuda/cuda_check.h"
 
 namespace mixtrain::cuda {
 namespace {

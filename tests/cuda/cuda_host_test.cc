@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "runtime/cuda/caching_allocator.h"
-#include "runtime/cuda/cuda_device.h"
-#include "runtime/cuda/device_select.h"
+#include "kernels/cuda/caching_allocator.h"
+#include "kernels/cuda/cuda_device.h"
+#include "runtime/backend_choice.h"
 
 namespace mixtrain {
 namespace {
@@ -184,7 +184,7 @@ TEST(CudaAvailableTest, AnswersCleanlyAndAgreesWithSelection) {
     EXPECT_EQ(autos->type, DeviceType::kCPU);
     EXPECT_FALSE(autos->note.empty());
   }
-  auto cpu = MakeDevice(DeviceType::kCPU);
+  auto cpu = BackendFor(DeviceType::kCPU).MakeDevice();
   ASSERT_TRUE(cpu.ok());
   EXPECT_EQ((*cpu)->type(), DeviceType::kCPU);
 }

@@ -15,8 +15,8 @@
 
 #include "gtest/gtest.h"
 #include "graph/half.h"
-#include "runtime/cuda/cuda_device.h"
-#include "runtime/device.h"
+#include "kernels/cuda/cuda_device.h"
+#include "kernels/device.h"
 #include "tests/kernels/elementwise_test_util.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -79,6 +79,7 @@ class CudaKernelTest : public ::testing::Test {
     auto kernel = (*def)->factory(node);
     EXPECT_TRUE(kernel.ok());
     KernelContext ctx(node, DeviceType::kCUDA, ip, op, device_->stream(), opset);
+    ctx.set_resources(device_->kernel_resources());
     // Every input also on the host, as the executor gives a plan's constants (Slice's starts,
     // Pad's pads): the kernels read their integer parameters there.
     std::vector<TensorView> hv(in.size());

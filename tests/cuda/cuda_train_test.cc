@@ -12,7 +12,7 @@
 
 #include "graph/onnx_import.h"
 #include "mixtrain/inference_session.h"
-#include "runtime/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_device.h"
 #include "runtime/trainer.h"
 
 namespace mixtrain {

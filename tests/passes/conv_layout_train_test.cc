@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/cpu/passes/cpu_passes.h"
 #include "absl/strings/str_cat.h"
 
 #include "graph/verifier.h"
@@ -24,20 +25,6 @@ namespace {
 using gradcheck::CountOps;
 using gradcheck::G;
 using A = Attribute;
-
-class TargetTraitsScope {
- public:
-  // The training step's channel block: 16 (AVX-512), 8 (AVX2) or 0 (none).
-  explicit TargetTraitsScope(int64_t block)
-      : saved_(RegisterTargetTraits(
-            block == 16  ? +[] { return TargetTraits{.channel_blocked = true, .training_channel_block = 16}; }
-            : block == 8 ? +[] { return TargetTraits{.channel_blocked = false, .training_channel_block = 8}; }
-                         : +[] { return TargetTraits{.channel_blocked = false, .training_channel_block = 0}; })) {}
-  ~TargetTraitsScope() { RegisterTargetTraits(saved_); }
-
- private:
-  TargetTraitsQuery saved_;
-};
 
 struct Net {
   int64_t image_channels = 3;
@@ -120,8 +107,8 @@ void ExpectSame(const std::vector<Tensor>& after, const std::vector<Tensor>& bef
 }
 
 absl::StatusOr<bool> RunPass(Graph& g, int64_t block) {
-  TargetTraitsScope traits(block);
-  return MakeConvLayoutTrainingPass()->Run(g);
+  // The training step's channel block: 16 (AVX-512), 8 (AVX2) or 0 (none).
+  return MakeConvLayoutTrainingPass(block)->Run(g);
 }
 
 TEST(ConvLayoutTrainPass, RegionRunsBlockedWithTheSameGradients) {

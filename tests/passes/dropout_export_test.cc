@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/host_evaluator.h"
 #include "gtest/gtest.h"
 #include "graph/onnx_import.h"
 #include "passes/canonicalize.h"
@@ -50,7 +51,7 @@ std::unique_ptr<Graph> Canonicalized(const std::string& path) {
   EXPECT_TRUE(g.ok()) << g.status();
   if (!g.ok()) return nullptr;
   PassManager pm;
-  pm.Add(MakeCanonicalizePass());
+  pm.Add(MakeCanonicalizePass({.evaluator = &EvaluateOnHost}));
   absl::Status st = pm.Run(**g);
   EXPECT_TRUE(st.ok()) << st;
   return *std::move(g);
@@ -126,6 +127,7 @@ TEST_P(DropoutExport, DropsAtItsRateAndDifferentiatesThroughItsMask) {
   std::vector<Probe> probes = AddProbes(*g);
   ASSERT_EQ(static_cast<int>(probes.size()), e.dropouts) << "Dropout nodes after canonicalization";
   GradientGraphOptions opt;
+  opt.autodiff.evaluator = &EvaluateOnHost;
   opt.loss.output = logits;
   opt.autodiff.trainable = "probe/.*";
   auto grad = BuildGradientGraph(*g, opt);

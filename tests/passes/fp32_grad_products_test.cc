@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "kernels/cpu/passes/cpu_passes.h"
 #include "gtest/gtest.h"
 #include "graph/half.h"
 #include "graph/onnx_export.h"

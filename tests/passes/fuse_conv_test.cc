@@ -7,6 +7,7 @@
 #include <map>
 #include <random>
 
+#include "kernels/cpu/backend.h"
 #include "gtest/gtest.h"
 #include "graph/onnx_export.h"
 #include "graph/onnx_import.h"
@@ -31,6 +32,17 @@ using inference_test::Feeds;
 using inference_test::RunGraph;
 using A = Attribute;
 
+// With a value: the CPU the "inference" pipeline is built for has (true) or lacks (false) the
+// channel-blocked kernels; without: this CPU.
+std::optional<bool> g_blocked;
+
+Target TestTarget() {
+  if (!g_blocked) return CpuBackend().target();
+  TargetCapabilities caps = CpuBackend().target().caps;
+  caps.channel_blocked = *g_blocked;
+  return CpuTarget(caps);
+}
+
 // Runs the named passes (or the whole inference pipeline for "inference") on a copy of `g`
 // and checks the copy computes what g does; returns the copy.
 std::unique_ptr<Graph> RewriteAndCompare(Graph& g, const std::vector<std::string>& passes,
@@ -39,7 +51,7 @@ std::unique_ptr<Graph> RewriteAndCompare(Graph& g, const std::vector<std::string
   std::unique_ptr<Graph> opt = g.Clone();
   PassManager pm;
   for (const std::string& p : passes) {
-    auto pass = CreatePassByName(p);
+    auto pass = p == "inference" ? MakeInferencePass(TestTarget()) : CreatePassByName(p);
     EXPECT_TRUE(pass.ok()) << p;
     if (pass.ok()) pm.Add(std::move(*pass));
   }
@@ -210,16 +222,12 @@ void ExpectBlocked(const Graph& g) {
 constexpr double kWinogradTol = 1e-4;
 
 // The blocked rewrite is what the tests below check, on whatever CPU runs them (its kernels
-// exist everywhere; only on AVX-512 are they fast, so the pass asks CurrentTargetTraits).
+// exist everywhere; only on AVX-512 are they fast, so the pass asks the target's capabilities):
+// "inference" is built for a CPU with or without them while one of these lives.
 class TargetTraitsScope {
  public:
-  explicit TargetTraitsScope(bool blocked)
-      : saved_(RegisterTargetTraits(blocked ? +[] { return TargetTraits{.channel_blocked = true}; }
-                                            : +[] { return TargetTraits{.channel_blocked = false}; })) {}
-  ~TargetTraitsScope() { RegisterTargetTraits(saved_); }
-
- private:
-  TargetTraitsQuery saved_;
+  explicit TargetTraitsScope(bool blocked) { g_blocked = blocked; }
+  ~TargetTraitsScope() { g_blocked.reset(); }
 };
 
 TEST(ConvLayout, BlockedRegionHasNoConversionLeft) {
@@ -359,7 +367,7 @@ void CompareModel(const std::string& file, DType dt, double tol) {
   ASSERT_TRUE(g.ok()) << g.status();
   if (dt != DType::kF32) ASSERT_TRUE(LowerFloatModel(**g, dt).ok());
   std::unique_ptr<Graph> opt = (*g)->Clone();
-  ASSERT_TRUE(OptimizeForInference(*opt).ok());
+  ASSERT_TRUE(OptimizeForInference(*opt, CpuBackend().target()).ok());
   EXPECT_GT(Count(*opt, "FusedConv"), 0);
   auto feeds = Feeds(**g, 4);
   ExpectClose(RunGraph(*opt, feeds), RunGraph(**g, feeds), tol);

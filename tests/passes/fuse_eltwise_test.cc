@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "kernels/backend.h"
 #include "gtest/gtest.h"
 #include "graph/onnx_import.h"
 #include "graph/shape_inference.h"
@@ -267,7 +268,7 @@ void CheckGptMini(DType dtype, double tol) {
   ASSERT_TRUE(g.ok()) << g.status();
   if (dtype != DType::kF32) ASSERT_TRUE(LowerFloatModel(**g, dtype).ok());
   std::unique_ptr<Graph> opt = (*g)->Clone();
-  absl::Status st = OptimizeForInference(*opt);
+  absl::Status st = OptimizeForInference(*opt, CpuBackend().target());
   ASSERT_TRUE(st.ok()) << st;
   EXPECT_EQ(Count(*opt, "Erf"), 0);  // both GELUs fused (and folded into their MatMuls)
   EXPECT_EQ(Count(*opt, "MaskedSoftmax"), 2);

@@ -7,6 +7,8 @@
 #include <map>
 #include <random>
 
+#include "kernels/host_evaluator.h"
+#include "kernels/backend.h"
 #include "gtest/gtest.h"
 #include "graph/onnx_export.h"
 #include "graph/onnx_import.h"
@@ -266,7 +268,7 @@ void CheckModel(const std::string& file, DType dtype, double tol, int min_fused)
   ASSERT_TRUE(g.ok()) << g.status();
   if (dtype != DType::kF32) ASSERT_TRUE(LowerFloatModel(**g, dtype).ok());
   std::unique_ptr<Graph> opt = (*g)->Clone();
-  absl::Status st = OptimizeForInference(*opt);
+  absl::Status st = OptimizeForInference(*opt, CpuBackend().target());
   ASSERT_TRUE(st.ok()) << st;
   EXPECT_GE(Count(*opt, "FusedMatMul"), min_fused);
   auto feeds = Feeds(**g, 4);
@@ -288,7 +290,7 @@ TEST(FuseMatMulModels, Mlp) {
 TEST(FuseMatMulModels, GptMiniAttentionHasNoTransposes) {
   auto g = ImportOnnxFile(std::string(MT_SOURCE_DIR) + "/models/gpt_mini.onnx");
   ASSERT_TRUE(g.ok()) << g.status();
-  ASSERT_TRUE(OptimizeForInference(**g).ok());
+  ASSERT_TRUE(OptimizeForInference(**g, CpuBackend().target()).ok());
   EXPECT_EQ(Count(**g, "Transpose"), 0);
   EXPECT_EQ(Count(**g, "MatMul"), 1);  // the logits: a graph output with nothing to fold
 }
@@ -302,6 +304,7 @@ TEST(FuseMatMulTraining, GptMiniGradientsUnchangedAndTransposesFolded) {
   auto model = ImportOnnxFile(std::string(MT_SOURCE_DIR) + "/models/gpt_mini.onnx");
   ASSERT_TRUE(model.ok()) << model.status();
   GradientGraphOptions opt;
+  opt.autodiff.evaluator = &EvaluateOnHost;
   opt.loss.kind = "cross_entropy";
   opt.loss.class_axis = -1;
   auto g = BuildGradientGraph(**model, opt);

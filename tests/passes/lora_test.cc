@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "graph/onnx_import.h"
 #include "passes/lora.h"
 #include "passes/parameters.h"
@@ -14,6 +15,13 @@
 
 namespace mixtrain {
 namespace {
+
+// This CPU's target, with bf16 native whatever the CPU (the recipe's AUTO then picks bf16 AMP).
+Target Bf16Cpu() {
+  Target t = CpuBackend().target();
+  t.caps.native_bf16 = true;
+  return t;
+}
 
 const std::string kZoo = std::string(MT_SOURCE_DIR) + "/tests/data/zoo/";
 const std::string kLoraDir = std::string(MT_SOURCE_DIR) + "/tests/data/lora/";
@@ -174,7 +182,7 @@ TEST(LoraInit, AdapterFileForAnotherModelIsRefused) {
   c.set_class_axis(-1);
   c.set_lora_rank(4);
   c.set_lora_init(kLoraDir + "gpt2_lora.adapter.onnx");
-  auto recipe = ResolveTrainingRecipe(c, **g, true);
+  auto recipe = ResolveTrainingRecipe(c, **g, Bf16Cpu());
   ASSERT_TRUE(recipe.ok()) << recipe.status();
   ASSERT_TRUE(PrepareModel(**g, *recipe).ok());
   auto step = BuildTrainingStep(**g, *recipe);
@@ -184,7 +192,7 @@ TEST(LoraInit, AdapterFileForAnotherModelIsRefused) {
 
   pb::TrainConfig no_rank;
   no_rank.set_lora_targets("x");
-  auto refused = ResolveTrainingRecipe(no_rank, **g, true);
+  auto refused = ResolveTrainingRecipe(no_rank, **g, Bf16Cpu());
   ASSERT_FALSE(refused.ok());
   EXPECT_NE(refused.status().message().find("lora_rank is 0"), std::string::npos) << refused.status();
 }

@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/host_evaluator.h"
 #include "absl/container/flat_hash_set.h"
 
 #include "absl/strings/str_cat.h"
@@ -52,6 +53,8 @@ void CheckParity(const Case& c) {
   ASSERT_TRUE(expected.ok()) << expected.status().message();
 
   GradientGraphOptions opt;
+
+  opt.autodiff.evaluator = &EvaluateOnHost;
   opt.loss.kind = c.loss;
   // The fixtures differentiate the graph with respect to every float initializer (exporter
   // constants too): this checks autodiff, not which initializers train by default (zoo_test).
@@ -117,6 +120,7 @@ TEST_P(TorchParity, GradientGraphPassesOnnxChecker) {
   auto model = ImportOnnxFile(absl::StrCat(MT_SOURCE_DIR, "/", GetParam().model));
   ASSERT_TRUE(model.ok()) << model.status().message();
   GradientGraphOptions opt;
+  opt.autodiff.evaluator = &EvaluateOnHost;
   opt.loss.kind = GetParam().loss;
   auto g = BuildGradientGraph(**model, opt);
   ASSERT_TRUE(g.ok()) << g.status().message();

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/host_evaluator.h"
+#include "kernels/backend.h"
 #include "gtest/gtest.h"
 #include "graph/external_data.h"
 #include "graph/onnx_export.h"
@@ -52,10 +54,11 @@ std::unique_ptr<Graph> Import(const onnx::ModelProto& m) {
 // Canonicalization, then unroll_loop, as the pipeline runs them; returns whether a loop went.
 bool Unroll(Graph& g, const TrainableSelection& params = {}) {
   CanonicalizeOptions co;
+  co.evaluator = &EvaluateOnHost;
   co.params = params;
   auto c = MakeCanonicalizePass(co)->Run(g);
   EXPECT_TRUE(c.ok()) << c.status();
-  auto u = MakeUnrollLoopPass(params)->Run(g);
+  auto u = MakeUnrollLoopPass(params, &EvaluateOnHost)->Run(g);
   EXPECT_TRUE(u.ok()) << u.status();
   EXPECT_TRUE(Verify(g).ok()) << Verify(g);
   return u.ok() && *u;
@@ -339,7 +342,7 @@ TEST(UnrollLoop, LoopInALoop) {
 // must keep it, and the exported model must pass ONNX's checker and import again.
 TEST(UnrollLoop, OuterReadsAreInputsOfTheNode) {
   std::unique_ptr<Graph> g = Import(ParseModel(kRnnLoop));
-  auto c = MakeCanonicalizePass()->Run(*g);
+  auto c = MakeCanonicalizePass({.evaluator = &EvaluateOnHost})->Run(*g);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(Count(*g, "Transpose"), 1);
   Node* loop = inference_test::Find(*g, "Loop");
@@ -360,7 +363,7 @@ TEST(UnrollLoop, OuterReadsAreInputsOfTheNode) {
 // `run` and InferenceSession: the inference pipeline unrolls what no kernel runs.
 TEST(UnrollLoop, InferencePipelineUnrolls) {
   std::unique_ptr<Graph> g = Import(ParseModel(kRnnLoop));
-  ASSERT_TRUE(OptimizeForInference(*g).ok());
+  ASSERT_TRUE(OptimizeForInference(*g, CpuBackend().target()).ok());
   EXPECT_EQ(Loops(*g), 0);
   const std::vector<float> x = gradcheck::Random(24, 6);
   std::vector<Tensor> got = RunGraph(*g, {{"x", Floats({2, 4, 3}, x)}});
@@ -368,7 +371,7 @@ TEST(UnrollLoop, InferencePipelineUnrolls) {
   ExpectNear(got[0], {2, 2}, RnnReference(x, 2).back());
   // optimize=false (`run --no-optimize`) and check's plan of an exported file import the same way.
   std::unique_ptr<Graph> plain = Import(ParseModel(kRnnLoop));
-  ASSERT_TRUE(ImportForInference(*plain).ok());
+  ASSERT_TRUE(ImportForInference(*plain, CpuBackend().target()).ok());
   EXPECT_EQ(Loops(*plain), 0);
   got = RunGraph(*plain, {{"x", Floats({2, 4, 3}, x)}});
   ASSERT_EQ(got.size(), 2u);
@@ -412,7 +415,7 @@ TEST(UnrollLoop, TrainerTrainsAndExportsALoopModel) {
   EXPECT_EQ(Loops(**exported), 1);
   absl::Status checked = CheckOnnxModel(ExportOnnx(**exported));
   EXPECT_TRUE(checked.ok()) << checked;
-  ASSERT_TRUE(OptimizeForInference(**exported).ok());
+  ASSERT_TRUE(OptimizeForInference(**exported, CpuBackend().target()).ok());
   std::vector<Tensor> logits = RunGraph(**exported, {{"x", batch.at("x")}});
   ASSERT_EQ(logits.size(), 1u);
   EXPECT_NEAR(MeanCrossEntropy(logits[0], batch.at("labels")), eval->loss_sum / eval->examples, 1e-5);
@@ -453,7 +456,8 @@ TEST(UnrollLoop, LeavesWhatItCannotUnrollAndSaysWhy) {
     for (const auto& up : g->nodes())
       if (IsLoopOp(*up)) n = up.get();
     ASSERT_TRUE(InferShapes(*g).ok());
-    EXPECT_NE(WhyLoopNotUnrolled(*g, *n).find(c.why), std::string::npos) << WhyLoopNotUnrolled(*g, *n);
+    EXPECT_NE(WhyLoopNotUnrolled(*g, *n, &EvaluateOnHost).find(c.why), std::string::npos)
+        << WhyLoopNotUnrolled(*g, *n, &EvaluateOnHost);
   }
   // Autodiff names the reason when such a loop needs a gradient.
   gradcheck::G b;

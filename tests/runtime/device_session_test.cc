@@ -15,7 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "graph/onnx_import.h"
-#include "runtime/cuda/cuda_device.h"
+#include "kernels/cuda/cuda_device.h"
 #include "runtime/planner.h"
 #include "runtime/session.h"
 #include "runtime/trainer.h"
@@ -153,7 +153,7 @@ TEST(DeviceSession, TrainerMatchesTheCpuDeviceBitForBit) {
   c.mutable_optimizer()->set_kind(pb::OptimizerConfig::ADAM);
   c.mutable_optimizer()->set_lr(1e-3);
   auto device = std::make_shared<SeparateMemoryDevice>();
-  std::unique_ptr<Trainer> on_cpu = CnnTrainer(c, MakeCpuDevice());
+  std::unique_ptr<Trainer> on_cpu = CnnTrainer(c, CpuBackend().MakeDevice().value());
   std::unique_ptr<Trainer> off_host = CnnTrainer(c, device);
   ASSERT_NE(on_cpu, nullptr);
   ASSERT_NE(off_host, nullptr);
@@ -204,7 +204,7 @@ TEST(DeviceSession, StepsWithoutTheLossCopyNothingBack) {
   c.mutable_loss_scaler()->set_init_scale(1e30f);
   c.mutable_optimizer()->set_kind(pb::OptimizerConfig::ADAM);
   auto device = std::make_shared<SeparateMemoryDevice>();
-  std::unique_ptr<Trainer> on_cpu = CnnTrainer(c, MakeCpuDevice());
+  std::unique_ptr<Trainer> on_cpu = CnnTrainer(c, CpuBackend().MakeDevice().value());
   std::unique_ptr<Trainer> off_host = CnnTrainer(c, device);
   ASSERT_NE(on_cpu, nullptr);
   ASSERT_NE(off_host, nullptr);
@@ -241,7 +241,7 @@ TEST(DeviceSession, TorchTransformerExportMatchesTheCpuDevice) {
     auto g = ImportOnnxFile(path);
     ASSERT_TRUE(g.ok()) << g.status();
     auto made = Trainer::CreateFromGraph(std::move(*g), c, nullptr,
-                                         i == 0 ? std::shared_ptr<Device>(MakeCpuDevice())
+                                         i == 0 ? std::shared_ptr<Device>(CpuBackend().MakeDevice().value())
                                                 : std::make_shared<SeparateMemoryDevice>());
     ASSERT_TRUE(made.ok()) << made.status();
     t[i] = std::move(*made);

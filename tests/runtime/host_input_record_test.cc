@@ -19,7 +19,7 @@
 #include "graph/shape_inference.h"
 #include "gtest/gtest.h"
 #include "kernels/registry.h"
-#include "runtime/device.h"
+#include "kernels/device.h"
 #include "runtime/session.h"
 
 namespace mixtrain {

@@ -14,6 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "kernels/host_evaluator.h"
+#include "kernels/backend.h"
 #include "api/convert.h"
 #include "graph/onnx_import.h"
 #include "mixtrain/inference_session.h"
@@ -26,6 +28,9 @@
 
 namespace mixtrain {
 namespace {
+
+// This CPU's target (the step is fp32: the low type's nativeness does not matter).
+Target CpuTargetFp32() { return CpuBackend().target(); }
 
 const std::string kDir = std::string(MT_SOURCE_DIR) + "/tests/data/lora/";
 const std::string kModel = kDir + "gpt2_lora.onnx";
@@ -80,13 +85,14 @@ TEST_F(LoraParity, DefaultTargetsAreTheBlocksProducts) {
 TEST_F(LoraParity, LossAndAdapterGradients) {
   auto model = ImportOnnxFile(kModel);
   ASSERT_TRUE(model.ok()) << model.status();
-  auto recipe = ResolveTrainingRecipe(Config(pb::PrecisionPolicy::FP32), **model, false);
+  auto recipe = ResolveTrainingRecipe(Config(pb::PrecisionPolicy::FP32), **model, CpuTargetFp32());
   ASSERT_TRUE(recipe.ok()) << recipe.status();
   ASSERT_TRUE(PrepareModel(**model, *recipe).ok());
   PassManager pm;
   pm.Add(MakeLoraPass(recipe->lora));
   ASSERT_TRUE(pm.Run(**model).ok());
   GradientGraphOptions opt;
+  opt.autodiff.evaluator = &EvaluateOnHost;
   opt.loss = recipe->loss;
   auto g = BuildGradientGraph(**model, opt);
   ASSERT_TRUE(g.ok()) << g.status();

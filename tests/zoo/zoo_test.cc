@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/host_evaluator.h"
 #include "api/convert.h"
 #include "graph/onnx_import.h"
 #include "passes/canonicalize.h"
@@ -87,7 +88,7 @@ std::unique_ptr<Graph> AtDropoutZero(const std::string& path) {
   EXPECT_TRUE(g.ok()) << g.status();
   if (!g.ok()) return nullptr;
   PassManager pm;
-  pm.Add(MakeCanonicalizePass());
+  pm.Add(MakeCanonicalizePass({.evaluator = &EvaluateOnHost}));
   absl::Status st = pm.Run(**g);
   EXPECT_TRUE(st.ok()) << st;
   std::set<Value*> ratios;  // one ratio may serve several Dropouts (the dynamo exporter's)
@@ -108,6 +109,7 @@ std::unique_ptr<Graph> AtDropoutZero(const std::string& path) {
 // ComputeGradients on a graph instead of a file (BuildGradientGraph run once, as it does).
 absl::StatusOr<Gradients> GradientsOf(const Graph& model, const TensorMap& batch, int class_axis) {
   GradientGraphOptions opt;
+  opt.autodiff.evaluator = &EvaluateOnHost;
   opt.loss.class_axis = class_axis;
   MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, BuildGradientGraph(model, opt));
   std::vector<std::string> fetch{kLossName};

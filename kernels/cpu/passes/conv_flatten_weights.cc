@@ -14,7 +14,7 @@
 
 #include "graph/check.h"
 #include "passes/conv_pass_util.h"
-#include "passes/inference.h"
+#include "kernels/cpu/passes/cpu_passes.h"
 
 namespace mixtrain {
 namespace {
@@ -146,7 +146,6 @@ class ConvFlattenWeightsPass final : public Pass {
 
 }  // namespace
 
-MT_REGISTER_INFERENCE_PASS(conv_flatten_weights, 47,
-                           [] { return std::make_unique<ConvFlattenWeightsPass>(); });
+std::unique_ptr<Pass> MakeConvFlattenWeightsPass() { return std::make_unique<ConvFlattenWeightsPass>(); }
 
 }  // namespace mixtrain

@@ -24,12 +24,12 @@
 // the first conv is faster blocked). The blocked
 // Transposes cancel like the channels-last ones (conv_transposes merges the Reshapes between
 // them), and conv_flatten_weights folds the last one into the classifier's weights.
-// Only where oneDNN has kernels for that layout (AVX-512; CurrentTargetTraits): on an AVX2 CPU
+// Only where oneDNN has kernels for that layout (AVX-512; TargetCapabilities::channel_blocked): on an AVX2 CPU
 // nChw16c convs run oneDNN's reference code (fashion_cnn, batch 64: 4.96 s per forward instead
 // of 2.4 ms), so there the regions stay channels-last.
 #include "graph/check.h"
 #include "passes/conv_pass_util.h"
-#include "passes/inference.h"
+#include "kernels/cpu/passes/cpu_passes.h"
 
 namespace mixtrain {
 namespace {
@@ -144,6 +144,7 @@ void MoveBlocked(Graph& g, Node* n, const char* op) {
 
 class ConvLayoutPass final : public Pass {
  public:
+  explicit ConvLayoutPass(bool channel_blocked) : channel_blocked_(channel_blocked) {}
   absl::string_view name() const override { return "conv_layout"; }
 
   absl::StatusOr<bool> Run(Graph& g) override {
@@ -155,17 +156,22 @@ class ConvLayoutPass final : public Pass {
       if (*op != '\0' && (!y->consumers.empty() || g.IsGraphOutput(y)))
         moves.push_back({n.get(), op});
     }
-    const bool blocked = CurrentTargetTraits().channel_blocked && RegionCanBlock(g, moves);
+    const bool blocked = channel_blocked_ && RegionCanBlock(g, moves);
     for (auto& [n, op] : moves) blocked ? MoveBlocked(g, n, op) : MoveChannelsLast(g, n, op);
     if (moves.empty()) return false;
     if (!g.opset_imports.contains("ai.mixtrain")) g.opset_imports["ai.mixtrain"] = 1;
     MT_RETURN_IF_ERROR(g.TopoSort());
     return true;
   }
+
+ private:
+  bool channel_blocked_;
 };
 
 }  // namespace
 
-MT_REGISTER_INFERENCE_PASS(conv_layout, 45, [] { return std::make_unique<ConvLayoutPass>(); });
+std::unique_ptr<Pass> MakeConvLayoutPass(bool channel_blocked) {
+  return std::make_unique<ConvLayoutPass>(channel_blocked);
+}
 
 }  // namespace mixtrain

@@ -35,9 +35,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include "kernels/cpu/passes/cpu_passes.h"
 #include "passes/conv_pass_util.h"
-#include "passes/inference.h"
-#include "passes/pass_registry.h"
 #include "passes/training.h"
 
 namespace mixtrain {
@@ -96,10 +95,11 @@ bool Candidate(const Node& n, Kind* kind) {
 
 class ConvLayoutTrainingPass final : public Pass {
  public:
+  explicit ConvLayoutTrainingPass(int64_t block) : block_(block) {}
   absl::string_view name() const override { return "conv_layout_train"; }
 
   absl::StatusOr<bool> Run(Graph& g) override {
-    const int64_t block = CurrentTargetTraits().training_channel_block;  // 16, 8 or none
+    const int64_t block = block_;  // 16, 8 or none
     if (block != 16 && block != 8) return false;
     MT_RETURN_IF_ERROR(g.TopoSort());
     std::vector<RegionOp> ops;
@@ -238,12 +238,13 @@ class ConvLayoutTrainingPass final : public Pass {
     MT_RETURN_IF_ERROR(g.TopoSort());
     return true;
   }
+
+ private:
+  int64_t block_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> MakeConvLayoutTrainingPass() { return std::make_unique<ConvLayoutTrainingPass>(); }
-
-MT_REGISTER_PASS(conv_layout_train, [] { return MakeConvLayoutTrainingPass(); });
+std::unique_ptr<Pass> MakeConvLayoutTrainingPass(int64_t block) { return std::make_unique<ConvLayoutTrainingPass>(block); }
 
 }  // namespace mixtrain

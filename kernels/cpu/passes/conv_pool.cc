@@ -14,7 +14,7 @@
 
 #include "graph/check.h"
 #include "passes/conv_pass_util.h"
-#include "passes/inference.h"
+#include "kernels/cpu/passes/cpu_passes.h"
 
 namespace mixtrain {
 namespace {
@@ -86,6 +86,6 @@ class ConvPoolPass final : public Pass {
 
 }  // namespace
 
-MT_REGISTER_INFERENCE_PASS(conv_pool, 48, [] { return std::make_unique<ConvPoolPass>(); });
+std::unique_ptr<Pass> MakeConvPoolPass() { return std::make_unique<ConvPoolPass>(); }
 
 }  // namespace mixtrain

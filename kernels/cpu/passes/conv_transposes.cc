@@ -17,7 +17,7 @@
 #include "graph/check.h"
 #include "graph/shape_inference.h"
 #include "passes/conv_pass_util.h"
-#include "passes/inference.h"
+#include "kernels/cpu/passes/cpu_passes.h"
 
 namespace mixtrain {
 namespace {
@@ -209,7 +209,6 @@ class ConvTransposesPass final : public Pass {
 
 }  // namespace
 
-MT_REGISTER_INFERENCE_PASS(conv_transposes, 46,
-                           [] { return std::make_unique<ConvTransposesPass>(); });
+std::unique_ptr<Pass> MakeConvTransposesPass() { return std::make_unique<ConvTransposesPass>(); }
 
 }  // namespace mixtrain

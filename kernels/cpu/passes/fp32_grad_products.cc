@@ -19,8 +19,8 @@
 #include "graph/dtype.h"
 #include "graph/onnx_export.h"
 #include "graph/shape_inference.h"
+#include "kernels/cpu/passes/cpu_passes.h"
 #include "passes/fusion_match.h"
-#include "passes/pass_registry.h"
 #include "passes/training.h"
 
 namespace mixtrain {
@@ -166,7 +166,5 @@ class Fp32GradProductsPass final : public Pass {
 }  // namespace
 
 std::unique_ptr<Pass> MakeFp32GradProductsPass() { return std::make_unique<Fp32GradProductsPass>(); }
-
-MT_REGISTER_PASS(fp32_grad_products, [] { return MakeFp32GradProductsPass(); });
 
 }  // namespace mixtrain
