@@ -26,6 +26,7 @@ using RtCheckpointPosition = ::mixtrain::CheckpointPosition;
 }  // namespace mixtrain::api
 
 #include "mixtrain/trainer.h"
+#include "passes/precision.h"
 
 namespace mixtrain {
 inline namespace v1 {
@@ -301,7 +302,8 @@ absl::StatusOr<std::string> Trainer::TransformedGraph(GraphFormat format) const 
   return api::Guarded("Trainer::TransformedGraph", [&]() -> absl::StatusOr<std::string> {
     const Graph& g = impl_->rt->TransformedGraph();
     switch (format) {
-      case GraphFormat::kText: return GraphToText(g);
+      // As `mixtrain dump --passes=train` prints it: the graph, then the precision report.
+      case GraphFormat::kText: return GraphToText(g) + "\n" + PrecisionReportText(g);
       case GraphFormat::kDot: return GraphToDot(g);
       case GraphFormat::kOnnx: return SerializeDeterministic(ExportOnnx(g));
     }

@@ -218,7 +218,7 @@ absl::StatusOr<TransformedModel> TransformModel(const std::string& model_path, c
     }
     out.graph = format == GraphFormat::kDot ? GraphToDot(*g) : GraphToText(*g);
     if (stage || std::find(names.begin(), names.end(), "precision") != names.end()) {
-      out.precision_report = PrecisionReport(*g);
+      out.precision_report = PrecisionReportText(*g);
       if (format == GraphFormat::kText) out.graph += "\n" + out.precision_report;
     }
     if (!out_path.empty()) {

@@ -25,6 +25,6 @@ std::unique_ptr<Pass> MakePrecisionPass(PrecisionPolicy policy);
 std::unique_ptr<Pass> MakeCleanupPass();
 
 // "precision: 12 nodes f16, 5 f32; FLOPs/sample: f16 2.3M (97%), f32 70K; casts inserted: 6".
-std::string PrecisionReport(const Graph& g);
+std::string PrecisionReportText(const Graph& g);
 
 }  // namespace mixtrain

@@ -52,7 +52,7 @@ double Flops(const Node& n) {
 
 }  // namespace
 
-std::string PrecisionReport(const Graph& g) {
+std::string PrecisionReportText(const Graph& g) {
   std::map<std::string, int> nodes;
   std::map<std::string, double> flops;
   int casts = 0;

@@ -114,7 +114,7 @@ absl::StatusOr<std::map<std::string, std::string>> CheckPaths(const cli::Args& a
   const std::pair<const char*, std::string> named[] = {
       {"save", c.run.save}, {"save-best", c.run.save_best}, {"export", c.run.export_path},
       {"log-json", a.str("log-json")}, {"debug-precision-out", a.str("debug-precision-out")},
-      {"export-adapter", a.str("export-adapter")}};
+      {"export-adapter", a.str("export-adapter")}, {"show-step", a.str("show-step")}};
   for (const auto& [flag, path] : named) {
     if (path.empty()) continue;
     files.push_back({absl::StrCat("--", flag), path});
@@ -295,6 +295,7 @@ absl::Status RunTrain(const cli::Args& a) {
         return absl::InternalError("cannot open /dev/null");
       outputs.erase("log-json");
       outputs.erase("debug-precision-out");
+      outputs.erase("show-step");
     }
   }
 
@@ -339,6 +340,11 @@ absl::Status RunTrain(const cli::Args& a) {
   std::fprintf(info, "mixtrain train: %s on %s: precision %s (%s), loss scaling %s, %zu parameter tensors\n",
                c.model.c_str(), where.name.c_str(), p.preset.c_str(), ElementTypeName(p.low_type),
                p.loss_scaling.c_str(), t.ParameterNames().size());
+  // What this run executes, as `dump --passes=train` with the same flags prints it.
+  if (outputs.contains("show-step")) {
+    MIXTRAIN_ASSIGN_OR_RETURN(const std::string step, t.TransformedGraph(GraphFormat::kText));
+    MIXTRAIN_RETURN_IF_ERROR(cli::AtomicOutputFile::Write("--show-step", outputs.at("show-step"), step));
+  }
   if (a.has("resume"))
     std::fprintf(info, "mixtrain train: resumed from %s at step %lld (epoch %lld, batch %lld)\n",
                  a.str("resume").c_str(), static_cast<long long>(t.steps_taken()),
@@ -447,6 +453,7 @@ std::vector<cli::FlagSpec> TrainFlags() {
       {"log-json", "", "write one JSON object per step (step, loss, loss_scale, skipped, lr, ms) and per evaluation (step, epoch, eval_loss, eval_top1, ..., eval_examples); NaN and infinities as null; the file appears when the run ends (or stops on a signal)"},
       {"log-dir", "", "write TensorBoard event files here (train/loss, train/learning_rate, train/loss_scale, train/skipped_steps, train/step_ms, train/examples_per_s, eval/*)"},
       {"debug-precision", "0", "precision debugger: measure every low-precision value (range, inf/NaN, overflow, flush to zero) every N steps (bare flag: every step), name the node behind each skipped step, and print a summary; the other steps do no extra work", false, "1"},
+      {"show-step", "", "write the training step this run executes here, as text (what dump --passes=train prints with the same flags), before the first step"},
       {"debug-precision-out", "", "write the precision debugger's statistics here as JSON (for mixtrain dump --stats and mixtrain suggest-policy); implies --debug-precision"},
       {"profile", "false", "time every kernel of the step after the first and print where the step's time goes (forward, loss, backward, optimizer; by op type and node)", true},
       {"export", "", "write the trained inference model (ONNX) here"},

@@ -226,7 +226,9 @@ class Trainer {
   // "<W>.lora_B" [rank, out] (docs/lora.md) that config.lora_init reads back to continue.
   absl::Status ExportAdapters(const std::string& path) const;
 
-  // The training-step graph the passes built (what `mixtrain dump` shows after all passes).
+  // The training-step graph the passes built. As text it is byte for byte what `mixtrain dump
+  // --passes=train` prints for the same model and config (the graph, then the precision report);
+  // `mixtrain train --show-step=FILE` writes it.
   absl::StatusOr<std::string> TransformedGraph(GraphFormat format = GraphFormat::kText) const;
 
   // Trainable parameters (fp32 master weights) by initializer name.

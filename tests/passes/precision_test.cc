@@ -189,7 +189,7 @@ TEST(PrecisionTest, ReportCountsNodesFlopsAndCasts) {
   G b;
   b.g.AddOutput(b.Op("MatMul", {b.In("x"), b.W("w")}, "mm"));
   RunPasses(b.g, Amp());
-  std::string r = PrecisionReport(b.g);
+  std::string r = PrecisionReportText(b.g);
   EXPECT_NE(r.find("f16=1"), std::string::npos) << r;
   EXPECT_NE(r.find("casts inserted: 3"), std::string::npos) << r;
   EXPECT_NE(r.find("f16=128 (100.0%)"), std::string::npos) << r;  // 2*4*4*4

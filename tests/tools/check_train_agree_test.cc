@@ -16,6 +16,7 @@
 #include "graph/onnx_import.h"
 #include "runtime/npy.h"
 #include "tests/tools/cli_test_util.h"
+#include "tests/tools/random_batch.h"
 
 namespace mixtrain {
 namespace {
@@ -54,36 +55,6 @@ std::vector<Model> AllModels() {
   return models;
 }
 
-// Four examples for the model's inputs (symbolic dims as 4): floats N(0, 1), token ids in
-// [0, 10), and labels in [0, classes) shaped as the logits without their class axis.
-absl::Status WriteRandomBatch(const std::string& model, int class_axis, const std::string& path) {
-  MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxFile(model));
-  std::mt19937 rng(1);
-  std::map<std::string, Tensor> arrays;
-  auto dims_of = [](const Shape& s) {
-    std::vector<int64_t> dims;
-    for (const Dim& d : s.dims) dims.push_back(d.known() ? d.value : 4);
-    return dims;
-  };
-  for (const Value* v : g->inputs()) {
-    if (v->is_initializer()) continue;
-    Tensor t(v->dtype, dims_of(v->shape));
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      if (v->dtype == DType::kI64) t.data_as<int64_t>()[i] = static_cast<int64_t>(rng() % 10);
-      else t.data_as<float>()[i] = std::normal_distribution<float>()(rng);
-    }
-    arrays.emplace(v->name, std::move(t));
-  }
-  std::vector<int64_t> logits = dims_of(g->outputs()[0]->shape);
-  const int64_t axis = class_axis < 0 ? class_axis + static_cast<int64_t>(logits.size()) : class_axis;
-  const int64_t classes = logits[axis];
-  logits.erase(logits.begin() + axis);
-  Tensor labels(DType::kI64, logits);
-  for (int64_t i = 0; i < labels.numel(); ++i) labels.data_as<int64_t>()[i] = static_cast<int64_t>(rng() % classes);
-  arrays.emplace("labels", std::move(labels));
-  return WriteNpz(path, arrays);
-}
-
 class CheckTrainAgree : public ::testing::TestWithParam<Model> {
  protected:
   void SetUp() override {
@@ -100,7 +71,7 @@ TEST_P(CheckTrainAgree, CheckSaysTrainsAndTrainSteps) {
   std::string data = m.data;
   if (data.empty()) {
     data = (dir_ / "batch.npz").string();
-    absl::Status st = WriteRandomBatch(m.path, m.class_axis, data);
+    absl::Status st = cli_test::WriteRandomBatch(m.path, m.class_axis, data);
     ASSERT_TRUE(st.ok()) << st;
   }
   const std::string axis = " --class-axis=" + std::to_string(m.class_axis);
