@@ -3,7 +3,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "graph/shape_inference.h"
-#include "kernels/common/precision_stats.h"
+#include "graph/ops/precision_stats_row.h"
 #include "passes/passes.h"
 #include "passes/training.h"
 

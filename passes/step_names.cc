@@ -7,7 +7,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "kernels/common/precision_stats.h"
+#include "graph/ops/precision_stats_row.h"
 
 namespace mixtrain {
 

@@ -1,8 +1,8 @@
 // Shape rule of the precision debugger's op: ai.mixtrain.PrecisionStats(x) -> f32[1, 8], the row of
-// kernels/common/precision_stats.h, for a float x of any shape.
+// graph/ops/precision_stats_row.h, for a float x of any shape.
 #include "absl/strings/str_cat.h"
 #include "graph/shape_inference.h"
-#include "kernels/common/precision_stats.h"
+#include "graph/ops/precision_stats_row.h"
 
 namespace mixtrain {
 namespace {

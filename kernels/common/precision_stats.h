@@ -9,20 +9,9 @@
 #include <limits>
 
 #include "graph/dtype.h"
+#include "graph/ops/precision_stats_row.h"
 
 namespace mixtrain {
-
-enum PrecisionStatsField : int {
-  kStatElements = 0,
-  kStatMaxAbs,     // largest finite |x|
-  kStatNan,
-  kStatInf,
-  kStatOverflow,   // finite, but rounds to inf in the range dtype
-  kStatUnderflow,  // non-zero, but rounds to 0 in the range dtype (flushed)
-  kStatSubnormal,  // lands among the range dtype's subnormals (precision lost)
-  kStatZero,       // exactly zero
-  kNumStatFields,
-};
 
 // Where a dtype's values overflow, flush to zero and become subnormal, for round-to-nearest.
 struct StatsRange {

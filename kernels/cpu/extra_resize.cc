@@ -7,7 +7,8 @@
 #include <vector>
 
 #include "kernels/cpu/parallel.h"
-#include "kernels/cpu/resize_taps.h"
+#include "kernels/common/resize_taps.h"
+#include "kernels/cpu/elementwise_loops.h"
 
 namespace mixtrain::cpu {
 namespace {

@@ -23,7 +23,8 @@
 #include "graph/ops/movement_params.h"
 #include "kernels/cpu/movement_util.h"
 #include "kernels/cpu/parallel.h"
-#include "kernels/cpu/resize_taps.h"
+#include "kernels/common/resize_taps.h"
+#include "kernels/cpu/elementwise_loops.h"
 
 namespace mixtrain::cpu {
 namespace {

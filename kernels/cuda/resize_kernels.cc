@@ -1,6 +1,6 @@
 // CUDA kernel classes of Resize (opsets 10-13+, and Upsample) and ai.mixtrain.ResizeGrad. The taps
 // (which input indices each output coordinate reads, with which weights) come from the CPU
-// kernels' own code, kernels/cpu/resize_taps.h, so both devices and both directions read the same
+// kernels' own code, kernels/common/resize_taps.h, so both devices and both directions read the same
 // taps; they are worked out on the host once per shape and parameters and uploaded as tables, and
 // the GPU applies the separable map (kernels/cuda/pad_slice.cu) or its adjoint. Scales, roi and
 // the gradient's shape are read from the host copy of the plan's constants (host_input).
@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "kernels/cpu/resize_taps.h"
+#include "kernels/common/resize_taps.h"
 #include "kernels/cuda/kernel_util.h"
 #include "kernels/cuda/adjoint_tables.h"
 #include "kernels/cuda/launch.h"
@@ -46,7 +46,7 @@ T* Upload(const KernelContext& ctx, OwnedBuffer& buf, const std::vector<T>& host
 absl::StatusOr<std::vector<double>> ParamValues(const KernelContext& ctx, const TensorView* a, const TensorView* b) {
   std::vector<double> out;
   for (const TensorView* t : {a, b}) {
-    MT_ASSIGN_OR_RETURN(std::vector<double> v, cpu::resize::Doubles(ctx, t));
+    MT_ASSIGN_OR_RETURN(std::vector<double> v, resize::Doubles(ctx, t));
     out.insert(out.end(), v.begin(), v.end());
     out.push_back(1e300);  // a separator no parameter takes
   }
@@ -63,7 +63,7 @@ class ResizeKernel final : public OpKernel {
     if (x->rank() > 8) return ctx.Error("the CUDA Resize takes rank <= 8");
     const Node& node = ctx.node();
     const bool v10 = node.op_type() == "Upsample" || (ctx.opset() > 0 && ctx.opset() < 11);
-    MT_ASSIGN_OR_RETURN(cpu::resize::Params p, cpu::resize::ParamsOf(ctx, v10));
+    MT_ASSIGN_OR_RETURN(resize::Params p, resize::ParamsOf(ctx, v10));
     MT_ASSIGN_OR_RETURN(const TensorView* scales, HostParam(ctx, v10 ? 1 : 2, "scales"));
     const TensorView* roi = nullptr;
     if (!v10) {
@@ -73,7 +73,7 @@ class ResizeKernel final : public OpKernel {
     key.insert(key.end(), x->dims.begin(), x->dims.end());
     key.insert(key.end(), y->dims.begin(), y->dims.end());
     if (key != key_) {
-      MT_ASSIGN_OR_RETURN(std::vector<cpu::resize::Taps> taps, cpu::resize::AllTaps(ctx, p, x->dims, y->dims, scales, roi));
+      MT_ASSIGN_OR_RETURN(std::vector<resize::Taps> taps, resize::AllTaps(ctx, p, x->dims, y->dims, scales, roi));
       SeparableArgs a;
       a.rank = static_cast<int>(x->rank());
       a.fill = static_cast<float>(p.extrapolation);
@@ -81,7 +81,7 @@ class ResizeKernel final : public OpKernel {
       w_.clear();
       outside_.clear();
       for (int d = 0; d < a.rank; ++d) {
-        const cpu::resize::Taps& t = taps[d];
+        const resize::Taps& t = taps[d];
         a.x_dims[d] = x->dims[d];
         a.y_dims[d] = y->dims[d];
         a.width[d] = t.width;
@@ -123,18 +123,18 @@ class ResizeGradKernel final : public OpKernel {
     if (dy->rank() > 8) return ctx.Error("the CUDA ResizeGrad takes rank <= 8");
     MT_ASSIGN_OR_RETURN(const TensorView* shape_v, HostParam(ctx, 1, "shape"));
     if (shape_v == nullptr) return ctx.Error("shape is empty");
-    MT_ASSIGN_OR_RETURN(std::vector<double> shape_d, cpu::resize::Doubles(ctx, shape_v));
+    MT_ASSIGN_OR_RETURN(std::vector<double> shape_d, resize::Doubles(ctx, shape_v));
     const std::vector<int64_t> shape(shape_d.begin(), shape_d.end());
     if (shape != dx->dims) return ctx.Error("dX is not planned with the given shape");
-    MT_ASSIGN_OR_RETURN(cpu::resize::Params p, cpu::resize::ParamsOf(ctx, false));
+    MT_ASSIGN_OR_RETURN(resize::Params p, resize::ParamsOf(ctx, false));
     MT_ASSIGN_OR_RETURN(const TensorView* roi, HostParam(ctx, 2, "roi"));
     MT_ASSIGN_OR_RETURN(const TensorView* scales, HostParam(ctx, 3, "scales"));
     MT_ASSIGN_OR_RETURN(std::vector<double> key, ParamValues(ctx, scales, roi));
     key.insert(key.end(), shape.begin(), shape.end());
     key.insert(key.end(), dy->dims.begin(), dy->dims.end());
     if (key != key_) {
-      MT_ASSIGN_OR_RETURN(std::vector<cpu::resize::Taps> taps, cpu::resize::AllTaps(ctx, p, shape, dy->dims, scales, roi));
-      const std::vector<sep::Axis> axes = cpu::resize::AdjointAxes(taps, shape);
+      MT_ASSIGN_OR_RETURN(std::vector<resize::Taps> taps, resize::AllTaps(ctx, p, shape, dy->dims, scales, roi));
+      const std::vector<sep::Axis> axes = resize::AdjointAxes(taps, shape);
       args_ = tables_.Upload(ctx.stream(), sep::BuildAdjoint(axes), dy->dims, shape);
       key_ = std::move(key);
     }

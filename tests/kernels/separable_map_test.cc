@@ -9,7 +9,7 @@
 #include "graph/ops/movement_params.h"
 #include "gtest/gtest.h"
 #include "kernels/common/separable_map.h"
-#include "kernels/cpu/resize_taps.h"
+#include "kernels/common/resize_taps.h"
 #include "tests/kernels/elementwise_test_util.h"
 #include "tests/kernels/kernel_test_util.h"
 
@@ -90,12 +90,12 @@ TEST(SeparableMap, ResizeGradTablesMatchTheCpuKernel) {
     Tensor out(DType::kF32, in_dims);
     TensorView ov{DType::kF32, in_dims, out.data()};
     KernelContext ctx(*node.node, DeviceType::kCPU, ptrs, {&ov});
-    auto p = cpu::resize::ParamsOf(ctx, false);
+    auto p = resize::ParamsOf(ctx, false);
     ASSERT_TRUE(p.ok()) << p.status();
-    auto taps = cpu::resize::AllTaps(ctx, *p, in_dims, c.out, ptrs[3], ptrs[2]);
+    auto taps = resize::AllTaps(ctx, *p, in_dims, c.out, ptrs[3], ptrs[2]);
     ASSERT_TRUE(taps.ok()) << taps.status();
     std::vector<float> dx(ew_test::Count(in_dims));
-    sep::ApplyAdjoint(sep::BuildAdjoint(cpu::resize::AdjointAxes(*taps, in_dims)), c.out, in_dims, dy.data(), dx.data());
+    sep::ApplyAdjoint(sep::BuildAdjoint(resize::AdjointAxes(*taps, in_dims)), c.out, in_dims, dy.data(), dx.data());
     ExpectNear(dx, (*want)[0], "ResizeGrad");
   }
 }

@@ -1,6 +1,7 @@
-// Index arithmetic of Resize shared by the forward kernel (kernels/cpu/extra_resize.cc) and its
-// adjoint ai.mixtrain.ResizeGrad (kernels/cpu/grad_shape_kernels.cc), so the taps the gradient
-// scatters to are exactly the taps the forward read.
+// Index arithmetic of Resize shared by the forward kernels (kernels/cpu/extra_resize.cc,
+// kernels/cuda/resize_kernels.cc) and their adjoint ai.mixtrain.ResizeGrad
+// (kernels/cpu/grad_shape_kernels.cc), so the taps the gradient scatters to are exactly the taps
+// the forward read.
 //
 // Interpolation is separable: each output coordinate of each axis maps to a few input taps with
 // weights, computed once per axis; an output element is the weighted sum over the product of its
@@ -16,11 +17,11 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "kernels/common/elementwise.h"
 #include "kernels/common/separable_map.h"
-#include "kernels/cpu/elementwise_loops.h"
 #include "kernels/registry.h"
 
-namespace mixtrain::cpu::resize {
+namespace mixtrain::resize {
 
 struct Taps {
   std::vector<int64_t> idx;   // per output coordinate: `width` input indices, clamped
@@ -113,7 +114,20 @@ inline absl::StatusOr<std::vector<double>> Doubles(const KernelContext& ctx, con
   std::vector<double> v;
   if (t == nullptr) return v;
   v.resize(t->numel());
-  MT_RETURN_IF_ERROR(cpu_ew::CastBuffer(ctx, t->dtype, t->data, DType::kF64, v.data(), t->numel()));
+  auto read = [&](auto tag) {
+    using S = decltype(tag);
+    const S* p = static_cast<const S*>(t->data);
+    for (int64_t i = 0; i < t->numel(); ++i) v[i] = static_cast<double>(ew::Io<S>::Load(p[i]));
+  };
+  switch (t->dtype) {
+    case DType::kF32: read(float{}); break;
+    case DType::kF64: read(double{}); break;
+    case DType::kF16: read(ew::f16{}); break;
+    case DType::kBF16: read(ew::bf16{}); break;
+    case DType::kI32: read(int32_t{}); break;
+    case DType::kI64: read(int64_t{}); break;
+    default: return ctx.Error(absl::StrCat("a ", DTypeName(t->dtype), " input where numbers are read"));
+  }
   return v;
 }
 
@@ -160,4 +174,4 @@ inline std::vector<sep::Axis> AdjointAxes(const std::vector<Taps>& taps, const s
   return axes;
 }
 
-}  // namespace mixtrain::cpu::resize
+}  // namespace mixtrain::resize
