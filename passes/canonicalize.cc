@@ -10,7 +10,8 @@
 //     (through the host evaluator the runtime registers) and becomes an initializer;
 //   - Constant nodes become initializers (counted as folded), so every rule, autodiff
 //     included, reads a constant one way;
-//   - simplification: Identity and Dropout(ratio 0) are bypassed, CastLike becomes Cast,
+//   - simplification: Identity and Dropout(ratio 0) are bypassed (an Identity giving a BatchNorm's
+//     statistics a name of their own becomes a copy: each BN updates its own), CastLike becomes Cast,
 //     sequences of a known length become their pieces (SplitToSequence a Split, SequenceAt
 //     the piece: canonicalize_sequences.cc), exporters' random-mask dropout becomes Dropout
 //     (canonicalize_dropout.cc), and Gathers of one tensor at constant scalar indices become
@@ -229,7 +230,19 @@ class CanonicalizePass final : public Pass {
         continue;
       }
       if (n->input(0) == nullptr) continue;
-      if (op == "Identity" || (op == "Dropout" && DropsNothing(*n))) {
+      if (op == "Identity" && CopiesStatistics(*n)) {
+        // BatchNorm running statistics under a name of their own: an exporter that merges equal
+        // initializers (TorchScript in eval mode: every fresh BN's zeros and ones) reads one
+        // tensor through Identities; training updates each BN's own, as the framework does.
+        Value* source = n->input(0);
+        Tensor own = source->initializer->Clone();
+        const auto metadata = source->metadata;
+        g.RemoveNode(n);  // `out` stays, without a producer
+        g.SetInitializer(out, std::move(own));
+        for (const auto& [k, v] : metadata) out->metadata.emplace(k, v);
+        ++report.simplified;
+        changed = true;
+      } else if (op == "Identity" || (op == "Dropout" && DropsNothing(*n))) {
         g.ReplaceAllUsesWith(out, n->input(0));
         ++report.simplified;
         changed = true;
@@ -257,6 +270,20 @@ class CanonicalizePass final : public Pass {
       }
     }
     return changed;
+  }
+
+  // An Identity of an initializer whose every reader takes it as a BatchNormalization's running
+  // mean or variance (inputs 3 and 4).
+  static bool CopiesStatistics(const Node& n) {
+    const Value* in = n.input(0);
+    const Value* out = n.output(0);
+    if (in == nullptr || !in->is_initializer() || out == nullptr || out->consumers.empty()) return false;
+    for (const Node* c : out->consumers) {
+      if (c->op_type() != "BatchNormalization" || !c->domain().empty()) return false;
+      for (size_t i = 0; i < c->num_inputs(); ++i)
+        if (c->input(i) == out && i != 3 && i != 4) return false;
+    }
+    return true;
   }
 
   // Dropout whose ratio is a constant 0, or that has no training_mode input (inference

@@ -146,3 +146,43 @@ TEST(CanonicalizeGathers, LeavesAloneWhatItCannotRewrite) {
 
 }  // namespace
 }  // namespace mixtrain
+
+namespace mixtrain {
+namespace {
+
+// An exporter that merges equal initializers (TorchScript in eval mode: every fresh BatchNorm's
+// zeros and ones) reads one tensor through Identities that carry each module's own name. Each
+// BatchNorm keeps statistics of its own under that name, so training updates each one; an
+// Identity with any other reader is bypassed as before.
+TEST(CanonicalizeBatchNormStatistics, MergedStatisticsBecomeOneCopyPerBatchNorm) {
+  G b(15);
+  Graph& g = b.graph();
+  Value* x = Input(b, "x", DType::kF32, {Dim(2), Dim(3), Dim(4), Dim(4)});
+  Value* mean = b.Param("bn1.running_mean", {3}, std::vector<float>{0, 0, 0});
+  Value* var = b.Param("bn1.running_var", {3}, std::vector<float>{1, 1, 1});
+  Value* mean2 = b.Op1("Identity", {mean});
+  Value* var2 = b.Op1("Identity", {var});
+  Value* shared = b.Op1("Identity", {var});  // read by a BatchNorm and by a Mul: bypassed
+  Value* y1 = b.Op1("BatchNormalization", {x, b.Param("bn1.weight", {3}, 1), b.Param("bn1.bias", {3}, 2), mean, var});
+  Value* y2 = b.Op1("BatchNormalization", {y1, b.Param("bn2.weight", {3}, 3), b.Param("bn2.bias", {3}, 4), mean2, var2});
+  Value* y3 = b.Op1("BatchNormalization", {y2, b.Param("bn3.weight", {3}, 5), b.Param("bn3.bias", {3}, 6), mean, shared});
+  g.AddOutput(b.Op1("Mul", {y3, b.Op1("Unsqueeze", {b.Op1("Unsqueeze", {shared, b.IntsShaped({1}, {1})}),
+                                                    b.IntsShaped({1}, {1})})}));
+  const std::string mean2_name = mean2->name, var2_name = var2->name;
+  Canonicalize(g);
+  const Node* bn2 = y2->producer;
+  ASSERT_NE(bn2, nullptr);
+  ASSERT_TRUE(bn2->input(3)->is_initializer());
+  EXPECT_EQ(bn2->input(3)->name, mean2_name);
+  EXPECT_EQ(bn2->input(4)->name, var2_name);
+  EXPECT_NE(bn2->input(3), mean);
+  EXPECT_NE(bn2->input(3)->initializer->data(), mean->initializer->data());  // its own tensor
+  EXPECT_EQ(bn2->input(4)->initializer->data_as<float>()[2], 1.0f);
+  const Node* bn3 = y3->producer;
+  EXPECT_EQ(bn3->input(3), mean);  // read directly: one module's statistics
+  EXPECT_EQ(bn3->input(4), var);   // the Identity with another reader went
+  EXPECT_EQ(Count(g, "Identity"), 0);
+}
+
+}  // namespace
+}  // namespace mixtrain
