@@ -62,6 +62,7 @@ void MissingKernels(const Graph& g, std::vector<std::string>* out) {
 
 // The config `train` runs with these options and its defaults otherwise.
 pb::TrainConfig TrainConfigOf(const CheckOptions& options) {
+  if (options.train_config) return api::ToProto(*options.train_config);
   pb::TrainConfig c;
   c.set_loss(options.loss);
   c.set_output(options.output);
@@ -128,6 +129,14 @@ absl::Status BuildAndPlanForTraining(const Graph& model, const CheckOptions& opt
 // `check --memory`: the step and evaluation built with the report's precision and recompute
 // (Adam), planned at options.memory_batch.
 absl::StatusOr<MemoryStatistics> PlanMemoryForTraining(const Graph& model, const CheckOptions& options) {
+  if (options.train_config) {  // the run's own config, its optimizer included
+    const pb::TrainConfig c = TrainConfigOf(options);
+    MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(c, model, CpuBackend().target()));
+    MT_ASSIGN_OR_RETURN(TrainingGraphs graphs, BuildTrainingGraphs(model.Clone(), recipe));
+    MT_ASSIGN_OR_RETURN(MemoryReport r, PlanTrainingMemory(graphs, DeviceType::kCPU, options.memory_batch));
+    MeasureProcessMemory(r);
+    return api::ToMemoryStatistics(r);
+  }
   TrainConfig tc;
   tc.precision = options.precision;
   tc.recompute = options.recompute;
@@ -145,8 +154,28 @@ absl::StatusOr<MemoryStatistics> PlanMemoryForTraining(const Graph& model, const
 
 }  // namespace
 
-absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const CheckOptions& options) {
+// `o` with the fields its train_config sets taken from it.
+static absl::StatusOr<CheckOptions> Effective(const CheckOptions& o) {
+  if (!o.train_config) return o;
+  MT_RETURN_IF_ERROR(o.train_config->Validate());
+  CheckOptions e = o;
+  const TrainConfig& c = *o.train_config;
+  e.loss = c.loss;
+  e.output = c.output;
+  e.class_axis = c.class_axis;
+  e.freeze = c.freeze;
+  e.trainable = c.trainable;
+  e.precision = c.precision;
+  e.recompute = c.recompute;
+  e.lora_rank = c.lora_rank;
+  e.lora_alpha = c.lora_alpha;
+  e.lora_targets = c.lora_targets;
+  return e;
+}
+
+absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const CheckOptions& given) {
   return api::Guarded("CheckModel", [&]() -> absl::StatusOr<ModelCheck> {
+    MT_ASSIGN_OR_RETURN(const CheckOptions options, Effective(given));
     MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, ImportOnnxFile(model_path));
     const std::unique_ptr<Graph> imported = g->Clone();
     ModelCheck out;

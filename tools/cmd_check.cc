@@ -19,6 +19,7 @@
 #include "mixtrain/mixtrain.h"
 #include "mixtrain/status_macros.h"
 #include "tools/cli.h"
+#include "tools/step_flags.h"
 #include "tools/memory_report.h"
 
 namespace mixtrain {
@@ -40,31 +41,14 @@ int Check(const cli::Args& args) {
   const std::string& path = args.positional()[0];
   if (absl::Status s = cli::CheckInputPath("MODEL.onnx", path); !s.ok()) return cli::Fail("check", s) + 1;
   CheckOptions opt;
-  opt.loss = args.str("loss");
-  opt.output = args.str("output");
-  opt.class_axis = static_cast<int32_t>(args.integer("class-axis"));
-  opt.freeze = args.str("freeze");
-  opt.trainable = args.str("trainable");
-  if (args.has("lora-rank")) opt.lora_rank = static_cast<int32_t>(args.integer("lora-rank"));
-  if (args.has("lora-alpha")) opt.lora_alpha = static_cast<float>(args.number("lora-alpha"));
-  opt.lora_targets = args.str("lora-targets");
+  // The step `train` would build with the same step flags (the table train and dump share).
+  TrainConfig config;
+  if (absl::Status s = cli::ApplyStepFlags(args, config); !s.ok()) return cli::Fail("check", s) + 1;
+  opt.train_config = config;
   opt.device = args.str("device");
   if (opt.device != "cpu" && opt.device != "cuda")
     return cli::Fail("check", absl::InvalidArgumentError(absl::StrCat("--device=", opt.device, ": expected cpu or cuda"))) + 1;
-  if (args.flag("memory")) {
-    opt.memory_batch = args.integer("batch-size");
-    // As `train`'s --precision, --dtype and --recompute, checked by the config parser.
-    const std::string text =
-        absl::StrCat("precision { preset: ", absl::AsciiStrToUpper(args.str("precision")),
-                     " low_dtype: ", absl::AsciiStrToUpper(args.str("dtype")), " } recompute: \"", args.str("recompute"), "\"");
-    absl::StatusOr<TrainConfig> c = TrainConfig::FromTextProto(text);
-    if (!c.ok())
-      return cli::Fail("check", absl::InvalidArgumentError(absl::StrCat(
-                                    "--precision=", args.str("precision"), " --dtype=", args.str("dtype"),
-                                    " --recompute=", args.str("recompute"), ": ", c.status().message()))) + 1;
-    opt.precision = c->precision;
-    opt.recompute = c->recompute;
-  }
+  if (args.flag("memory")) opt.memory_batch = args.integer("batch-size");
   absl::StatusOr<ModelCheck> r = CheckModel(path, opt);
   if (!r.ok()) {
     const absl::string_view msg = r.status().message();
@@ -170,48 +154,36 @@ int Check(const cli::Args& args) {
   return r->trains ? 0 : 1;
 }
 
+// check's own flags, then the step flags it shares with train and dump (its --device is its own:
+// cpu, or cuda to list what the GPU lacks).
+std::vector<cli::FlagSpec> CheckFlags(std::vector<cli::FlagSpec> own) {
+  for (cli::FlagSpec& f : cli::StepFlagSpecs())
+    if (f.name != "device") own.push_back(std::move(f));
+  return own;
+}
+
 MT_REGISTER_COMMAND(
     check, cli::Command{
                .name = "check",
-               .usage = "mixtrain check MODEL.onnx [--loss=KIND] [--class-axis=N] [--output=NAME] "
-                        "[--freeze=REGEX] [--trainable=REGEX] [--lora-rank=R] [--device=cpu|cuda] [--verbose] "
-                        "[--memory [--batch-size=N] [--precision=P] [--dtype=D] [--recompute=R]]",
+               .usage = "mixtrain check MODEL.onnx [--device=cpu|cuda] [--verbose] [--memory [--batch-size=N]] "
+                        "[train's step flags: --loss, --class-axis, --freeze, --trainable, --lora-rank, --dtype, ...]",
                .summary = "say whether a model trains, before training: every blocking node, what "
                           "was folded, what trains and what is frozen and why (exit 0 trains, 1 not)",
-               .flags =
+               .flags = CheckFlags(
                    {
-                       {.name = "loss", .default_value = "cross_entropy",
-                        .help = "cross_entropy, mse, l1, bce_with_logits or output:NAME"},
-                       {.name = "class-axis", .default_value = "1",
-                        .help = "cross_entropy: the logits axis of the classes (-1 for N x T x V)"},
-                       {.name = "output", .default_value = "",
-                        .help = "the model output the loss applies to (default: the first)"},
-                       {.name = "freeze", .default_value = "",
-                        .help = "initializers whose whole name matches this regex do not train"},
-                       {.name = "trainable", .default_value = "",
-                        .help = "train exactly the float initializers whose whole name matches this regex"},
                        {.name = "device", .default_value = "cpu",
                         .help = "cuda: also list the training step's ops without a CUDA kernel (exit 1 if "
                                 "any); needs no GPU"},
-                       {.name = "lora-rank", .default_value = "0",
-                        .help = "LoRA: add rank-R adapters as `train --lora-rank` does and list them with their bytes "
-                                "and the trainable fraction"},
-                       {.name = "lora-alpha", .default_value = "", .help = "LoRA: alpha (default: 2 * rank)"},
-                       {.name = "lora-targets", .default_value = "",
-                        .help = "LoRA: regex of the weights to adapt (default: the products of the repeated blocks)"},
                        {.name = "verbose", .default_value = "false",
                         .help = "list every initializer with its role and reason", .is_bool = true},
                        {.name = "memory", .default_value = "false",
                         .help = "where training's memory will go (weights, gradients, optimizer state, "
                                 "activations kept for the backward, the planner's arena by phase), planned "
-                                "before anything runs, at --batch-size with --precision, --dtype, --recompute",
+                                "before anything runs, at --batch-size, with the step flags' precision, recompute and optimizer",
                         .is_bool = true},
                        {.name = "batch-size", .default_value = "1",
                         .help = "--memory: the batch (every symbolic input dim at this size)"},
-                       {.name = "precision", .default_value = "amp", .help = "--memory: fp32, amp or half, as train's"},
-                       {.name = "dtype", .default_value = "auto", .help = "--memory: auto, bf16 or fp16, as train's"},
-                       {.name = "recompute", .default_value = "none", .help = "--memory: none, auto or all, as train's"},
-                   },
+                   }),
                .run = Check});
 
 }  // namespace

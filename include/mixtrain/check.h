@@ -23,6 +23,11 @@ namespace mixtrain {
 inline namespace v1 {
 
 struct CheckOptions {
+  // The run `train` would make (what `mixtrain check` builds from train's step flags): when set,
+  // the step, evaluation and memory report are built from it as the Trainer builds them, and the
+  // fields it shares with those below (loss, output, class_axis, freeze, trainable, precision,
+  // recompute, lora_*) are taken from it.
+  std::optional<TrainConfig> train_config;
   std::string loss = "cross_entropy";  // as GradientOptions::loss
   std::string output;                  // the model output the loss applies to; "" = the first
   int32_t class_axis = 1;
