@@ -1,4 +1,5 @@
-// Shared by the Reduce* gradient rules (passes/grad_rules_movement.cc, grad_rules_extra.cc).
+// Shared by the Reduce* gradient rules (passes/grad_rules_movement.cc,
+// grad_rules_onnx_coverage.cc).
 #pragma once
 
 #include <optional>

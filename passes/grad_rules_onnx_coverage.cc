@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "graph/ops/extra_einsum.h"
+#include "graph/ops/einsum.h"
 #include "graph/ops/reduce_params.h"
 #include "passes/autodiff.h"
 #include "passes/grad_reduce.h"
@@ -487,7 +487,7 @@ absl::Status LpNormalizationGrad(GradContext& c) {
   return absl::OkStatus();
 }
 
-MT_REGISTER_GRAD_RULES(extra, {
+MT_REGISTER_GRAD_RULES(onnx_coverage, {
     {"TopK", "", TopKGrad, Inputs({0})},
     {"GlobalMaxPool", "", GlobalMaxPoolGrad},
     {"LpNormalization", "", LpNormalizationGrad},

@@ -1,5 +1,5 @@
 // Einsum: equation parsing (see the header) and the shape rule.
-#include "graph/ops/extra_einsum.h"
+#include "graph/ops/einsum.h"
 
 #include <algorithm>
 #include <cctype>
@@ -123,6 +123,6 @@ absl::Status InferEinsum(InferContext& ctx) {
 
 }  // namespace
 
-MT_REGISTER_OP_SCHEMAS(extra_einsum, {{"Einsum", "", InferEinsum}});
+MT_REGISTER_OP_SCHEMAS(einsum, {{"Einsum", "", InferEinsum}});
 
 }  // namespace mixtrain

@@ -1,5 +1,5 @@
-// Einsum's equation, parsed once for the shape rule (graph/ops/extra_einsum.cc) and the CPU
-// kernel (kernels/cpu/extra_einsum.cc), so the planned output shape and the kernel agree.
+// Einsum's equation, parsed once for the shape rule (graph/ops/einsum.cc) and the CPU
+// kernel (kernels/cpu/einsum.cc), so the planned output shape and the kernel agree.
 // Errors carry no node name; callers prefix it.
 #pragma once
 

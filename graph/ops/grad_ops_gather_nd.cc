@@ -1,6 +1,6 @@
-// Shape rule of ai.mixtrain.GatherNDGrad(dY, indices, X) -> dX (kernels/cpu/extra_grad_kernels.cc),
-// the gradient passes/grad_rules_extra.cc emits for GatherND with batch_dims > 0: dX has X's
-// shape and dtype.
+// Shape rule of ai.mixtrain.GatherNDGrad(dY, indices, X) -> dX (kernels/cpu/grad_gather_nd.cc),
+// the gradient passes/grad_rules_onnx_coverage.cc emits for GatherND with batch_dims > 0: dX has
+// X's shape and dtype.
 #include "graph/shape_inference.h"
 
 namespace mixtrain {
@@ -16,6 +16,6 @@ absl::Status InferLikeInput2(InferContext& ctx) {
 
 }  // namespace
 
-MT_REGISTER_OP_SCHEMAS(grad_ops_extra, {{"GatherNDGrad", "ai.mixtrain", InferLikeInput2}});
+MT_REGISTER_OP_SCHEMAS(grad_ops_gather_nd, {{"GatherNDGrad", "ai.mixtrain", InferLikeInput2}});
 
 }  // namespace mixtrain

@@ -1,7 +1,7 @@
 // Shape and type inference for the less common indexing and layout ops: GatherElements,
 // ScatterElements (and its opset-9 name Scatter), GatherND, ScatterND, OneHot, EyeLike, TopK,
 // DepthToSpace, SpaceToDepth, Resize, Upsample, GridSample and MaxUnpool. Kernels: kernels/cpu/
-// extra_index.cc, extra_layout.cc, extra_resize.cc, extra_grid.cc.
+// gather_scatter.cc, movement_rearrange.cc, resize.cc, grid_sample.cc.
 #include <cmath>
 #include <optional>
 #include <string>
@@ -257,7 +257,7 @@ absl::Status InferMaxUnpool(InferContext& ctx) {
 
 }  // namespace
 
-MT_REGISTER_OP_SCHEMAS(extra_index_ops, {
+MT_REGISTER_OP_SCHEMAS(index_layout_ops, {
     {"MaxUnpool", "", InferMaxUnpool},
     {"GridSample", "", InferGridSample},
     {"Resize", "", InferResize, 0, InputBits({1, 2})},

@@ -4,7 +4,9 @@
 // they reuse those rules), per-axis normalizations (Hardmax, LpNormalization,
 // InstanceNormalization, LRN, MeanVarianceNormalization), Trilu, ReverseSequence, Det, the
 // signal windows, DFT, STFT, (Dynamic)QuantizeLinear/DequantizeLinear, MatMulInteger,
-// QLinearMatMul and RNN/GRU/LSTM. Kernels: kernels/cpu/extra_*.cc.
+// QLinearMatMul and RNN/GRU/LSTM. Kernels: kernels/cpu/elementwise_unary_math.cc,
+// elementwise_binary_math.cc, reduce_double.cc, axis_norm.cc, movement_rearrange.cc (Trilu,
+// ReverseSequence), signal.cc (with Det), quantize.cc and rnn.cc.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -83,7 +85,7 @@ absl::Status InferPRelu(InferContext& ctx) {
   return absl::OkStatus();
 }
 
-// The extra reductions share ReduceMax's axes rules (attribute before opset 18, input after) and
+// These reductions share ReduceMax's axes rules (attribute before opset 18, input after) and
 // ArgMin shares ArgMax's; both rules live in graph/ops/reduce_ops.cc.
 absl::Status InferAsReduceMax(InferContext& ctx) {
   static const OpSchema* rule = FindOpSchema("", "ReduceMax");
@@ -254,7 +256,7 @@ absl::Status InferRecurrent(InferContext& ctx) {
 
 }  // namespace
 
-MT_REGISTER_OP_SCHEMAS(extra_ops, {
+MT_REGISTER_OP_SCHEMAS(onnx_coverage_ops, {
     {"Sin", "", InferFloatUnary},         {"Cos", "", InferFloatUnary},
     {"Tan", "", InferFloatUnary},         {"Asin", "", InferFloatUnary},
     {"Acos", "", InferFloatUnary},        {"Atan", "", InferFloatUnary},

@@ -1,4 +1,4 @@
-// Index arithmetic of Resize shared by the forward kernels (kernels/cpu/extra_resize.cc,
+// Index arithmetic of Resize shared by the forward kernels (kernels/cpu/resize.cc,
 // kernels/cuda/resize_kernels.cc) and their adjoint ai.mixtrain.ResizeGrad
 // (kernels/cpu/grad_shape_kernels.cc), so the taps the gradient scatters to are exactly the taps
 // the forward read.

@@ -190,7 +190,7 @@ absl::Status MvnKernel(KernelContext& ctx) {
 
 }  // namespace
 
-MT_REGISTER_KERNELS(cpu_extra_norm) {
+MT_REGISTER_KERNELS(cpu_axis_norm) {
   const auto cpu = DeviceType::kCPU;
   const std::vector<DType> f = {DType::kF32, DType::kF16, DType::kBF16, DType::kF64};
   r.Register({"Hardmax", "", cpu, f, 0, FnKernel(HardmaxKernel)});

@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "graph/ops/extra_einsum.h"
+#include "graph/ops/einsum.h"
 #include "kernels/cpu/elementwise_loops.h"
 
 namespace mixtrain::cpu {
@@ -57,7 +57,7 @@ absl::Status EinsumKernel(KernelContext& ctx) {
 
 }  // namespace
 
-MT_REGISTER_KERNELS(cpu_extra_einsum) {
+MT_REGISTER_KERNELS(cpu_einsum) {
   r.Register({"Einsum", "", DeviceType::kCPU,
               {DType::kF32, DType::kF16, DType::kBF16, DType::kF64, DType::kI32, DType::kI64}, 0,
               FnKernel(EinsumKernel)});

@@ -1,6 +1,7 @@
 // CPU kernels for the less common broadcasting ops: Mod (both sign conventions), BitShift,
 // PRelu, and variadic Sum/Mean. Loops and broadcasting are the shared ones of
-// elementwise_loops.h; the functors sit here for now (see the TODO in extra_unary.cc).
+// elementwise_loops.h; the functors sit here for now (see the TODO in
+// elementwise_unary_math.cc).
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -156,7 +157,7 @@ absl::Status MeanKernel(KernelContext& ctx) {
 
 }  // namespace
 
-MT_REGISTER_KERNELS(cpu_extra_binary) {
+MT_REGISTER_KERNELS(cpu_elementwise_binary_math) {
   const auto cpu = DeviceType::kCPU;
   r.Register({"Mod", "", cpu, DTypes(NumericStorage{}), 0, FnKernel(ModKernel)});
   r.Register({"BitShift", "", cpu, {DType::kU8}, 0, FnKernel(BitShiftKernel)});

@@ -168,7 +168,7 @@ absl::Status IsInfKernel(KernelContext& ctx) {
 
 }  // namespace
 
-MT_REGISTER_KERNELS(cpu_extra_unary) {
+MT_REGISTER_KERNELS(cpu_elementwise_unary_math) {
   const auto cpu = DeviceType::kCPU;
   const std::vector<DType> f = DTypes(FloatAndF64{});
   const std::vector<DType> num = DTypes(NumericStorage{});

@@ -366,7 +366,7 @@ absl::Status MaxUnpoolKernel(KernelContext& ctx) {
 
 }  // namespace
 
-MT_REGISTER_KERNELS(cpu_extra_index) {
+MT_REGISTER_KERNELS(cpu_gather_scatter) {
   const auto cpu = DeviceType::kCPU;
   r.Register({"GatherElements", "", cpu, {}, 0, FnKernel(GatherElementsKernel)});
   r.Register({"ScatterElements", "", cpu, {}, 0, FnKernel(ScatterElementsKernel)});

@@ -55,7 +55,7 @@ absl::Status GatherNDGradKernel(KernelContext& ctx) {
 
 }  // namespace
 
-MT_REGISTER_KERNELS(cpu_extra_grad_kernels) {
+MT_REGISTER_KERNELS(cpu_grad_gather_nd) {
   r.Register({"GatherNDGrad", "ai.mixtrain", DeviceType::kCPU, kFloatTypes, 0,
               FnKernel(GatherNDGradKernel)});
 }

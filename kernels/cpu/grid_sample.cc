@@ -132,7 +132,7 @@ absl::Status GridSampleKernel(KernelContext& ctx) {
 
 }  // namespace
 
-MT_REGISTER_KERNELS(cpu_extra_grid) {
+MT_REGISTER_KERNELS(cpu_grid_sample) {
   r.Register({"GridSample", "", DeviceType::kCPU,
               {DType::kF32, DType::kF16, DType::kBF16, DType::kF64}, 0, FnKernel(GridSampleKernel)});
 }

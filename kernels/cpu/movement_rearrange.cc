@@ -135,7 +135,7 @@ absl::Status ReverseSequenceKernel(KernelContext& ctx) {
 
 }  // namespace
 
-MT_REGISTER_KERNELS(cpu_extra_layout) {
+MT_REGISTER_KERNELS(cpu_movement_rearrange) {
   const auto cpu = DeviceType::kCPU;
   r.Register({"Trilu", "", cpu, {}, 0, FnKernel(TriluKernel)});
   r.Register({"DepthToSpace", "", cpu, {}, 0, FnKernel(DepthToSpaceKernel)});

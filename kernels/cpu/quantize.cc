@@ -161,7 +161,7 @@ absl::Status QLinearMatMulKernel(KernelContext& ctx) { return QuantizedMatMul(ct
 
 }  // namespace
 
-MT_REGISTER_KERNELS(cpu_extra_quant) {
+MT_REGISTER_KERNELS(cpu_quantize) {
   const auto cpu = DeviceType::kCPU;
   r.Register({"QuantizeLinear", "", cpu, {DType::kF32, DType::kF16, DType::kBF16, DType::kI32}, 0,
               FnKernel(QuantizeKernel)});

@@ -133,7 +133,7 @@ absl::Status ArgMinKernel(KernelContext& ctx) {
 
 }  // namespace
 
-MT_REGISTER_KERNELS(cpu_extra_reduce) {
+MT_REGISTER_KERNELS(cpu_reduce_double) {
   const auto cpu = DeviceType::kCPU;
   const std::vector<DType> num = {DType::kF32, DType::kF16, DType::kBF16, DType::kF64,
                                   DType::kI8,  DType::kI32, DType::kI64,  DType::kU8};

@@ -73,7 +73,7 @@ absl::Status ResizeKernel(KernelContext& ctx) {
 
 }  // namespace
 
-MT_REGISTER_KERNELS(cpu_extra_resize) {
+MT_REGISTER_KERNELS(cpu_resize) {
   const auto cpu = DeviceType::kCPU;
   const std::vector<DType> t = {DType::kF32, DType::kF16, DType::kBF16, DType::kF64,
                                 DType::kI8,  DType::kI32, DType::kI64,  DType::kU8};

@@ -1,7 +1,7 @@
 // CPU kernels for the recurrent ops RNN, GRU and LSTM (opsets 7-14): forward, reverse and
 // bidirectional, both layouts, sequence_lens, initial states, LSTM peepholes, GRU's
 // linear_before_reset, clip, and the activations Sigmoid/Tanh/Relu (the defaults and the common
-// choices). Shape rule: graph/ops/extra_ops.cc.
+// choices). Shape rule: graph/ops/onnx_coverage_ops.cc.
 //
 // Plain loops in double: these ops appear in the conformance suite and in small sequence models,
 // and the recurrence is sequential anyway. Gate order follows ONNX: LSTM i, o, f, c; GRU z, r, h.
@@ -179,7 +179,7 @@ absl::Status RecurrentKernel(KernelContext& ctx) {
 
 }  // namespace
 
-MT_REGISTER_KERNELS(cpu_extra_rnn) {
+MT_REGISTER_KERNELS(cpu_rnn) {
   const auto cpu = DeviceType::kCPU;
   const std::vector<DType> f = {DType::kF32, DType::kF16, DType::kBF16, DType::kF64};
   r.Register({"RNN", "", cpu, f, 0, FnKernel(RecurrentKernel<Cell::kRnn>)});

@@ -159,7 +159,7 @@ absl::Status StftKernel(KernelContext& ctx) {
 
 }  // namespace
 
-MT_REGISTER_KERNELS(cpu_extra_signal) {
+MT_REGISTER_KERNELS(cpu_signal) {
   const auto cpu = DeviceType::kCPU;
   const std::vector<DType> ints = {DType::kI32, DType::kI64};
   r.Register({"HannWindow", "", cpu, ints, 0, FnKernel(HannKernel)});

@@ -36,8 +36,8 @@ constexpr EwAttrs TanhForm(Op op) {
   return a;
 }
 
-// --- formulas only this backend has (the CPU's are in kernels/cpu/extra_unary.cc until issue 3
-// moves them into kernels/common/elementwise.h) ---------------------------------------------------
+// --- formulas only this backend has (the CPU's are in kernels/cpu/elementwise_unary_math.cc
+// until issue 3 moves them into kernels/common/elementwise.h) -------------------------------------
 // max(0, min(1, alpha x + beta)), times x for HardSwish (alpha 1/6, beta 1/2): one kernel for both.
 struct HardSigmoid {
   float alpha, beta;
@@ -47,7 +47,7 @@ struct HardSigmoid {
     return times_x ? x * h : h;
   }
 };
-// x < 0 ? alpha (e^x - 1) : x, as kernels/cpu/extra_unary.cc's Elu.
+// x < 0 ? alpha (e^x - 1) : x, as kernels/cpu/elementwise_unary_math.cc's Elu.
 struct Elu {
   float alpha;
   MT_HD float operator()(float x) const { return x < 0.0f ? alpha * (expf(x) - 1.0f) : x; }

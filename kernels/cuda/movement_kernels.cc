@@ -72,7 +72,8 @@ absl::Status Transpose(KernelContext& ctx) {
 // DepthToSpace and SpaceToDepth are 6-D transposes. The space side [N, C, H, W] is viewed as
 // [N, C, H/b, b, W/b, b] (n, c, h, i, w, j), the depth side [N, C*b*b, H/b, W/b] as
 // [N, b, b, C, H/b, W/b] (n, i, j, c, h, w) in DCR mode and [N, C, b, b, H/b, W/b]
-// (n, c, i, j, h, w) in CRD mode, as the CPU kernels' offsets (kernels/cpu/extra_layout.cc).
+// (n, c, i, j, h, w) in CRD mode, as the CPU kernels' offsets
+// (kernels/cpu/movement_rearrange.cc).
 template <bool kToSpace>
 absl::Status DepthSpace(KernelContext& ctx) {
   const TensorView& x = *ctx.input(0);

@@ -1,7 +1,10 @@
-// Tests of the less common ops (graph/ops/extra_*ops.cc, kernels/cpu/extra_*.cc): each runs its
-// shape rule and CPU kernel on small inputs whose expected outputs are worked out by hand or with
-// <cmath> here, covering the attribute forms and the branches (sign conventions, ties, negative
-// indices, opset-dependent defaults, low-precision dtypes).
+// Tests of the less common ops (shape rules in graph/ops/onnx_coverage_ops.cc,
+// index_layout_ops.cc and einsum.cc; kernels in kernels/cpu/: elementwise_unary_math.cc,
+// elementwise_binary_math.cc, reduce_double.cc, axis_norm.cc, movement_rearrange.cc,
+// gather_scatter.cc, resize.cc, quantize.cc, signal.cc, rnn.cc, grid_sample.cc, einsum.cc): each
+// runs its shape rule and CPU kernel on small inputs whose expected outputs are worked out by
+// hand or with <cmath> here, covering the attribute forms and the branches (sign conventions,
+// ties, negative indices, opset-dependent defaults, low-precision dtypes).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -43,7 +46,7 @@ void ExpectValues(const Tensor& t, const std::vector<double>& want, double tol =
   }
 }
 
-TEST(ExtraUnary, MathMatchesCmath) {
+TEST(ElementwiseUnaryMath, MathMatchesCmath) {
   const std::vector<double> x = {-0.9, -0.25, 0.0, 0.3, 0.8};
   struct Case {
     const char* op;
@@ -63,14 +66,14 @@ TEST(ExtraUnary, MathMatchesCmath) {
                {0.0, std::acosh(2.5)});
 }
 
-TEST(ExtraUnary, RoundHalvesToEvenAndSign) {
+TEST(ElementwiseUnaryMath, RoundHalvesToEvenAndSign) {
   ExpectValues(RunOp("Round", {Make(DType::kF32, {6}, {0.5, 1.5, 2.5, -0.5, -1.5, 2.4})})[0],
                {0, 2, 2, -0.0, -2, 2});
   ExpectValues(RunOp("Sign", {Make(DType::kF32, {3}, {-2.5, 0, 7})})[0], {-1, 0, 1});
   ExpectValues(RunOp("Sign", {Make(DType::kI64, {3}, {-9, 0, 4})})[0], {-1, 0, 1});
 }
 
-TEST(ExtraUnary, ActivationsWithAttributes) {
+TEST(ElementwiseUnaryMath, ActivationsWithAttributes) {
   const std::vector<double> x = {-2.0, -0.5, 0.0, 0.5, 3.0};
   auto each = [&](auto f) {
     std::vector<double> v;
@@ -101,7 +104,7 @@ TEST(ExtraUnary, ActivationsWithAttributes) {
                each([](double e) { return e < 0 ? std::exp(e) - 1 : e; }), 8e-3);
 }
 
-TEST(ExtraUnary, IsNaNAndIsInfFlags) {
+TEST(ElementwiseUnaryMath, IsNaNAndIsInfFlags) {
   Tensor t = Make(DType::kF32, {4}, {std::nan(""), kInf, -kInf, 1.0});
   ExpectValues(RunOp("IsNaN", {t})[0], {1, 0, 0, 0});
   EXPECT_EQ(RunOp("IsNaN", {t})[0].dtype(), DType::kBool);
@@ -110,7 +113,7 @@ TEST(ExtraUnary, IsNaNAndIsInfFlags) {
   ExpectValues(RunOp("IsInf", {t}, {Attribute::Int("detect_positive", 0)})[0], {0, 0, 1, 0});
 }
 
-TEST(ExtraBinary, ModSignConventions) {
+TEST(ElementwiseBinaryMath, ModSignConventions) {
   Tensor a = Make(DType::kI32, {4}, {7, -7, 7, -7});
   Tensor b = Make(DType::kI32, {4}, {3, 3, -3, -3});
   ExpectValues(RunOp("Mod", {a, b})[0], {1, 2, -2, -1});                             // Python %
@@ -122,7 +125,7 @@ TEST(ExtraBinary, ModSignConventions) {
   EXPECT_FALSE(RunCpuKernel(*n.node, {fa, fb}).ok()) << "float Mod needs fmod=1";
 }
 
-TEST(ExtraBinary, BitShiftPReluSumMean) {
+TEST(ElementwiseBinaryMath, BitShiftPReluSumMean) {
   Tensor u(DType::kU8, {3});
   Tensor s(DType::kU8, {3});
   const uint8_t uv[] = {16, 4, 1}, sv[] = {1, 2, 3};
@@ -151,7 +154,7 @@ TEST(ExtraBinary, BitShiftPReluSumMean) {
   ExpectValues(RunOp("Sum", {a})[0], {1, 2, 3, 4});
 }
 
-TEST(ExtraReduce, EveryKindOverAxes) {
+TEST(ReduceDouble, EveryKindOverAxes) {
   // [2, 3], reduced over axis 1 (attribute form) and over everything.
   Tensor x = Make(DType::kF32, {2, 3}, {1, -2, 3, 0.5, 4, -1});
   std::vector<Attribute> ax1 = {Attribute::Ints("axes", {1}), Attribute::Int("keepdims", 0)};
@@ -171,7 +174,7 @@ TEST(ExtraReduce, EveryKindOverAxes) {
   ExpectValues(RunOp("ReduceMin", {h, Make(DType::kI64, {1}, {0})}, {}, 1, 18)[0], {0.5, -2, -1});
 }
 
-TEST(ExtraReduce, ArgMinTiesAndNaN) {
+TEST(ReduceDouble, ArgMinTiesAndNaN) {
   Tensor x = Make(DType::kF32, {2, 4}, {3, 1, 1, 2, 5, std::nan(""), 0, std::nan("")});
   std::vector<Attribute> a = {Attribute::Int("axis", 1), Attribute::Int("keepdims", 0)};
   ExpectValues(RunOp("ArgMin", {x}, a)[0], {1, 1});
@@ -182,7 +185,7 @@ TEST(ExtraReduce, ArgMinTiesAndNaN) {
   ExpectValues(y, {0, 1, 1, 1});  // NaN counts as the minimum
 }
 
-TEST(ExtraNorm, HardmaxOpsetDefaults) {
+TEST(AxisNorm, HardmaxOpsetDefaults) {
   Tensor x = Make(DType::kF32, {1, 2, 2}, {1, 3, 4, 2});
   // opset 13: along the last axis.
   ExpectValues(RunOp("Hardmax", {x}, {}, 1, 13)[0], {0, 1, 1, 0});
@@ -192,7 +195,7 @@ TEST(ExtraNorm, HardmaxOpsetDefaults) {
   ExpectValues(RunOp("Hardmax", {Make(DType::kF32, {3}, {2, 2, 1})})[0], {1, 0, 0});
 }
 
-TEST(ExtraNorm, LpInstanceLrn) {
+TEST(AxisNorm, LpInstanceLrn) {
   Tensor x = Make(DType::kF32, {2, 2}, {3, 4, -1, 1});
   ExpectValues(RunOp("LpNormalization", {x})[0], {0.6, 0.8, -1 / std::sqrt(2.0), 1 / std::sqrt(2.0)});
   ExpectValues(RunOp("LpNormalization", {x}, {Attribute::Int("p", 1), Attribute::Int("axis", 0)})[0],
@@ -215,7 +218,7 @@ TEST(ExtraNorm, LpInstanceLrn) {
                want, 1e-5);
 }
 
-TEST(ExtraLayout, TriluUpperLowerWithK) {
+TEST(MovementRearrange, TriluUpperLowerWithK) {
   Tensor x = Make(DType::kI64, {3, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9});
   ExpectValues(RunOp("Trilu", {x})[0], {1, 2, 3, 0, 5, 6, 0, 0, 9});
   ExpectValues(RunOp("Trilu", {x, Make(DType::kI64, {}, {1})})[0], {0, 2, 3, 0, 0, 6, 0, 0, 0});
@@ -223,7 +226,7 @@ TEST(ExtraLayout, TriluUpperLowerWithK) {
                {0, 0, 0, 4, 0, 0, 7, 8, 0});
 }
 
-TEST(ExtraLayout, DepthToSpaceModesAndInverse) {
+TEST(MovementRearrange, DepthToSpaceModesAndInverse) {
   // [1, 4, 1, 1] with blocksize 2 -> [1, 1, 2, 2].
   Tensor x = Make(DType::kF32, {1, 4, 1, 1}, {0, 1, 2, 3});
   std::vector<Attribute> b2 = {Attribute::Int("blocksize", 2)};
@@ -240,7 +243,7 @@ TEST(ExtraLayout, DepthToSpaceModesAndInverse) {
   ExpectValues(back, v8);
 }
 
-TEST(ExtraIndex, GatherAndScatterElements) {
+TEST(GatherScatter, GatherAndScatterElements) {
   Tensor data = Make(DType::kF32, {2, 2}, {1, 2, 3, 4});
   Tensor idx = Make(DType::kI64, {2, 2}, {0, 0, 1, -2});
   ExpectValues(RunOp("GatherElements", {data, idx}, {Attribute::Int("axis", 1)})[0], {1, 1, 4, 3});
@@ -259,7 +262,7 @@ TEST(ExtraIndex, GatherAndScatterElements) {
       << "index 2 is out of range for a dim of 2";
 }
 
-TEST(ExtraIndex, GatherNDAndScatterND) {
+TEST(GatherScatter, GatherNDAndScatterND) {
   Tensor data = Make(DType::kI32, {2, 2}, {0, 1, 2, 3});
   ExpectValues(RunOp("GatherND", {data, Make(DType::kI64, {2, 2}, {0, 0, 1, 1})})[0], {0, 3});
   Tensor rows = RunOp("GatherND", {data, Make(DType::kI64, {2, 1}, {1, 0})})[0];
@@ -274,7 +277,7 @@ TEST(ExtraIndex, GatherNDAndScatterND) {
                {8, 2, 3, 9});
 }
 
-TEST(ExtraIndex, OneHotEyeLikeTopK) {
+TEST(GatherScatter, OneHotEyeLikeTopK) {
   Tensor idx = Make(DType::kI64, {3}, {0, -1, 5});
   Tensor depth = Make(DType::kF32, {}, {3});
   Tensor values = Make(DType::kF32, {2}, {0, 2});
@@ -311,7 +314,7 @@ double Keys(double t, double a) {
   return 0;
 }
 
-TEST(ExtraResize, NearestLinearCubic) {
+TEST(Resize, NearestLinearCubic) {
   // Upsample-9 (and Resize-10): nearest is input[floor(x / scale)].
   Tensor x = Make(DType::kF32, {1, 1, 2, 2}, {1, 2, 3, 4});
   Tensor up = RunOp("Upsample", {x, Make(DType::kF32, {4}, {1, 1, 2, 2})}, {}, 1, 9)[0];
@@ -361,7 +364,7 @@ Tensor U8(std::vector<int64_t> dims, const std::vector<uint8_t>& v) {
   return Tensor::FromVector(DType::kU8, std::move(dims), v);
 }
 
-TEST(ExtraQuant, QuantizeDequantizeDynamic) {
+TEST(Quantize, QuantizeDequantizeDynamic) {
   // Per tensor: round half to even, then saturate to [0, 255].
   Tensor x = Make(DType::kF32, {5}, {0, 1, 3, -10, 1000});
   Tensor q = RunOp("QuantizeLinear", {x, Make(DType::kF32, {}, {2}), U8({}, {10})})[0];
@@ -383,7 +386,7 @@ TEST(ExtraQuant, QuantizeDequantizeDynamic) {
   ExpectValues(d[0], {0, 85, 255});
 }
 
-TEST(ExtraSignal, WindowsAndDet) {
+TEST(Signal, WindowsAndDet) {
   const double pi = std::acos(-1.0);
   Tensor n4 = Make(DType::kI64, {}, {4});
   std::vector<double> hann, hamming_sym, blackman;
@@ -402,7 +405,7 @@ TEST(ExtraSignal, WindowsAndDet) {
   ExpectValues(RunOp("Det", {Make(DType::kF32, {3, 3}, {1, 2, 3, 2, 4, 6, 0, 1, 1})})[0], {0});
 }
 
-TEST(ExtraNorm, MeanVarianceNormalizationAndReverseSequence) {
+TEST(AxisNorm, MeanVarianceNormalizationAndReverseSequence) {
   // axes [1]: each row normalized to zero mean, unit (biased) deviation.
   Tensor x = Make(DType::kF32, {2, 2}, {1, 3, 10, 10});
   ExpectValues(RunOp("MeanVarianceNormalization", {x}, {Attribute::Ints("axes", {1})})[0],
@@ -419,7 +422,7 @@ TEST(ExtraNorm, MeanVarianceNormalizationAndReverseSequence) {
 
 double Sig(double v) { return 1 / (1 + std::exp(-v)); }
 
-TEST(ExtraRnn, RnnGruLstmOneUnit) {
+TEST(Rnn, RnnGruLstmOneUnit) {
   // One input feature, one hidden unit, batch 1, two steps x = 1, 2 ([seq, batch, input]).
   Tensor x = Make(DType::kF32, {2, 1, 1}, {1, 2});
   std::vector<Attribute> h1 = {Attribute::Int("hidden_size", 1)};
@@ -474,7 +477,7 @@ TEST(ExtraRnn, RnnGruLstmOneUnit) {
   ExpectValues(lstm[2], {cs});
 }
 
-TEST(ExtraGrid, GridSampleModesAndPadding) {
+TEST(GridSample, GridSampleModesAndPadding) {
   Tensor x = Make(DType::kF32, {1, 1, 2, 2}, {1, 2, 3, 4});
   // Points (x, y): the corners and the centre, then a point half a pixel outside.
   Tensor grid = Make(DType::kF32, {1, 1, 4, 2}, {-1, -1, 1, 1, 0, 0, 0.1, -0.6});
@@ -490,7 +493,7 @@ TEST(ExtraGrid, GridSampleModesAndPadding) {
   ExpectValues(RunOp("GridSample", {x, corner}, {Attribute::String("padding_mode", "reflection")})[0], {1});
 }
 
-TEST(ExtraEinsum, TraceMatmulImplicitEllipsis) {
+TEST(Einsum, TraceMatmulImplicitEllipsis) {
   Tensor m = Make(DType::kF32, {2, 2}, {1, 2, 3, 4});
   ExpectValues(RunOp("Einsum", {m}, {Attribute::String("equation", "ii")})[0], {5});
   ExpectValues(RunOp("Einsum", {m}, {Attribute::String("equation", "ii->i")})[0], {1, 4});
@@ -507,7 +510,7 @@ TEST(ExtraEinsum, TraceMatmulImplicitEllipsis) {
   EXPECT_FALSE(RunCpuKernel(*bad.node, {a, n}).ok()) << "j is 3 in one input and 2 in the other";
 }
 
-TEST(ExtraSignal, DftForwardOnesidedInverse) {
+TEST(Signal, DftForwardOnesidedInverse) {
   // DFT of [1, 2, 3, 4]: 10, -2+2i, -2, -2-2i.
   Tensor x = Make(DType::kF32, {1, 4, 1}, {1, 2, 3, 4});
   Tensor f = RunOp("DFT", {x})[0];
@@ -518,7 +521,7 @@ TEST(ExtraSignal, DftForwardOnesidedInverse) {
   ExpectValues(RunOp("DFT", {f}, {Attribute::Int("inverse", 1)})[0], {1, 0, 2, 0, 3, 0, 4, 0}, 1e-6);
 }
 
-TEST(ExtraSignal, StftFramesAndWindow) {
+TEST(Signal, StftFramesAndWindow) {
   // Frames {1, 2} and {3, 4} (step 2, length 2), onesided: bins 0 and 1 (sum and difference).
   Tensor sig = Make(DType::kF32, {1, 4, 1}, {1, 2, 3, 4});
   Tensor step = Make(DType::kI64, {}, {2});
@@ -531,7 +534,7 @@ TEST(ExtraSignal, StftFramesAndWindow) {
                {2.5, 0, -1.5, 0, 5.5, 0, -2.5, 0}, 1e-6);
 }
 
-TEST(ExtraIndex, MaxUnpoolDefaultAndLargerShape) {
+TEST(GatherScatter, MaxUnpoolDefaultAndLargerShape) {
   Tensor x = Make(DType::kF32, {1, 1, 1, 2}, {5, 6});
   Tensor i = Make(DType::kI64, {1, 1, 1, 2}, {1, 2});
   std::vector<Attribute> a = {Attribute::Ints("kernel_shape", {1, 2}), Attribute::Ints("strides", {1, 2})};
@@ -543,7 +546,7 @@ TEST(ExtraIndex, MaxUnpoolDefaultAndLargerShape) {
                {0, 5, 6, 0, 0, 0, 0, 0, 0, 0});
 }
 
-TEST(ExtraQuant, MatMulIntegerAndQLinearMatMul) {
+TEST(Quantize, MatMulIntegerAndQLinearMatMul) {
   Tensor a = U8({2, 2}, {1, 2, 3, 4});
   Tensor b = U8({2, 1}, {5, 6});
   // (A - 1) B = [[0, 1], [2, 3]] [5, 6]^T = [6, 28], int32.
