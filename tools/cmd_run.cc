@@ -37,7 +37,7 @@ absl::Status RunModel(const cli::Args& args) {
   MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<InferenceSession> session,
                             InferenceSession::Create(args.positional()[0], options));
   // A GPU that lacks a kernel for this model is worth a line; a machine without one is not.
-  if (session->DeviceNote().find("the GPU has no kernel") != std::string::npos)
+  if (session->DeviceNote().find("the GPU lacks") != std::string::npos || args.has("device"))
     std::fprintf(stderr, "mixtrain run: %s\n", session->DeviceNote().c_str());
   MIXTRAIN_ASSIGN_OR_RETURN(TensorMap feeds, ReadNpz(args.str("inputs")));
   absl::StatusOr<TensorMap> outs = session->Run(feeds);
