@@ -95,12 +95,17 @@ class OptimizerPass final : public Pass {
     if (o_.accumulate <= 1) return nullptr;
     Value* apply = g.AddValue(kApplyName, DType::kBool, Shape(std::vector<Dim>{}));
     g.AddInput(apply);
+    // The accumulators first: they are named after their parameters (checkpoints read them so),
+    // the constants take whatever name is left (a parameter named "zero" has accum/zero).
+    std::vector<Value*> accs;
+    for (Value* param : params_)
+      accs.push_back(g.AddInitializer(absl::StrCat(kAccumPrefix, param->name),
+                                      Tensor(DType::kF32, param->initializer->dims())));
     Value* zero = Const(absl::StrCat(kAccumNodePrefix, "zero"), 0.0f);
     Value* inv_n = Const(absl::StrCat(kAccumNodePrefix, "inv_n"), 1.0f / static_cast<float>(o_.accumulate));
     for (size_t i = 0; i < params_.size(); ++i) {
       Value* param = params_[i];
-      Value* acc = g.AddInitializer(absl::StrCat(kAccumPrefix, param->name),
-                                    Tensor(DType::kF32, param->initializer->dims()));
+      Value* acc = accs[i];
       Value* total = Op("Add", {acc, grads_[i]}, absl::StrCat(kAccumNodePrefix, "add/", param->name));
       State(Op("Where", {apply, zero, total}, absl::StrCat(kAccumNodePrefix, "reset/", param->name)), acc);
       grads_[i] = Op("Mul", {total, inv_n}, absl::StrCat(kAccumNodePrefix, "mean/", param->name));

@@ -300,6 +300,51 @@ INSTANTIATE_TEST_SUITE_P(Optimizers, Accumulation,
                            return pb::OptimizerConfig::Kind_Name(i.param);
                          });
 
+// Parameters named like the accumulation's constants ("zero", "inv_n") keep their accumulators'
+// names (accum/zero, accum/inv_n: what checkpoints store) and train as without accumulation;
+// the step used to abort adding a second initializer of the same name.
+TEST(AccumulationNames, ParametersNamedLikeItsConstantsTrain) {
+  auto make = [](int accumulate) {
+    auto g = std::make_unique<Graph>();
+    g->opset_imports[""] = 17;
+    Value* x = g->AddValue("x", DType::kF32, Shape(std::vector<Dim>{Dim::Symbol("N"), Dim(3)}));
+    g->AddInput(x);
+    Value* w = g->AddInitializer("zero", Tensor::FromVector<float>(DType::kF32, {3, 2}, {1, -2, 0.5f, 3, -1, 2}));
+    Value* b = g->AddInitializer("inv_n", Tensor::FromVector<float>(DType::kF32, {2}, {0.25f, -0.5f}));
+    Value* xw = g->AddNode("MatMul", {x, w}, 1, "mm")->output(0);
+    g->AddOutput(g->AddNode("Add", {xw, b}, 1, "bias")->output(0));
+    pb::TrainConfig c = Fp32Config();
+    c.set_loss("mse");
+    c.set_accumulate(accumulate);
+    c.mutable_optimizer()->set_kind(pb::OptimizerConfig::SGD);
+    c.mutable_optimizer()->set_lr(0.1);
+    auto t = Trainer::CreateFromGraph(std::move(g), c);
+    EXPECT_TRUE(t.ok()) << t.status();
+    return t.ok() ? std::move(*t) : nullptr;
+  };
+  std::unique_ptr<Trainer> full = make(1), acc = make(2);
+  ASSERT_NE(full, nullptr);
+  ASSERT_NE(acc, nullptr);
+  Batch b;
+  b.emplace("x", Tensor::FromVector<float>(DType::kF32, {4, 3}, {1, 2, 3, -1, 0, 1, 2, -2, 1, 0.5f, 1, -1}));
+  b.emplace("labels", Tensor::FromVector<float>(DType::kF32, {4, 2}, {1, 0, 0, 1, 2, -1, 0.5f, 0.5f}));
+  Batch lo, hi;
+  for (const auto& [k, v] : b) {
+    lo.emplace(k, Slice0(v, 0, 2));
+    hi.emplace(k, Slice0(v, 2, 4));
+  }
+  ASSERT_TRUE(full->Step(b).ok());
+  ASSERT_TRUE(acc->Step(lo).ok());
+  ASSERT_TRUE(acc->Step(hi).ok());
+  auto fs = *full->State();
+  auto as = *acc->State();
+  EXPECT_TRUE(as.contains("accum/zero"));
+  EXPECT_TRUE(as.contains("accum/inv_n"));
+  for (const char* p : {"zero", "inv_n"}) EXPECT_LE(traintest::WorstRatio(as.at(p), fs.at(p), 1e-5, 1e-6), 1.0) << p;
+  // And it trained: the update moved the weight.
+  EXPECT_FALSE(as.at("zero").Identical(Tensor::FromVector<float>(DType::kF32, {3, 2}, {1, -2, 0.5f, 3, -1, 2})));
+}
+
 // An inf in the first micro-batch poisons the accumulated gradient: the update at the second
 // (applying) micro-batch is skipped, the scale backs off once, and the accumulators restart clean.
 TEST(AccumulationOverflow, InAMicroBatchSkipsTheUpdate) {
