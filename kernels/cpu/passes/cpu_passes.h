@@ -22,6 +22,10 @@ std::unique_ptr<Pass> MakeFp32GradProductsPass();
 // change), forward and backward (conv_layout_train.cc).
 std::unique_ptr<Pass> MakeConvLayoutTrainingPass(int64_t block);
 
+// The cross-entropy gradient reads AMP's low-type logits and writes its gradient in that type,
+// not an fp32 copy and an fp32 gradient cast back (loss_reads_low.cc).
+std::unique_ptr<Pass> MakeLossReadsLowPass();
+
 // --- the inference pipeline, at positions 45-48 among the registered passes --------------------
 
 // Convolutions and pools channels-last, or channel-blocked where `channel_blocked` (conv_layout.cc).

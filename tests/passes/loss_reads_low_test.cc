@@ -1,0 +1,107 @@
+// loss_reads_low (kernels/cpu/passes/loss_reads_low.cc): under bf16 and fp16 AMP the CPU step's
+// cross-entropy gradient reads the low-type logits and writes its gradient in that type, with no
+// fp32 copy of the logits read in the backward and no fp32 gradient; the step computes what the
+// step without the pass computes: the same loss, and updated weights equal to rounding.
+#include <map>
+#include <random>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "graph/onnx_import.h"
+#include "kernels/backend.h"
+#include "passes/passes.h"
+#include "passes/pipeline.h"
+#include "tests/passes/inference_test_util.h"
+
+namespace mixtrain {
+namespace {
+
+using inference_test::RunGraph;
+
+// gpt_mini's training step (SGD) for `low`, with or without the pass.
+std::unique_ptr<Graph> Step(pb::PrecisionPolicy::LowType low, bool with_pass) {
+  auto g = ImportOnnxFile(std::string(MT_SOURCE_DIR) + "/models/gpt_mini.onnx");
+  EXPECT_TRUE(g.ok()) << g.status();
+  if (!g.ok()) return nullptr;
+  pb::TrainConfig c;
+  c.set_class_axis(-1);
+  c.mutable_precision()->set_preset(pb::PrecisionPolicy::AMP);
+  c.mutable_precision()->set_low_dtype(low);
+  c.mutable_optimizer()->set_kind(pb::OptimizerConfig::SGD);
+  c.mutable_optimizer()->set_lr(1.0);
+  c.mutable_loss_scaler()->set_mode(pb::LossScalerConfig::OFF);
+  Target t = CpuBackend().target();
+  if (!with_pass)
+    std::erase_if(t.training_passes, [](const TargetTrainingPass& p) { return p.name == "loss_reads_low"; });
+  auto recipe = ResolveTrainingRecipe(c, **g, t);
+  EXPECT_TRUE(recipe.ok()) << recipe.status();
+  EXPECT_TRUE(PrepareModel(**g, *recipe).ok());
+  auto params = BuildTrainingStep(**g, *recipe);
+  EXPECT_TRUE(params.ok()) << params.status();
+  return std::move(*g);
+}
+
+const Node* LossGrad(const Graph& g) {
+  for (const auto& n : g.nodes())
+    if (n->op_type() == "SoftmaxCrossEntropyLossGrad") return n.get();
+  return nullptr;
+}
+
+class LossReadsLow : public ::testing::TestWithParam<pb::PrecisionPolicy::LowType> {};
+
+TEST_P(LossReadsLow, GradientReadsAndWritesTheLowTypeWithTheSameStep) {
+  const DType low = GetParam() == pb::PrecisionPolicy::FP16 ? DType::kF16 : DType::kBF16;
+  std::unique_ptr<Graph> with = Step(GetParam(), true), without = Step(GetParam(), false);
+  ASSERT_NE(with, nullptr);
+  ASSERT_NE(without, nullptr);
+  const Node* grad = LossGrad(*with);
+  ASSERT_NE(grad, nullptr);
+  EXPECT_EQ(grad->input(1)->dtype, low);
+  EXPECT_EQ(grad->output(0)->dtype, low);
+  const Node* before = LossGrad(*without);
+  ASSERT_NE(before, nullptr);
+  EXPECT_EQ(before->input(1)->dtype, DType::kF32);  // the pass is what changed it
+  EXPECT_LT(with->num_nodes(), without->num_nodes());
+
+  std::map<std::string, Tensor> feeds;
+  std::mt19937 rng(3);
+  for (const Value* in : with->inputs()) {
+    if (in->is_initializer()) continue;
+    std::vector<int64_t> dims;
+    for (const Dim& d : in->shape.dims) dims.push_back(d.known() ? d.value : 8);
+    if (in->dtype == DType::kF32 && dims.empty()) {
+      feeds[in->name] = Tensor::Scalar(0.5f);  // lr
+      continue;
+    }
+    Tensor t(DType::kI64, dims);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data_as<int64_t>()[i] = rng() % 256;
+    feeds[in->name] = std::move(t);
+  }
+  const std::vector<Tensor> a = RunGraph(*with, feeds), b = RunGraph(*without, feeds);
+  ASSERT_EQ(a.size(), b.size());
+  ASSERT_FALSE(a.empty());
+  for (size_t o = 0; o < a.size(); ++o) {
+    const std::string& name = with->outputs()[o]->name;
+    ASSERT_EQ(name, without->outputs()[o]->name);
+    ASSERT_EQ(a[o].dims(), b[o].dims()) << name;
+    if (name == "loss") {
+      EXPECT_EQ(a[o].GetDouble(0), b[o].GetDouble(0));  // the forward is untouched
+      continue;
+    }
+    if (a[o].dtype() != DType::kF32) continue;
+    double worst = 0, scale = 0;
+    for (int64_t i = 0; i < a[o].numel(); ++i) {
+      worst = std::max(worst, std::fabs(a[o].GetDouble(i) - b[o].GetDouble(i)));
+      scale = std::max(scale, std::fabs(b[o].GetDouble(i)));
+    }
+    // Updated weights w - 0.5 g: the gradients differ by the rounding of the softmax's sum at most.
+    EXPECT_LE(worst, 1e-3 * std::max(scale, 1e-3)) << name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(LowTypes, LossReadsLow,
+                         ::testing::Values(pb::PrecisionPolicy::BF16, pb::PrecisionPolicy::FP16),
+                         [](const auto& info) { return info.param == pb::PrecisionPolicy::FP16 ? "fp16" : "bf16"; });
+
+}  // namespace
+}  // namespace mixtrain
