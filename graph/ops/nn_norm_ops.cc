@@ -125,6 +125,16 @@ absl::Status InferLoss(InferContext& ctx) {
   return absl::OkStatus();
 }
 
+// ai.mixtrain.SoftmaxCrossEntropyLoss: ONNX's, reading scores of any float type and writing the
+// loss in fp32 (no log_prob output): the CPU step's loss on AMP's low-type logits without an fp32
+// copy of them (kernels/cpu/passes/loss_reads_low.cc).
+absl::Status InferLossToFloat(InferContext& ctx) {
+  if (ctx.num_outputs() > 1) return ctx.Error("has one output, the loss");
+  MT_RETURN_IF_ERROR(InferLoss(ctx));
+  ctx.output(0).dtype = DType::kF32;
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 MT_REGISTER_OP_SCHEMAS(nn_norm_ops, {{"Softmax", "", InferSameAsInput},
@@ -133,6 +143,7 @@ MT_REGISTER_OP_SCHEMAS(nn_norm_ops, {{"Softmax", "", InferSameAsInput},
                                      {"BatchNormalization", "", InferBatchNorm, 0, InputBits({1, 2, 3, 4})},
                                      {"GroupNormalization", "", InferGroupNorm},
                                      {"SoftmaxCrossEntropyLoss", "", InferLoss},
+                                     {"SoftmaxCrossEntropyLoss", "ai.mixtrain", InferLossToFloat},
                                      {"NegativeLogLikelihoodLoss", "", InferLoss}});
 
 }  // namespace mixtrain

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -54,12 +55,13 @@ MT_TARGET_AVX512 void MaxLogSumExpRowAvx512(const typename Io::T* xs, int64_t C,
 }
 
 // kSoftmax: scores are logits (SCE, log_prob optionally written); else they are log-probs (NLL).
-template <typename Io, bool kSoftmax>
+// The loss is stored as OutIo: the scores' type (ONNX), or fp32 (ai.mixtrain's form).
+template <typename Io, bool kSoftmax, typename OutIo = Io>
 absl::Status LossImpl(KernelContext& ctx, const LossParams& p) {
   using T = typename Io::T;
   const T* x = ctx.input(0)->as<T>();
   const TensorView& labels = *ctx.input(1);
-  T* out = ctx.output(0)->as<T>();
+  typename OutIo::T* out = ctx.output(0)->as<typename OutIo::T>();
   TensorView* log_prob = kSoftmax ? ctx.output(1) : nullptr;
   T* lp = log_prob != nullptr ? log_prob->as<T>() : nullptr;
   const int64_t N = p.N, C = p.C, D = p.D;
@@ -116,7 +118,7 @@ absl::Status LossImpl(KernelContext& ctx, const LossParams& p) {
                       l = -logp * w;
                     }
                     if (p.reduction == LossParams::Reduction::kNone)
-                      out[n * D + d] = Io::Store(l);
+                      out[n * D + d] = OutIo::Store(l);
                     loss_sum += l;
                     weight_sum += w;
                   }
@@ -131,7 +133,7 @@ absl::Status LossImpl(KernelContext& ctx, const LossParams& p) {
   for (int64_t n = 0; n < N; ++n) total += sample_loss[n], total_weight += sample_weight[n];
   // mean over zero applied weight is 0/0 = NaN, as ONNX's reference computes it.
   if (p.reduction == LossParams::Reduction::kMean) total /= total_weight;
-  out[0] = Io::Store(static_cast<float>(total));
+  out[0] = OutIo::Store(static_cast<float>(total));
   return absl::OkStatus();
 }
 
@@ -164,8 +166,14 @@ absl::Status LossKernel(KernelContext& ctx) {
   else if (reduction == "mean") p.reduction = LossParams::Reduction::kMean;
   else return ctx.Error(absl::StrCat("unknown reduction '", reduction, "'"));
   absl::Status st;
+  const bool f32_out = ctx.output(0) != nullptr && ctx.output(0)->dtype == DType::kF32;
   MT_RETURN_IF_ERROR(DispatchFloat(ctx, scores.dtype, [&](auto io) {
-    st = LossImpl<decltype(io), kSoftmax>(ctx, p);
+    using Io = decltype(io);
+    if (f32_out && !std::is_same_v<typename Io::T, float>) {
+      st = LossImpl<Io, kSoftmax, red::F32Io>(ctx, p);
+    } else {
+      st = LossImpl<Io, kSoftmax>(ctx, p);
+    }
   }));
   return st;
 }
@@ -174,6 +182,9 @@ absl::Status LossKernel(KernelContext& ctx) {
 
 MT_REGISTER_KERNELS(cpu_loss) {
   r.Register({"SoftmaxCrossEntropyLoss", "", DeviceType::kCPU, kFloatTypes, 0,
+              FnKernel(LossKernel<true>)});
+  // The loss in fp32 from scores of any float type (loss_reads_low).
+  r.Register({"SoftmaxCrossEntropyLoss", "ai.mixtrain", DeviceType::kCPU, kFloatTypes, 0,
               FnKernel(LossKernel<true>)});
   r.Register({"NegativeLogLikelihoodLoss", "", DeviceType::kCPU, kFloatTypes, 0,
               FnKernel(LossKernel<false>)});

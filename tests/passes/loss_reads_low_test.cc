@@ -1,7 +1,8 @@
 // loss_reads_low (kernels/cpu/passes/loss_reads_low.cc): under bf16 and fp16 AMP the CPU step's
-// cross-entropy gradient reads the low-type logits and writes its gradient in that type, with no
-// fp32 copy of the logits read in the backward and no fp32 gradient; the step computes what the
-// step without the pass computes: the same loss, and updated weights equal to rounding.
+// cross-entropy loss and gradient read the low-type logits (the loss written in fp32, the
+// gradient in the logits' type), with no fp32 copy of the logits and no fp32 gradient; the step
+// computes what the step without the pass computes: the same loss, and updated weights equal to
+// rounding.
 #include <map>
 #include <random>
 #include <string>
@@ -58,6 +59,13 @@ TEST_P(LossReadsLow, GradientReadsAndWritesTheLowTypeWithTheSameStep) {
   ASSERT_NE(grad, nullptr);
   EXPECT_EQ(grad->input(1)->dtype, low);
   EXPECT_EQ(grad->output(0)->dtype, low);
+  // The loss reads them too, written in fp32: nothing casts the logits to fp32 for it.
+  const Node* loss = with->FindValue("loss")->producer;
+  ASSERT_NE(loss, nullptr);
+  EXPECT_EQ(loss->op_type(), "SoftmaxCrossEntropyLoss");
+  EXPECT_EQ(loss->domain(), "ai.mixtrain");
+  EXPECT_EQ(loss->input(0), grad->input(1));
+  EXPECT_EQ(with->FindValue("loss")->dtype, DType::kF32);
   const Node* before = LossGrad(*without);
   ASSERT_NE(before, nullptr);
   EXPECT_EQ(before->input(1)->dtype, DType::kF32);  // the pass is what changed it

@@ -1,16 +1,19 @@
-// loss_reads_low (CPU training steps under AMP): the cross-entropy gradient reads AMP's low-type
-// logits where the forward produced them and writes its gradient in that type, instead of reading
-// the fp32 copy the precision pass casts for the loss and writing an fp32 gradient that is then
-// cast back:
+// loss_reads_low (CPU training steps under AMP): the cross-entropy loss and its gradient read
+// AMP's low-type logits where the forward produced them, the loss written in fp32 and the
+// gradient in the logits' type, instead of an fp32 copy the precision pass casts for the loss
+// (which lived into the backward) and an fp32 gradient cast back:
 //   s = Cast(x_low, f32); loss = SoftmaxCrossEntropyLoss(s, t); ...
 //   ds = SoftmaxCrossEntropyLossGrad(dL, s, t); dx_low = Cast(ds, low)
-//     =>  ds_low = SoftmaxCrossEntropyLossGrad(dL, x_low, t)   (dx_low, the Cast gone)
-// The fp32 logits then die with the forward loss instead of living into the backward, and the
-// fp32 gradient is never materialized: at a language model's N x T x V logits these are the
+//     =>  loss = ai.mixtrain.SoftmaxCrossEntropyLoss(x_low, t)   (the loss fp32)
+//         dx_low = SoftmaxCrossEntropyLossGrad(dL, x_low, t)     (the Casts gone)
+// The Cast stays only where something else reads the fp32 logits (the step's `logits` output,
+// which a step's run does not fetch), so neither the fp32 logits nor the fp32 gradient is
+// materialized: at a language model's N x T x V logits these are the
 // largest tensors of the step (GPT-2 small, batch 16 x 128: 393 MiB each). The values are the
 // same: the low type widens exactly into fp32, and the kernel computes in fp32 from it and rounds
 // once on store (kernels/cpu/grad_loss.cc), as the fp32 kernel and the Cast did.
 #include "graph/check.h"
+#include "graph/onnx_export.h"
 #include "kernels/cpu/passes/cpu_passes.h"
 #include "passes/fusion_match.h"
 
@@ -48,10 +51,28 @@ class LossReadsLowPass final : public Pass {
       Value* ds_low = back->output(0);
       g.RemoveNode(back);
       g.SetNodeOutput(grad, 0, ds_low);  // ds, read by nothing now, goes
+      // The forward loss on the same scores, without its log_prob output: its fp32 form.
+      for (Node* loss : std::vector<Node*>(scores->consumers.begin(), scores->consumers.end())) {
+        if (!IsOnnx(*loss, "SoftmaxCrossEntropyLoss") || loss->input(0) != scores) continue;
+        if (loss->num_outputs() > 1 && loss->output(1) != nullptr) continue;
+        std::vector<Value*> ins(loss->inputs().begin(), loss->inputs().end());
+        ins[0] = low;
+        Value* out = loss->output(0);
+        std::vector<Attribute> attrs = loss->attributes();
+        const std::string name = loss->name();
+        g.RemoveNode(loss);  // `out` stays, without a producer
+        Node* fused = g.AddNode("SoftmaxCrossEntropyLoss", ins, {out}, name, kMixtrainDomain);
+        for (Attribute& a : attrs) fused->SetAttr(std::move(a));
+        // Where the forward ends, not after the backward (nothing there reads the loss): the
+        // logits then die with the gradient, the backward's first node.
+        g.MoveBefore(fused, grad);
+      }
       changed = true;
     }
-    if (changed) MT_RETURN_IF_ERROR(g.TopoSort());
-    return changed;
+    if (!changed) return false;
+    if (!g.opset_imports.contains(kMixtrainDomain)) g.opset_imports[kMixtrainDomain] = 1;
+    MT_RETURN_IF_ERROR(g.TopoSort());
+    return true;
   }
 };
 
