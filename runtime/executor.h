@@ -35,6 +35,11 @@ class Executor {
                                                           Communicator* communicator = nullptr,
                                                           const std::vector<const void*>& host_initializers = {});
 
+  // Kernels see no input as constant (SessionOptions::cache_constant_inputs = false): they derive
+  // and keep nothing from one. Before the first run.
+  void ForgetConstantInputs() {
+    for (KernelContext& c : contexts_) c.set_constant_inputs({});
+  }
   // Points initializer slots at new addresses (after the session replaced a buffer).
   void BindInitializers(const std::vector<void*>& initializers);
   // Points the host views of initializer slots at new host copies (Create's host_initializers).

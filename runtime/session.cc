@@ -290,6 +290,7 @@ absl::StatusOr<std::unique_ptr<Session::Context>> Session::MakeContext(
   auto c = std::make_unique<Context>();
   MT_ASSIGN_OR_RETURN(c->executor, Executor::Create(std::move(plan), device_.get(), InitializerAddresses(),
                                                      options_.communicator.get(), HostInitializerAddresses()));
+  if (!options_.cache_constant_inputs) c->executor->ForgetConstantInputs();
   c->executor->set_profiling(profiling_);
   c->executor->set_record(options_.record_steps);
   c->feed_data.assign(graph_->inputs().size(), nullptr);

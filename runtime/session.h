@@ -58,6 +58,11 @@ struct SessionOptions {
   std::string memory_advice = "A smaller batch needs less.";
   // For collective ops (data-parallel training's ai.mixtrain.AllReduce); null: none may run.
   std::shared_ptr<Communicator> communicator;
+  // Kernels may keep work derived from a constant input (KernelContext::input_constant): oneDNN's
+  // products keep a constant weight reordered into their layout, a copy as large as the weight
+  // per product reading it. false: they read constant inputs where they are (the Trainer's LoRA
+  // steps, whose frozen weights are most of the model: 1.1B parameters, 2.2 GB per copy).
+  bool cache_constant_inputs = true;
 };
 
 // Time spent in one node (summed over every plan that ran it).

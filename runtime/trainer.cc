@@ -209,6 +209,9 @@ absl::StatusOr<std::string> Trainer::BuildOn(std::unique_ptr<Graph> model, const
       "smaller batch accumulated over several steps (accumulate, --accumulate) to keep the batch the update sees.";
   SessionOptions eo;
   eo.run_on = device_;
+  // LoRA: the frozen weights are most of the model; a prepacked copy per product reading one
+  // (forward and backward: two) would double or triple the memory LoRA is there to save.
+  so.cache_constant_inputs = eo.cache_constant_inputs = recipe.lora.rank == 0;
   eo.memory_advice = "A smaller evaluation batch needs less.";
   // Weights held once: on host memory the step updates its state in the graphs' own tensors,
   // which the canonical model (export) and the evaluation graph share; the eval session reads

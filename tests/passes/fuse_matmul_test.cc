@@ -276,6 +276,24 @@ void CheckModel(const std::string& file, DType dtype, double tol, int min_fused)
   EXPECT_TRUE(CheckedByOnnx(*opt).ok()) << CheckedByOnnx(*opt);
 }
 
+// Gemm(dY, Transpose(W), transB = 1), what autodiff writes for dX of a product that read W^T:
+// W read in place (the two transposes cancel), the W^T copy gone once nothing else reads it.
+TEST(FuseMatMul, GemmTransBOfATransposeReadsTheSourceInPlace) {
+  G b(20);
+  Graph& g = b.graph();
+  Value* dy = g.AddValue("dy", DType::kF32, Shape::Of({4, 6}));
+  g.AddInput(dy);
+  Value* w = b.Param("w", {6, 8}, 3);
+  Value* wt = b.Op1("Transpose", {w}, {A::Ints("perm", {1, 0})});  // [8, 6]
+  g.AddOutput(b.Op1("Gemm", {dy, wt}, {A::Int("transB", 1)}));  // dy [4,6] @ wt^T [6,8]
+  auto fused = FuseAndCompare(g);
+  const Node* f = Find(*fused, "FusedMatMul");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->input(1)->name, "w");
+  EXPECT_FALSE(f->has_attr("perm_b"));  // (W^T)^T = W
+  EXPECT_EQ(Count(*fused, "Transpose"), 0);
+}
+
 TEST(FuseMatMulModels, GptMini) {
   CheckModel("gpt_mini.onnx", DType::kF32, 1e-5, 12);
   CheckModel("gpt_mini.onnx", DType::kBF16, 2e-2, 12);
