@@ -22,6 +22,7 @@
 #include "passes/inference.h"
 #include "passes/unroll_loop.h"
 #include "runtime/backend_choice.h"
+#include "runtime/training_graphs.h"
 
 namespace mixtrain {
 inline namespace v1 {
@@ -141,12 +142,9 @@ absl::StatusOr<const Backend*> BackendToShow(const pb::TrainConfig& config, cons
                           if (b.type() == DeviceType::kCPU) return std::string();
                           // As the Trainer checks it: the step and evaluation built for it.
                           MT_ASSIGN_OR_RETURN(TrainingRecipe recipe, ResolveTrainingRecipe(config, model, b.target()));
-                          std::unique_ptr<Graph> step = model.Clone();
-                          MT_RETURN_IF_ERROR(PrepareModel(*step, recipe));
-                          std::unique_ptr<Graph> eval = step->Clone();
-                          MT_RETURN_IF_ERROR(BuildTrainingStep(*step, recipe).status());
-                          MT_RETURN_IF_ERROR(BuildEvalGraph(*eval, recipe));
-                          return MissingOn(b, {{step.get(), StateUpdates(*step)}, {eval.get(), StateUpdates(*eval)}});
+                          MT_ASSIGN_OR_RETURN(TrainingGraphs built, BuildTrainingGraphs(model.Clone(), recipe));
+                          return MissingOn(b, {{built.step.get(), StateUpdates(*built.step)},
+                                               {built.eval.get(), StateUpdates(*built.eval)}});
                         }));
     backend = choice.backend;
     out.device_note = choice.note;

@@ -99,14 +99,13 @@ std::unique_ptr<Pass> MakeFuseBackwardPass();
 // autodiff, so every backward reader is already in place.
 std::unique_ptr<Pass> MakeFuseConvEpiloguePass();
 
-// The CPU backend adds its own passes here (fp32_grad_products, conv_layout_train:
-// kernels/cpu/passes/cpu_passes.h), through its Target (passes/target.h).
-
 // The inference pass fuse_matmul (passes/fuse_matmul.cc) for the differentiated graph: forward
 // and backward products read Transposes in place (a transpose of a transpose composed) and take
 // their scale, bias and residual Add, each swallowed only where the chain is its sole reader. A
 // Relu stays apart: oneDNN's relu post-op maps NaN to 0, ONNX's Relu keeps it.
 std::unique_ptr<Pass> MakeFuseMatMulTrainingPass();
+// After it, the backend's own passes (the CPU's fp32_grad_products, loss_reads_low and
+// conv_layout_train: kernels/cpu/passes/cpu_passes.h), from its Target (passes/target.h).
 
 absl::StatusOr<OptimizerOptions::Kind> ParseOptimizerKind(const std::string& s);
 
