@@ -55,15 +55,9 @@ std::vector<Model> AllModels() {
   return models;
 }
 
-class CheckTrainAgree : public ::testing::TestWithParam<Model> {
+class CheckTrainAgree : public cli_test::ScratchCliTest<::testing::TestWithParam<Model>> {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(fs::exists(kBinary)) << kBinary << " is not built (ninja mixtrain)";
-    dir_ = cli_test::ScratchDir("mt_agree");
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  Result Run(const std::string& args) { return cli_test::RunShell(kBinary + " " + args, dir_); }
-  fs::path dir_;
+  CheckTrainAgree() : ScratchCliTest("mt_agree") {}
 };
 
 TEST_P(CheckTrainAgree, CheckSaysTrainsAndTrainSteps) {

@@ -46,4 +46,28 @@ inline std::filesystem::path ScratchDir(const std::string& prefix) {
   return dir;
 }
 
+// A whole file's text ("" when it cannot be read).
+inline std::string Slurp(const std::filesystem::path& p) {
+  std::ifstream f(p);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+
+// A fixture (over ::testing::Test or ::testing::TestWithParam<P>) that needs the built binary
+// and runs it in a scratch folder of its own, `dir_`, removed after the test.
+template <typename Base = ::testing::Test>
+class ScratchCliTest : public Base {
+ protected:
+  explicit ScratchCliTest(std::string prefix) : prefix_(std::move(prefix)) {}
+  void SetUp() override {
+    ASSERT_TRUE(std::filesystem::exists(kBinary)) << kBinary << " is not built (ninja mixtrain)";
+    dir_ = ScratchDir(prefix_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+  Result Run(const std::string& args) { return RunShell(kBinary + " " + args, dir_); }
+  std::filesystem::path dir_;
+
+ private:
+  std::string prefix_;
+};
+
 }  // namespace mixtrain::cli_test

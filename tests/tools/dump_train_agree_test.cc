@@ -46,19 +46,11 @@ std::vector<Case> Cases() {
   return cases;
 }
 
-std::string Slurp(const fs::path& p) {
-  std::ifstream f(p);
-  return {std::istreambuf_iterator<char>(f), {}};
-}
+using cli_test::Slurp;
 
-class DumpTrainAgree : public ::testing::TestWithParam<Case> {
+class DumpTrainAgree : public cli_test::ScratchCliTest<::testing::TestWithParam<Case>> {
  protected:
-  void SetUp() override {
-    ASSERT_TRUE(fs::exists(kBinary)) << kBinary << " is not built (ninja mixtrain)";
-    dir_ = cli_test::ScratchDir("mt_dump_agree");
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  DumpTrainAgree() : ScratchCliTest("mt_dump_agree") {}
 };
 
 TEST_P(DumpTrainAgree, DumpIsTheStepTrainRuns) {
