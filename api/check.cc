@@ -10,6 +10,7 @@
 #include "graph/onnx_import.h"
 #include "graph/shape_inference.h"
 #include "kernels/backend.h"
+#include "kernels/host_evaluator.h"
 #include "mixtrain/check.h"
 #include "passes/canonicalize.h"
 #include "passes/lora.h"
@@ -48,7 +49,7 @@ void MissingKernels(const Graph& g, std::vector<std::string>* out) {
   for (const auto& n : g.nodes()) {
     // No kernel runs a loop: the pipeline writes it out (unroll_loop), or says why it cannot.
     if (IsLoopOp(*n)) {
-      const std::string why = WhyLoopNotUnrolled(g, *n, CpuBackend().target().evaluator);
+      const std::string why = WhyLoopNotUnrolled(g, *n, &EvaluateOnHost);
       if (!why.empty()) out->push_back(absl::StrCat("node '", n->name(), "' (", n->op_type(), ") is not unrolled: ", why));
       continue;
     }
@@ -197,7 +198,7 @@ absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const Check
     CanonicalizeOptions co;
     co.params = {options.trainable, options.freeze};
     co.report = &report;
-    co.evaluator = CpuBackend().target().evaluator;
+    co.evaluator = &EvaluateOnHost;
     {
       PassManager pm;
       pm.Add(MakeCanonicalizePass(co));
@@ -276,7 +277,7 @@ absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const Check
     go.autodiff.trainable = options.trainable;
     go.autodiff.freeze = options.freeze;
     go.autodiff.problems = &problems;
-    go.autodiff.evaluator = CpuBackend().target().evaluator;
+    go.autodiff.evaluator = &EvaluateOnHost;
     absl::StatusOr<std::unique_ptr<Graph>> grad = BuildGradientGraph(*g, go);
     if (grad.ok()) {
       for (const std::string& name : GradientOutputs(**grad)) {

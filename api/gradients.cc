@@ -4,6 +4,7 @@
 #include "graph/onnx_import.h"
 #include "mixtrain/gradients.h"
 #include "kernels/backend.h"
+#include "kernels/host_evaluator.h"
 #include "passes/passes.h"
 #include "runtime/session.h"
 
@@ -21,7 +22,7 @@ absl::StatusOr<Gradients> ComputeGradients(const std::string& model_path, const 
     opt.loss.class_axis = options.class_axis;
     opt.autodiff.freeze = options.freeze;
     opt.autodiff.trainable = options.trainable;
-    opt.autodiff.evaluator = CpuBackend().target().evaluator;
+    opt.autodiff.evaluator = &EvaluateOnHost;
     const bool uses_labels = options.loss.rfind("output:", 0) != 0;
     MT_ASSIGN_OR_RETURN(std::unique_ptr<Graph> g, BuildGradientGraph(*model, opt));
 

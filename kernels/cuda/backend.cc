@@ -1,6 +1,7 @@
 // The CUDA backend (kernels/backend.h), as libmixtrain.so sees it: the device and kernels live in
 // the plugin libmixtrain_cuda.so (kernels/cuda/cuda_device.h says why), loaded on first use.
 #include "kernels/backend.h"
+#include "kernels/host_evaluator.h"
 #include "kernels/cuda/cuda_device.h"
 
 namespace mixtrain {
@@ -22,7 +23,7 @@ class Cuda final : public Backend {
     t.caps.native_bf16 = true;
     t.caps.graph_recording = true;
     // Constants fold on the host, with the CPU's kernels.
-    t.evaluator = CpuBackend().target().evaluator;
+    t.evaluator = &EvaluateOnHost;
     return t;
   }
 };
