@@ -237,8 +237,9 @@ absl::StatusOr<ModelCheck> CheckModel(const std::string& model_path, const Check
       pm.Add(MakeLoraPass(recipe.lora));
       MT_RETURN_IF_ERROR(pm.Run(*g));
       for (const LoraTarget& t : targets) {
-        const int64_t n = (t.in + t.out) * recipe.lora.rank;
-        out.adapters.push_back({t.weight, t.in, t.out, recipe.lora.rank, n * 4});
+        const int64_t n = (LoraFanIn(t) + t.out) * recipe.lora.rank;
+        out.adapters.push_back({t.weight, t.in, t.out, recipe.lora.rank, n * 4, LoraADims(t, recipe.lora.rank),
+                                LoraBDims(t, recipe.lora.rank)});
         out.adapter_parameters += n;
       }
     }

@@ -39,16 +39,38 @@ bool IsWidening(const Node& n) {
 struct WeightRead {
   Value* weight = nullptr;
   bool transposed = false;
+  bool conv = false;  // W is a Conv kernel [out, in, k...]
   std::string unsupported;  // why this read cannot take an adapter ("" when it can)
 };
 
 std::optional<WeightRead> ReadsWeight(const Node& n) {
   const bool matmul = IsOnnxOp(n, "MatMul"), gemm = IsOnnxOp(n, "Gemm");
   if (IsOnnxOp(n, "Conv") || IsOnnxOp(n, "ConvTranspose")) {
-    if (n.input(1) == nullptr || !n.input(1)->is_initializer()) return std::nullopt;
-    return WeightRead{n.input(1), false, absl::StrCat("is read by ", n.op_type(), " '", n.name(), "' (a ",
-                                                      n.input(1)->initializer->rank(),
-                                                      "-D convolution kernel, not a 2-D weight)")};
+    // y = Conv(x, W): W [out, in, k...] read directly or through a widening Cast.
+    Value* v = n.input(1);
+    bool widened = false;
+    if (v != nullptr && v->producer != nullptr && IsWidening(*v->producer)) {
+      v = v->producer->input(0);
+      widened = true;
+    }
+    if (v == nullptr || !v->is_initializer()) return std::nullopt;
+    WeightRead r;
+    r.weight = v;
+    r.conv = true;
+    const Tensor& w = *v->initializer;
+    if (n.op_type() == "ConvTranspose") {
+      r.unsupported = absl::StrCat("is read by ConvTranspose '", n.name(),
+                                   "' (LoRA adapts the weights of MatMul, Gemm and Conv)");
+    } else if (w.rank() < 3) {
+      r.unsupported = absl::StrCat("is [", absl::StrJoin(w.dims(), ", "), "], not a convolution kernel (read by Conv '",
+                                   n.name(), "')");
+    } else if (n.attr_int("group", 1) != 1) {
+      r.unsupported = absl::StrCat("is read by Conv '", n.name(), "' with group = ", n.attr_int("group", 1),
+                                   ": a grouped convolution's adapter could not be merged into it");
+    } else if (w.dtype() != DType::kF32 && !widened) {
+      r.unsupported = absl::StrCat("is ", DTypeName(w.dtype()), ": LoRA adapts fp32 weights");
+    }
+    return r;
   }
   if (!matmul && !gemm) return std::nullopt;
   Value* v = n.input(1);
@@ -96,13 +118,14 @@ uint64_t Mix(uint64_t z) {
   return z ^ (z >> 31);
 }
 
-// PEFT's init of lora_A: kaiming_uniform_(a=sqrt(5)) on a [rank, in] Linear weight is
-// U(-1/sqrt(in), 1/sqrt(in)); stored here as [in, rank].
-Tensor KaimingUniform(int64_t in, int64_t rank, uint64_t seed, const std::string& name) {
+// PEFT's init of lora_A: kaiming_uniform_(a=sqrt(5)) on a [rank, in] Linear weight (or a
+// [rank, in, k...] Conv kernel) is U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in (times the
+// kernel's size); drawn in `dims`' order.
+Tensor KaimingUniform(std::vector<int64_t> dims, int64_t fan_in, uint64_t seed, const std::string& name) {
   uint64_t state = seed * 0x9E3779B97F4A7C15ull;
   for (unsigned char c : name) state = (state ^ c) * 1099511628211ull;
-  Tensor t(DType::kF32, {in, rank});
-  const double bound = 1.0 / std::sqrt(static_cast<double>(in));
+  Tensor t(DType::kF32, std::move(dims));
+  const double bound = 1.0 / std::sqrt(static_cast<double>(fan_in));
   float* p = t.data_as<float>();
   for (int64_t i = 0; i < t.numel(); ++i) {
     state += 0x9E3779B97F4A7C15ull;
@@ -151,14 +174,14 @@ class LoraPass final : public Pass {
       ratio->metadata[kFoldedMetadata] = kPassConstant;
     }
     for (const LoraTarget& t : targets) {
-      MT_ASSIGN_OR_RETURN(Value * a, Adapter(g, t, LoraAName(t.weight), {t.in, opt_.rank}, "A"));
-      MT_ASSIGN_OR_RETURN(Value * b, Adapter(g, t, LoraBName(t.weight), {opt_.rank, t.out}, "B"));
+      MT_ASSIGN_OR_RETURN(Value * a, Adapter(g, t, LoraAName(t.weight), LoraADims(t, opt_.rank), "A"));
+      MT_ASSIGN_OR_RETURN(Value * b, Adapter(g, t, LoraBName(t.weight), LoraBDims(t, opt_.rank), "B"));
       for (const std::string& product : t.products) {
         Node* p = nullptr;
         for (const auto& n : g.nodes())
           if (n->name() == product) p = n.get();
         MT_CHECK(p != nullptr) << "lora: product " << product << " vanished";
-        AddBranch(g, *p, a, b, s, ratio);
+        AddBranch(g, *p, a, b, s, ratio, !t.kernel.empty());
       }
     }
     MT_RETURN_IF_ERROR(g.TopoSort());
@@ -172,8 +195,8 @@ class LoraPass final : public Pass {
     if (opt_.init == nullptr) return absl::OkStatus();
     std::map<std::string, std::vector<int64_t>> want;
     for (const LoraTarget& t : targets) {
-      want[LoraAName(t.weight)] = {t.in, opt_.rank};
-      want[LoraBName(t.weight)] = {opt_.rank, t.out};
+      want[LoraAName(t.weight)] = LoraADims(t, opt_.rank);
+      want[LoraBName(t.weight)] = LoraBDims(t, opt_.rank);
     }
     const std::string file = absl::StrCat("--lora-init=", opt_.init_path);
     for (const auto& [name, tensor] : *opt_.init) {
@@ -202,7 +225,7 @@ class LoraPass final : public Pass {
     if (opt_.init != nullptr) {
       init = opt_.init->at(name).Clone();
     } else if (std::string(role) == "A") {
-      init = KaimingUniform(dims[0], dims[1], opt_.seed, t.weight);
+      init = KaimingUniform(std::move(dims), LoraFanIn(t), opt_.seed, t.weight);
     } else {
       init = Tensor(DType::kF32, dims);
     }
@@ -214,8 +237,10 @@ class LoraPass final : public Pass {
     return v;
   }
 
-  // y = P(x, W) becomes y = P(x, W) + (dropout(x)·A)·s·B; y keeps its name and readers.
-  static void AddBranch(Graph& g, Node& p, Value* a, Value* b, Value* s, Value* ratio) {
+  // y = P(x, W) becomes y = P(x, W) + (dropout(x)·A)·s·B; y keeps its name and readers. For a
+  // Conv, x·A is Conv(x, A) with P's kernel, strides, pads and dilations (PEFT's lora_A), and
+  // ·B a 1x1 Conv (lora_B), so the branch's output has y's shape and merges into W exactly.
+  static void AddBranch(Graph& g, Node& p, Value* a, Value* b, Value* s, Value* ratio, bool conv) {
     Value* y = p.output(0);
     Value* base = g.AddValue(g.UniqueName(y->name + "/base"), y->dtype, y->shape);
     g.SetNodeOutput(&p, 0, base);
@@ -230,9 +255,13 @@ class LoraPass final : public Pass {
         x = d->output(0);
       }
     }
-    Value* xa = g.AddNode("MatMul", {x, a}, 1, g.UniqueName(at + "/A"))->output(0);
-    Value* scaled = g.AddNode("Mul", {xa, s}, 1, g.UniqueName(at + "/scale"))->output(0);
-    Value* delta = g.AddNode("MatMul", {scaled, b}, 1, g.UniqueName(at + "/B"))->output(0);
+    const char* op = conv ? "Conv" : "MatMul";
+    Node* down = g.AddNode(op, {x, a}, 1, g.UniqueName(at + "/A"));
+    if (conv)
+      for (const Attribute& attr : p.attributes())
+        if (attr.name != "group") down->SetAttr(attr);
+    Value* scaled = g.AddNode("Mul", {down->output(0), s}, 1, g.UniqueName(at + "/scale"))->output(0);
+    Value* delta = g.AddNode(op, {scaled, b}, 1, g.UniqueName(at + "/B"))->output(0);
     g.AddNode("Add", {base, delta}, {y}, g.UniqueName(at + "/Add"));
   }
 
@@ -242,6 +271,26 @@ class LoraPass final : public Pass {
 }  // namespace
 
 std::string LoraAName(const std::string& weight) { return weight + ".lora_A"; }
+
+int64_t LoraFanIn(const LoraTarget& t) {
+  int64_t n = t.in;
+  for (int64_t k : t.kernel) n *= k;
+  return n;
+}
+
+std::vector<int64_t> LoraADims(const LoraTarget& t, int64_t rank) {
+  if (t.kernel.empty()) return {t.in, rank};
+  std::vector<int64_t> d{rank, t.in};
+  d.insert(d.end(), t.kernel.begin(), t.kernel.end());
+  return d;
+}
+
+std::vector<int64_t> LoraBDims(const LoraTarget& t, int64_t rank) {
+  if (t.kernel.empty()) return {rank, t.out};
+  std::vector<int64_t> d{t.out, rank};
+  d.resize(2 + t.kernel.size(), 1);
+  return d;
+}
 std::string LoraBName(const std::string& weight) { return weight + ".lora_B"; }
 
 absl::StatusOr<std::vector<LoraTarget>> FindLoraTargets(const Graph& g, const LoraOptions& o) {
@@ -269,7 +318,11 @@ absl::StatusOr<std::vector<LoraTarget>> FindLoraTargets(const Graph& g, const Lo
       Candidate c;
       c.target.weight = r->weight->name;
       const Tensor& w = *r->weight->initializer;
-      if (w.rank() == 2) {
+      if (r->conv && w.rank() >= 3) {
+        c.target.out = w.dims()[0];
+        c.target.in = w.dims()[1];
+        c.target.kernel.assign(w.dims().begin() + 2, w.dims().end());
+      } else if (w.rank() == 2) {
         c.target.in = w.dims()[r->transposed ? 1 : 0];
         c.target.out = w.dims()[r->transposed ? 0 : 1];
       }
@@ -304,7 +357,7 @@ absl::StatusOr<std::vector<LoraTarget>> FindLoraTargets(const Graph& g, const Lo
     }
     if (out.empty())
       return absl::InvalidArgumentError(absl::StrCat(
-          "--lora-targets=", o.targets, " matches no weight of a MatMul or Gemm (nor such a node's name); `mixtrain "
+          "--lora-targets=", o.targets, " matches no weight of a MatMul, Gemm or Conv (nor such a node's name); `mixtrain "
           "check MODEL --lora-rank=R` lists the default targets"));
   } else {
     // The blocks' products: weights whose [in, out] recurs (one per block).
@@ -312,7 +365,8 @@ absl::StatusOr<std::vector<LoraTarget>> FindLoraTargets(const Graph& g, const Lo
     std::map<std::pair<int64_t, int64_t>, int> count;
     auto eligible = [&](const Candidate& c) {
       const Value* v = g.FindValue(c.target.weight);
-      return c.unsupported.empty() && !c.head && classes.at(v).role == InitializerRole::kParameter;
+      return c.unsupported.empty() && !c.head && c.target.kernel.empty() &&
+             classes.at(v).role == InitializerRole::kParameter;
     };
     for (const Candidate& c : cands)
       if (eligible(c)) ++count[{c.target.in, c.target.out}];
@@ -323,11 +377,17 @@ absl::StatusOr<std::vector<LoraTarget>> FindLoraTargets(const Graph& g, const Lo
           "LoRA: this model has no repeated blocks of 2-D weight products to adapt by default; name the weights "
           "with --lora-targets=REGEX");
   }
-  for (const LoraTarget& t : out)
-    if (o.rank > std::min(t.in, t.out))
+  for (const LoraTarget& t : out) {
+    if (o.rank <= std::min(LoraFanIn(t), t.out)) continue;
+    if (t.kernel.empty())
       return absl::InvalidArgumentError(absl::StrCat("--lora-rank=", o.rank, " is larger than min(in, out) = ",
                                                      std::min(t.in, t.out), " of '", t.weight, "' [in ", t.in,
                                                      ", out ", t.out, "]"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--lora-rank=", o.rank, " is larger than min(in x kernel, out) = ", std::min(LoraFanIn(t), t.out),
+        " of the Conv kernel '", t.weight, "' [out ", t.out, ", in ", t.in, ", kernel ", absl::StrJoin(t.kernel, "x"),
+        "]"));
+  }
   return out;
 }
 
@@ -341,8 +401,11 @@ MT_REGISTER_PASS(lora, [] {
 });
 
 absl::Status StoreLoraTargetsLow(Graph& g, const LoraOptions& options, DType low) {
-  if (options.rank <= 0 || !IsLowFloat(low)) return absl::OkStatus();
+  if (options.rank <= 0) return absl::OkStatus();
+  // The targets are checked here whatever the precision, so bad ones are refused before the
+  // step is built with the same line in fp32 as under AMP.
   MT_ASSIGN_OR_RETURN(std::vector<LoraTarget> targets, FindLoraTargets(g, options));
+  if (!IsLowFloat(low)) return absl::OkStatus();
   for (const LoraTarget& t : targets) {
     Value* w = g.FindValue(t.weight);
     if (w->dtype != DType::kF32) continue;
@@ -389,17 +452,35 @@ std::vector<LoraAdapter> LoraAdapters(const Graph& g) {
 
 absl::StatusOr<Tensor> MergeLoraDelta(const Tensor& w, const Tensor& a, const Tensor& b, float scale,
                                       bool transposed) {
-  if (w.rank() != 2 || a.rank() != 2 || b.rank() != 2 || a.dtype() != DType::kF32 || b.dtype() != DType::kF32)
-    return absl::InvalidArgumentError("MergeLoraDelta: W, A and B must be 2-D (A and B fp32)");
-  const int64_t in = a.dims()[0], rank = a.dims()[1], out = b.dims()[1];
-  const std::vector<int64_t> want = transposed ? std::vector<int64_t>{out, in} : std::vector<int64_t>{in, out};
-  if (b.dims()[0] != rank || w.dims() != want)
+  if (a.dtype() != DType::kF32 || b.dtype() != DType::kF32)
+    return absl::InvalidArgumentError("MergeLoraDelta: A and B must be fp32");
+  const auto misfit = [&] {
     return absl::InvalidArgumentError(absl::StrCat("MergeLoraDelta: W ", Dims(w.dims()), ", A ", Dims(a.dims()),
                                                    " and B ", Dims(b.dims()), " do not fit"));
+  };
   Tensor merged = ConvertFloat(w, DType::kF32).Clone();
   float* m = merged.data_as<float>();
   const float* pa = a.data_as<float>();
   const float* pb = b.data_as<float>();
+  if (w.rank() >= 3) {
+    // A Conv kernel: W [out, in, k...] += scale · B [out, rank, 1...] · A [rank, in, k...].
+    if (a.rank() != w.rank() || b.rank() != w.rank() || b.dims()[0] != w.dims()[0] || b.dims()[1] != a.dims()[0] ||
+        !std::equal(a.dims().begin() + 1, a.dims().end(), w.dims().begin() + 1) ||
+        b.numel() != b.dims()[0] * b.dims()[1])
+      return misfit();
+    const int64_t out = w.dims()[0], rank = a.dims()[0], fan_in = a.numel() / rank;
+    for (int64_t o = 0; o < out; ++o)
+      for (int64_t j = 0; j < fan_in; ++j) {
+        double sum = 0;
+        for (int64_t r = 0; r < rank; ++r) sum += static_cast<double>(pb[o * rank + r]) * pa[r * fan_in + j];
+        m[o * fan_in + j] += static_cast<float>(scale * sum);
+      }
+    return ConvertFloat(merged, w.dtype());
+  }
+  if (w.rank() != 2 || a.rank() != 2 || b.rank() != 2) return misfit();
+  const int64_t in = a.dims()[0], rank = a.dims()[1], out = b.dims()[1];
+  const std::vector<int64_t> want = transposed ? std::vector<int64_t>{out, in} : std::vector<int64_t>{in, out};
+  if (b.dims()[0] != rank || w.dims() != want) return misfit();
   for (int64_t i = 0; i < in; ++i)
     for (int64_t j = 0; j < out; ++j) {
       double sum = 0;

@@ -3,7 +3,9 @@
 // Transpose / Gemm's transB), the lora pass adds a low-rank branch
 //     y = x·W + (alpha / rank) · (dropout(x)·A)·B,   A [in, rank], B [rank, out]
 // with A drawn as PEFT draws it (Kaiming-uniform, U(-1/sqrt(in), 1/sqrt(in))) and B zero, so the
-// model computes what it did before the first update. A and B are new initializers named
+// model computes what it did before the first update. A Conv's kernel W [out, in, k...], when
+// --lora-targets names it, gets PEFT's Conv branch: y = Conv(x, W) + s · Conv(Conv(x, A), B), A
+// [rank, in, k...] with the Conv's strides, pads and dilations, B [out, rank, 1...] (1x1). A and B are new initializers named
 // "<W>.lora_A" and "<W>.lora_B"; they are the only parameters that train (ClassifyInitializers
 // tells them apart by metadata, and under LoRA the model's own parameters train only where
 // --trainable names them), so W gets no gradient and no optimizer state.
@@ -56,17 +58,25 @@ struct LoraOptions {
 
 struct LoraTarget {
   std::string weight;                 // the initializer W
-  std::vector<std::string> products;  // the MatMul/Gemm nodes reading it
-  int64_t in = 0, out = 0;
-  bool transposed = false;  // W is stored [out, in]
+  std::vector<std::string> products;  // the MatMul/Gemm/Conv nodes reading it
+  int64_t in = 0, out = 0;            // a Conv's: W's input and output channels
+  bool transposed = false;            // W is stored [out, in]
+  std::vector<int64_t> kernel;        // a Conv kernel W [out, in, k...]: k...; empty for a 2-D W
 };
 
 std::string LoraAName(const std::string& weight);
 std::string LoraBName(const std::string& weight);
+// A's fan-in: in, times the kernel's size for a Conv (what bounds the rank and A's draw).
+int64_t LoraFanIn(const LoraTarget& t);
+// The adapters' shapes: A [in, rank] and B [rank, out] for a 2-D W; for a Conv kernel PEFT's
+// lora_A.weight [rank, in, k...] and lora_B.weight [out, rank, 1...].
+std::vector<int64_t> LoraADims(const LoraTarget& t, int64_t rank);
+std::vector<int64_t> LoraBDims(const LoraTarget& t, int64_t rank);
 
 // The weights `options` adapts in `g` (a canonicalized model), in graph order. Fails, naming
-// the culprit, when the targets match nothing, a matched weight is not 2-D or is read by
-// something other than a product, or the rank exceeds min(in, out).
+// the culprit, when the targets match nothing, a matched weight is not 2-D (nor an ungrouped
+// Conv's kernel) or is read by something other than a product, or the rank exceeds min(in, out)
+// (min(in x kernel, out) for a Conv). Conv kernels are targets only when --lora-targets names them.
 absl::StatusOr<std::vector<LoraTarget>> FindLoraTargets(const Graph& g, const LoraOptions& options);
 
 std::unique_ptr<Pass> MakeLoraPass(LoraOptions options);
@@ -74,7 +84,8 @@ std::unique_ptr<Pass> MakeLoraPass(LoraOptions options);
 // Under AMP the frozen targets are stored once, in the low type (fp32 masters are for what
 // trains): each W of the prepared model becomes a `low` initializer read through Cast(W, f32),
 // which cleanup cancels against the precision pass's Cast to `low` before the product, so the
-// step and the evaluation read the one low copy. No-op for rank 0 or an fp32 run.
+// step and the evaluation read the one low copy. No-op for rank 0 or an fp32 run (which still
+// has its targets checked: FindLoraTargets' errors come from here, before any step is built).
 absl::Status StoreLoraTargetsLow(Graph& g, const LoraOptions& options, DType low);
 // Export: W (stored low or not) becomes the fp32 initializer `merged` again, read directly.
 absl::Status RestoreLoraTarget(Graph& g, Value* w, Tensor merged);
@@ -88,7 +99,8 @@ struct LoraAdapter {
 std::vector<LoraAdapter> LoraAdapters(const Graph& g);
 
 // W + scale·A·B in W's layout (transposed: W is [out, in]), in W's dtype (f32, or a low float
-// type widened for the sum and rounded back).
+// type widened for the sum and rounded back). A Conv kernel W [out, in, k...] (rank >= 3) gets
+// scale·B·A with A [rank, in, k...] and B [out, rank, 1...].
 absl::StatusOr<Tensor> MergeLoraDelta(const Tensor& w, const Tensor& a, const Tensor& b, float scale,
                                       bool transposed);
 

@@ -119,9 +119,8 @@ int Check(const cli::Args& args) {
                 Bytes(bytes).c_str(), all > 0 ? 100.0 * static_cast<double>(r->adapter_parameters) / all : 0.0,
                 static_cast<long long>(r->model_parameters + r->adapter_parameters));
     for (const AdapterReport& ad : r->adapters)
-      std::printf("  %s [in %lld, out %lld]: A [%lld,%lld] + B [%lld,%lld], %s\n", ad.weight.c_str(),
-                  static_cast<long long>(ad.in), static_cast<long long>(ad.out), static_cast<long long>(ad.in),
-                  static_cast<long long>(ad.rank), static_cast<long long>(ad.rank), static_cast<long long>(ad.out),
+      std::printf("  %s [in %lld, out %lld]: A %s + B %s, %s\n", ad.weight.c_str(), static_cast<long long>(ad.in),
+                  static_cast<long long>(ad.out), DimsString(ad.a_dims).c_str(), DimsString(ad.b_dims).c_str(),
                   Bytes(ad.bytes).c_str());
   }
   for (const std::string& w : r->trainability_warnings) std::printf("warning: %s\n", w.c_str());

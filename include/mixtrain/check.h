@@ -49,11 +49,13 @@ struct CheckOptions {
   std::string lora_targets;
 };
 
-// One LoRA adapter pair: the weight it adapts and its A [in, rank] and B [rank, out].
+// One LoRA adapter pair: the weight it adapts and its A [in, rank] and B [rank, out] (a Conv
+// kernel's: A [rank, in, k...] and B [out, rank, 1...], `in` counting input channels only).
 struct AdapterReport {
   std::string weight;
   int64_t in = 0, out = 0, rank = 0;
   int64_t bytes = 0;  // A and B in fp32
+  std::vector<int64_t> a_dims, b_dims;
 };
 
 struct InitializerReport {

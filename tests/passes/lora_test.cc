@@ -3,6 +3,10 @@
 // one line naming the culprit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cmath>
+#include <map>
 #include <set>
 #include <string>
 #include <vector>
@@ -12,6 +16,9 @@
 #include "passes/lora.h"
 #include "passes/parameters.h"
 #include "passes/pipeline.h"
+#include "graph/shape_inference.h"
+#include "runtime/session.h"
+#include "tests/passes/autodiff_test_util.h"
 
 namespace mixtrain {
 namespace {
@@ -34,6 +41,16 @@ std::unique_ptr<Graph> Prepared(const std::string& name) {
   TrainingRecipe r;
   EXPECT_TRUE(PrepareModel(**g, r).ok());
   return *std::move(g);
+}
+
+// A regex matching exactly `name`.
+std::string RegexFor(const std::string& name) {
+  std::string re;
+  for (char c : name) {
+    if (std::string("\\^$.|?*+()[]{}").find(c) != std::string::npos) re += '\\';
+    re += c;
+  }
+  return re;
 }
 
 LoraOptions Rank(int64_t rank, std::string targets = "") {
@@ -106,12 +123,25 @@ TEST(LoraTargets, BadInputIsOneLineNamingTheCulprit) {
   ASSERT_FALSE(tied.ok());
   EXPECT_NE(tied.status().message().find("also read by Gather"), std::string::npos) << tied.status();
 
+  // Conv kernels: a grouped Conv's adapter could not be merged into it; a ConvTranspose is not
+  // adapted; a rank above min(in x kernel, out).
+  std::unique_ptr<Graph> mix = Prepared("nn_mix");
+  for (const auto& n : mix->nodes()) {
+    if (n->op_type() != "Conv" && n->op_type() != "ConvTranspose") continue;
+    const bool grouped = n->attr_int("group", 1) != 1;
+    if (n->op_type() == "Conv" && !grouped) continue;
+    auto r = FindLoraTargets(*mix, Rank(2, RegexFor(n->input(1)->name)));
+    ASSERT_FALSE(r.ok()) << n->name();
+    EXPECT_NE(r.status().message().find(grouped ? "with group = " : "is read by ConvTranspose"), std::string::npos)
+        << r.status();
+    EXPECT_NE(r.status().message().find(n->input(1)->name), std::string::npos) << r.status();
+  }
   std::unique_ptr<Graph> vit = Prepared("vit_timm");
-  auto conv = FindLoraTargets(*vit, Rank(2, "patch_embed\\.proj\\.weight"));
-  ASSERT_FALSE(conv.ok());
-  EXPECT_NE(conv.status().message().find("'patch_embed.proj.weight' is read by Conv"), std::string::npos)
-      << conv.status();
-  EXPECT_NE(conv.status().message().find("not a 2-D weight"), std::string::npos) << conv.status();
+  auto conv_rank = FindLoraTargets(*vit, Rank(1000, "patch_embed\\.proj\\.weight"));
+  ASSERT_FALSE(conv_rank.ok());
+  EXPECT_NE(conv_rank.status().message().find("--lora-rank=1000 is larger than min(in x kernel, out)"),
+            std::string::npos)
+      << conv_rank.status();
 
   auto bad_regex = FindLoraTargets(*gpt2, Rank(2, "(("));
   EXPECT_FALSE(bad_regex.ok());
@@ -172,6 +202,123 @@ TEST(LoraMerge, FoldsScaledProductInEitherLayout) {
   const std::vector<float> want_t{1.5f, 5, 2, 5, 2.5f, 5};
   for (int i = 0; i < 6; ++i) EXPECT_FLOAT_EQ(mt->data_as<float>()[i], want_t[i]);
   EXPECT_FALSE(MergeLoraDelta(w, a, b, 0.5f, true).ok()) << "shapes that do not fit";
+}
+
+TEST(LoraMerge, FoldsAConvBranchIntoTheKernel) {
+  // W [out 2, in 1, 1, 2]; A [rank 1, in 1, 1, 2]; B [out 2, rank 1, 1, 1].
+  Tensor w = Tensor::FromVector<float>(DType::kF32, {2, 1, 1, 2}, {1, 2, 3, 4});
+  Tensor a = Tensor::FromVector<float>(DType::kF32, {1, 1, 1, 2}, {1, -1});
+  Tensor b = Tensor::FromVector<float>(DType::kF32, {2, 1, 1, 1}, {2, 3});
+  auto m = MergeLoraDelta(w, a, b, 0.5f, false);
+  ASSERT_TRUE(m.ok()) << m.status();
+  const std::vector<float> want{1 + 1, 2 - 1, 3 + 1.5f, 4 - 1.5f};
+  for (int i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(m->data_as<float>()[i], want[i]);
+  Tensor wrong = Tensor::FromVector<float>(DType::kF32, {2, 1, 1, 3}, {1, 2, 3, 4, 5, 6});
+  EXPECT_FALSE(MergeLoraDelta(wrong, a, b, 0.5f, false).ok()) << "a kernel of another size";
+}
+
+// Runs g and returns its first output.
+Tensor Forward(const Graph& g, const std::map<std::string, Tensor>& feeds) {
+  auto session = Session::Create(g);
+  EXPECT_TRUE(session.ok()) << session.status();
+  if (!session.ok()) return Tensor();
+  auto out = (*session)->Run(feeds, {g.outputs()[0]->name});
+  EXPECT_TRUE(out.ok()) << out.status();
+  return out.ok() ? (*out)[0] : Tensor();
+}
+
+// Random float inputs, dynamic dimensions 2.
+std::map<std::string, Tensor> RandomInputs(const Graph& g) {
+  std::map<std::string, Tensor> feeds;
+  uint32_t seed = 11;
+  for (const Value* in : g.inputs()) {
+    if (in->is_initializer()) continue;
+    std::vector<int64_t> dims;
+    for (const Dim& d : in->shape.dims) dims.push_back(d.known() ? d.value : 2);
+    feeds[in->name] = Tensor::FromVector<float>(DType::kF32, dims, gradcheck::Random(NumElements(dims), seed++));
+  }
+  return feeds;
+}
+
+// The Conv branch computes what its merge computes: on each model, every ungrouped Conv kernel
+// gets an adapter with a random B; the step's forward with the branches equals the model with
+// W + s·B·A folded in. Exporters: timm (dynamo), tf2onnx, torch.nn (both exporters), and two
+// built here for what no zoo model has (dilations, strides and asymmetric pads; auto_pad).
+TEST(LoraConv, BranchEqualsItsMerge) {
+  std::vector<std::pair<std::string, std::unique_ptr<Graph>>> models;
+  for (const char* name : {"resnet10t_timm", "keras_conv2d", "conv1d_pad", "unet_prelu_ts", "groupnorm_cnn", "vit_timm"})
+    models.emplace_back(name, Prepared(name));
+  {
+    gradcheck::G b;
+    Value* x = b.graph().AddValue("x", DType::kF32, Shape::Of({2, 3, 11, 9}));
+    b.graph().AddInput(x);
+    Value* y = b.Op1("Conv", {x, b.Param("w", {4, 3, 3, 3}, 1), b.Param("bias", {4}, 2)},
+                     {Attribute::Ints("dilations", {2, 1}), Attribute::Ints("strides", {2, 1}),
+                      Attribute::Ints("pads", {2, 1, 1, 0})});
+    b.graph().AddOutput(y);
+    ASSERT_TRUE(InferShapes(b.graph()).ok());
+    models.emplace_back("dilated", b.graph().Clone());
+  }
+  {
+    gradcheck::G b;
+    Value* x = b.graph().AddValue("x", DType::kF32, Shape::Of({2, 5, 13}));
+    b.graph().AddInput(x);
+    Value* y = b.Op1("Conv", {x, b.Param("w", {6, 5, 4}, 3)},
+                     {Attribute::String("auto_pad", "SAME_UPPER"), Attribute::Ints("strides", {2})});
+    b.graph().AddOutput(y);
+    ASSERT_TRUE(InferShapes(b.graph()).ok());
+    models.emplace_back("auto_pad_1d", b.graph().Clone());
+  }
+  for (auto& [name, g] : models) {
+    ASSERT_NE(g, nullptr) << name;
+    std::string targets;
+    std::set<std::string> kernels;
+    for (const auto& n : g->nodes())
+      if (n->op_type() == "Conv" && n->attr_int("group", 1) == 1 && n->input(1)->is_initializer() &&
+          kernels.insert(n->input(1)->name).second)
+        targets += (targets.empty() ? "" : "|") + RegexFor(n->input(1)->name);
+    ASSERT_FALSE(kernels.empty()) << name;
+    std::unique_ptr<Graph> branched = g->Clone();
+    PassManager pm;
+    pm.Add(MakeLoraPass(Rank(2, targets)));
+    ASSERT_TRUE(pm.Run(*branched).ok()) << name;
+    const std::vector<LoraAdapter> adapters = LoraAdapters(*branched);
+    ASSERT_EQ(adapters.size(), kernels.size()) << name;
+    std::unique_ptr<Graph> merged = g->Clone();
+    uint32_t seed = 100;
+    for (const LoraAdapter& ad : adapters) {
+      Value* bv = branched->FindValue(ad.b);
+      const Tensor& a = *branched->FindValue(ad.a)->initializer;
+      ASSERT_EQ(a.rank(), bv->initializer->rank()) << ad.b;
+      EXPECT_EQ(a.rank(), g->FindValue(ad.weight)->initializer->rank()) << "PEFT's Conv layout: " << ad.a;
+      // PEFT's Kaiming-uniform bound over the fan-in in x kernel (A [rank, in, k...]).
+      const double bound = 1.0 / std::sqrt(static_cast<double>(a.numel() / a.dims()[0]));
+      double max_abs = 0;
+      for (int64_t i = 0; i < a.numel(); ++i) max_abs = std::max(max_abs, std::fabs(double{a.data_as<float>()[i]}));
+      EXPECT_LE(max_abs, bound) << ad.a;
+      EXPECT_GT(max_abs, a.numel() >= 16 ? bound / 2 : 0) << ad.a;
+      branched->SetInitializer(bv, Tensor::FromVector<float>(DType::kF32, bv->initializer->dims(),
+                                                             gradcheck::Random(bv->initializer->numel(), seed++)));
+      Value* w = merged->FindValue(ad.weight);
+      auto m = MergeLoraDelta(*w->initializer, a, *bv->initializer, ad.scale, ad.transposed);
+      ASSERT_TRUE(m.ok()) << m.status();
+      merged->SetInitializer(w, *m);
+    }
+    const std::map<std::string, Tensor> feeds = RandomInputs(*g);
+    const Tensor before = Forward(*g, feeds), with_branch = Forward(*branched, feeds), folded = Forward(*merged, feeds);
+    ASSERT_EQ(with_branch.dims(), folded.dims()) << name;
+    double diff = 0, scale = 0, moved = 0;
+    for (int64_t i = 0; i < folded.numel(); ++i) {
+      const double f = folded.data_as<float>()[i];
+      diff = std::max(diff, std::fabs(with_branch.data_as<float>()[i] - f));
+      moved = std::max(moved, std::fabs(before.data_as<float>()[i] - f));
+      scale = std::max(scale, std::fabs(f));
+    }
+    std::printf("%s: %zu Conv kernels adapted, max |branch - merged| %.3g, the adapters moved the output by %.3g\n",
+                name.c_str(), kernels.size(), diff, moved);
+    EXPECT_LE(diff, 1e-4 * std::max(1.0, scale)) << name;
+    EXPECT_GT(moved, 100 * diff) << name << ": the adapters must change the output for the check to mean anything";
+  }
 }
 
 // An adapter file made for another model (the PEFT fixture's GPT-2 has d=64; gpt2_hf d=32).

@@ -67,6 +67,33 @@ TEST_F(LoraCli, TrainExportsMergedAndAdaptersAndContinues) {
   EXPECT_EQ(run.code, 0) << run.err;
 }
 
+// Conv kernels, named by --lora-targets (tests/data/lora/cnn_lora.onnx, a torch.nn CNN):
+// listed with PEFT's shapes, trained, merged into the kernels, written as an adapter file and
+// read back; a rank above a kernel's min(in x kernel, out) is one line.
+TEST_F(LoraCli, ConvKernelsByTheirNames) {
+  const std::string cnn = std::string(MT_SOURCE_DIR) + "/tests/data/lora/cnn_lora.onnx";
+  Result r = Run("check " + cnn + " --lora-rank=4 --lora-targets='conv.*'");
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("lora: 4 adapters of rank 4, 1244 parameters"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("conv2.weight [in 8, out 16]: A [4,8,3,3] + B [16,4,1,1], 1.3 KiB"), std::string::npos) << r.out;
+  auto npz = ReadNpz(std::string(MT_SOURCE_DIR) + "/tests/data/lora/cnn_lora.npz");
+  ASSERT_TRUE(npz.ok());
+  ASSERT_TRUE(WriteNpz(Path("d.npz"), {{"input", npz->at("input")}, {"labels", npz->at("labels")}}).ok());
+  ASSERT_TRUE(WriteNpz(Path("x.npz"), {{"input", npz->at("input")}}).ok());
+  const std::string train = "train " + cnn + " --data=" + Path("d.npz") + " --batch-size=4 --lora-rank=4 --lora-targets='conv.*' ";
+  r = Run(train + "--steps=3 --export=" + Path("m.onnx") + " --export-adapter=" + Path("a.onnx"));
+  ASSERT_EQ(r.code, 0) << r.err;
+  r = Run(train + "--steps=1 --lora-init=" + Path("a.onnx"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = Run("run " + Path("m.onnx") + " --inputs=" + Path("x.npz") + " --out=" + Path("y.npz"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  r = Run(train + "--steps=1 --lora-rank=30 --export=" + Path("out/m.onnx"));
+  EXPECT_NE(r.code, 0);
+  EXPECT_EQ(r.err, "mixtrain train: --lora-rank=30 is larger than min(in x kernel, out) = 8 of the Conv kernel "
+                   "'conv1.weight' [out 8, in 3, kernel 3x3]\n");
+  EXPECT_TRUE(fs::is_empty(dir_ / "out"));
+}
+
 TEST_F(LoraCli, BadInputIsOneLine) {
   ExpectError("--lora-rank=40", "--lora-rank=40 is larger than min(in, out) = 32");
   ExpectError("--lora-rank=4 --lora-targets=nothing", "--lora-targets=nothing matches no weight");

@@ -1,8 +1,10 @@
-// LoRA against HF PEFT on a transformers GPT-2 (tests/data/lora/, made by
-// tools/lora/make_lora_fixture.py): the same initial adapters (the fixture's adapter file, read
-// with lora_init), one batch: the loss and every adapter gradient; 10 Adam steps in fp32 and in
-// bf16 AMP; the merged export's logits against PEFT's merge_and_unload() run in onnxruntime.
-// The default targets are found from the graph, and must be the ones PEFT was told to adapt.
+// LoRA against HF PEFT (tests/data/lora/, made by tools/lora/make_lora_fixture.py) on a
+// transformers GPT-2 (dynamo export; the default targets, found from the graph, must be the ones
+// PEFT was told to adapt) and on a torch.nn CNN (TorchScript export; adapters on four Conv kernels
+// and the Linear head, named by --lora-targets): the same initial adapters (the fixture's adapter
+// file, read with lora_init), one batch: the loss and every adapter gradient; 10 Adam steps in
+// fp32 and in bf16 AMP; the merged export's logits against PEFT's merge_and_unload() run in
+// onnxruntime.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -33,20 +35,33 @@ namespace {
 Target CpuTargetFp32() { return CpuBackend().target(); }
 
 const std::string kDir = std::string(MT_SOURCE_DIR) + "/tests/data/lora/";
-const std::string kModel = kDir + "gpt2_lora.onnx";
-const std::string kAdapters = kDir + "gpt2_lora.adapter.onnx";
 
-pb::TrainConfig Config(pb::PrecisionPolicy::Preset preset) {
+struct Fixture {
+  const char* name;     // tests/data/lora/<name>.{onnx,npz,adapter.onnx}
+  const char* input;    // the model's input in the npz
+  int class_axis;
+  const char* targets;  // --lora-targets ("": the defaults)
+  size_t adapters;      // A and B of each target
+};
+const Fixture kFixtures[] = {
+    {"gpt2_lora", "input_ids", -1, "", 16},
+    {"cnn_lora", "input", 1, "(conv[1-4]|fc)\\.weight", 10},
+};
+
+std::string ModelOf(const Fixture& f) { return kDir + f.name + ".onnx"; }
+
+pb::TrainConfig Config(const Fixture& f, pb::PrecisionPolicy::Preset preset) {
   pb::TrainConfig c;
   c.set_loss("cross_entropy");
-  c.set_class_axis(-1);
+  c.set_class_axis(f.class_axis);
+  if (*f.targets != 0) c.set_lora_targets(f.targets);
   c.mutable_precision()->set_preset(preset);
   c.mutable_precision()->set_low_dtype(pb::PrecisionPolicy::BF16);
   c.mutable_optimizer()->set_lr(1e-3f);
   c.set_device("cpu");
   c.set_lora_rank(4);
   c.set_lora_alpha(8);
-  c.set_lora_init(kAdapters);
+  c.set_lora_init(kDir + f.name + ".adapter.onnx");
   return c;
 }
 
@@ -60,32 +75,34 @@ double MaxAbsDiff(const Tensor& a, const Tensor& b) {
   return m;
 }
 
-class LoraParity : public ::testing::Test {
+class LoraParity : public ::testing::TestWithParam<Fixture> {
  protected:
   void SetUp() override {
-    auto ref = ReadNpz(kDir + "gpt2_lora.npz");
+    const Fixture& f = GetParam();
+    auto ref = ReadNpz(kDir + f.name + ".npz");
     ASSERT_TRUE(ref.ok()) << ref.status();
     ref_ = *std::move(ref);
-    batch_ = {{"input_ids", ref_.at("input_ids")}, {"labels", ref_.at("labels")}};
+    batch_ = {{f.input, ref_.at(f.input)}, {"labels", ref_.at("labels")}};
     for (const auto& [name, t] : ref_)
       if (name.rfind("grad/", 0) == 0) adapters_.insert(name.substr(5));
-    ASSERT_EQ(adapters_.size(), 16u);
+    ASSERT_EQ(adapters_.size(), f.adapters);
   }
   std::map<std::string, Tensor> ref_, batch_;
   std::set<std::string> adapters_;
 };
 
-TEST_F(LoraParity, DefaultTargetsAreTheBlocksProducts) {
-  auto t = Trainer::Create(kModel, Config(pb::PrecisionPolicy::FP32));
+// GPT-2's by default, the CNN's by --lora-targets: what PEFT adapted, and nothing else trains.
+TEST_P(LoraParity, TargetsAreWhatPeftAdapted) {
+  auto t = Trainer::Create(ModelOf(GetParam()), Config(GetParam(), pb::PrecisionPolicy::FP32));
   ASSERT_TRUE(t.ok()) << t.status();
   const std::vector<std::string> params = (*t)->ParameterNames();
   EXPECT_EQ(std::set<std::string>(params.begin(), params.end()), adapters_);
 }
 
-TEST_F(LoraParity, LossAndAdapterGradients) {
-  auto model = ImportOnnxFile(kModel);
+TEST_P(LoraParity, LossAndAdapterGradients) {
+  auto model = ImportOnnxFile(ModelOf(GetParam()));
   ASSERT_TRUE(model.ok()) << model.status();
-  auto recipe = ResolveTrainingRecipe(Config(pb::PrecisionPolicy::FP32), **model, CpuTargetFp32());
+  auto recipe = ResolveTrainingRecipe(Config(GetParam(), pb::PrecisionPolicy::FP32), **model, CpuTargetFp32());
   ASSERT_TRUE(recipe.ok()) << recipe.status();
   ASSERT_TRUE(PrepareModel(**model, *recipe).ok());
   PassManager pm;
@@ -112,7 +129,7 @@ TEST_F(LoraParity, LossAndAdapterGradients) {
     EXPECT_LE(d, 1e-4) << name;
     worst = std::max(worst, d);
   }
-  std::printf("vs PEFT: |loss diff| %.3g, max |adapter gradient diff| %.3g\n",
+  std::printf("%s vs PEFT: |loss diff| %.3g, max |adapter gradient diff| %.3g\n", GetParam().name,
               std::fabs((*out)[0].GetDouble(0) - ref_.at("loss").GetDouble(0)), worst);
 }
 
@@ -131,9 +148,9 @@ double RelativeDiff(const Tensor& a, const Tensor& b) {
 // The losses within `tol`; the adapters within `tol` elementwise (fp32) or in relative norm
 // (bf16: Adam moves each element by about lr per step whatever the gradient's size, so where a
 // gradient is near zero its bf16 rounding flips the step's sign).
-void AdamSteps(const std::map<std::string, Tensor>& ref, const std::map<std::string, Tensor>& batch,
+void AdamSteps(const Fixture& f, const std::map<std::string, Tensor>& ref, const std::map<std::string, Tensor>& batch,
                pb::PrecisionPolicy::Preset preset, double tol) {
-  auto t = Trainer::Create(kModel, Config(preset));
+  auto t = Trainer::Create(ModelOf(f), Config(f, preset));
   ASSERT_TRUE(t.ok()) << t.status();
   const Tensor& losses = ref.at("adam_losses");
   double worst_loss = 0, worst_param = 0;
@@ -151,21 +168,22 @@ void AdamSteps(const std::map<std::string, Tensor>& ref, const std::map<std::str
     EXPECT_LE(d, tol) << name;
     worst_param = std::max(worst_param, d);
   }
-  std::printf("10 Adam steps vs PEFT: max |loss diff| %.3g, adapters %.3g (%s; tolerance %.0e)\n", worst_loss,
+  std::printf("%s, 10 Adam steps vs PEFT: max |loss diff| %.3g, adapters %.3g (%s; tolerance %.0e)\n", f.name, worst_loss,
               worst_param, preset == pb::PrecisionPolicy::FP32 ? "max abs diff" : "max relative norm diff", tol);
 }
 
-TEST_F(LoraParity, AdamFp32) { AdamSteps(ref_, batch_, pb::PrecisionPolicy::FP32, 1e-3); }
-TEST_F(LoraParity, AdamBf16Amp) { AdamSteps(ref_, batch_, pb::PrecisionPolicy::AMP, 5e-2); }
+TEST_P(LoraParity, AdamFp32) { AdamSteps(GetParam(), ref_, batch_, pb::PrecisionPolicy::FP32, 1e-3); }
+TEST_P(LoraParity, AdamBf16Amp) { AdamSteps(GetParam(), ref_, batch_, pb::PrecisionPolicy::AMP, 5e-2); }
 
-TEST_F(LoraParity, MergedExportEqualsPeftMergeAndUnload) {
-  auto t = Trainer::Create(kModel, Config(pb::PrecisionPolicy::FP32));
+TEST_P(LoraParity, MergedExportEqualsPeftMergeAndUnload) {
+  const Fixture& f = GetParam();
+  auto t = Trainer::Create(ModelOf(f), Config(f, pb::PrecisionPolicy::FP32));
   ASSERT_TRUE(t.ok()) << t.status();
   const std::string path = testing::TempDir() + "/lora_merged." + std::to_string(getpid()) + ".onnx";
   ASSERT_TRUE((*t)->ExportInferenceModel(path).ok());
   // The merged file is the model: its own inputs, outputs and weights (names, shapes), no adapter.
   auto merged = ImportOnnxFile(path);
-  auto original = ImportOnnxFile(kModel);
+  auto original = ImportOnnxFile(ModelOf(f));
   ASSERT_TRUE(merged.ok() && original.ok());
   for (const Value* v : (*original)->initializers()) {
     const Value* m = (*merged)->FindValue(v->name);
@@ -177,16 +195,19 @@ TEST_F(LoraParity, MergedExportEqualsPeftMergeAndUnload) {
   EXPECT_EQ((*merged)->outputs()[0]->name, (*original)->outputs()[0]->name);
   auto session = InferenceSession::Create(path);
   ASSERT_TRUE(session.ok()) << session.status();
-  auto ids = api::ToHostTensor(batch_.at("input_ids"));
-  ASSERT_TRUE(ids.ok());
-  auto out = (*session)->Run({{"input_ids", *ids}});
+  auto input = api::ToHostTensor(batch_.at(f.input));
+  ASSERT_TRUE(input.ok());
+  auto out = (*session)->Run({{f.input, *input}});
   ASSERT_TRUE(out.ok()) << out.status();
   const Tensor logits = api::ToTensor(out->at("logits"));
   const double d = MaxAbsDiff(logits, ref_.at("merged_logits"));
   EXPECT_LE(d, 1e-4);
-  std::printf("merged export vs PEFT merge_and_unload in onnxruntime: max |logit diff| %.3g\n", d);
+  std::printf("%s: merged export vs PEFT merge_and_unload in onnxruntime: max |logit diff| %.3g\n", f.name, d);
   std::remove(path.c_str());
 }
+
+INSTANTIATE_TEST_SUITE_P(Peft, LoraParity, ::testing::ValuesIn(kFixtures),
+                         [](const ::testing::TestParamInfo<Fixture>& i) { return std::string(i.param.name); });
 
 }  // namespace
 }  // namespace mixtrain

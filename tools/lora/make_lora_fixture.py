@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes the LoRA parity fixture tests/data/lora/gpt2_lora.{onnx,npz,adapter.onnx} with HF PEFT.
+"""Writes the LoRA parity fixtures tests/data/lora/{gpt2,cnn}_lora.{onnx,npz,adapter.onnx} with HF PEFT.
 
 A transformers GPT2LMHeadModel (2 layers, d=64, random init, fixed seed) is exported to ONNX
 with torch's dynamo exporter (the base model, no adapters: mixtrain adds its own). PEFT's
@@ -17,8 +17,17 @@ layout (A [in, rank] = lora_A.weight^T, B [rank, out] = lora_B.weight^T, keyed
   merged_logits                logits of merge_and_unload() (initial adapters), run in onnxruntime
 
 gpt2_lora.adapter.onnx holds the initial A and B as mixtrain's adapter file (docs/lora.md), read
-with TrainConfig.lora_init. Run with a Python that has torch, transformers, onnx, onnxruntime and
-peft: python tools/lora/make_lora_fixture.py [OUT_DIR]
+with TrainConfig.lora_init.
+
+cnn_lora.* is the same for LoRA on Conv kernels: a torch.nn CNN (3x3 convs with and without bias,
+a stride-2 conv, a 1x1 conv, global average pooling, a Linear head; input [4, 3, 8, 8], 10
+classes) exported with torch's TorchScript exporter, PEFT LoraConfig(r=4, lora_alpha=8) on the four
+convs and the head. A Conv's adapters keep PEFT's layout (A = lora_A.weight [r, in, kh, kw],
+B = lora_B.weight [out, r, 1, 1]); the head's are transposed as GPT-2's. The arrays are named as
+above with "input" for input_ids.
+
+Run with a Python that has torch, transformers, onnx, onnxruntime and peft:
+python tools/lora/make_lora_fixture.py [OUT_DIR] [gpt2|cnn ...]   (default: both)
 """
 import copy
 import os
@@ -49,9 +58,7 @@ def ce(logits, labels):
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
 
-def main():
-    out = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "../../tests/data/lora")
-    os.makedirs(out, exist_ok=True)
+def gpt2(out):
     torch.manual_seed(0)
     cfg = GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=64, n_positions=16, resid_pdrop=0.0,
                      embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0, initializer_range=0.2)
@@ -125,7 +132,104 @@ def main():
     model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)])
     onnx.helper.set_model_props(model, {"mixtrain.lora.rank": str(RANK), "mixtrain.lora.alpha": str(ALPHA)})
     onnx.save(model, os.path.join(out, "gpt2_lora.adapter.onnx"))
-    print(f"loss {loss.item():.6f}, adam {losses[0]:.4f} -> {losses[-1]:.4f}, wrote {out}")
+    print(f"gpt2: loss {loss.item():.6f}, adam {losses[0]:.4f} -> {losses[-1]:.4f}, wrote {out}")
+
+
+class SmallCnn(torch.nn.Module):
+    """Convs of several kinds PEFT adapts (no dilation: PEFT's lora_A drops it) and a Linear head."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.conv2 = torch.nn.Conv2d(8, 16, 3, stride=2, padding=1, bias=False)
+        self.conv3 = torch.nn.Conv2d(16, 16, 3, padding=1)
+        self.conv4 = torch.nn.Conv2d(16, 12, 1)
+        self.fc = torch.nn.Linear(12, 10)
+
+    def forward(self, x):
+        r = torch.nn.functional.relu
+        x = r(self.conv4(r(self.conv3(r(self.conv2(r(self.conv1(x))))))))
+        return self.fc(x.mean(dim=(2, 3)))
+
+
+def cnn(out):
+    torch.manual_seed(0)
+    base = SmallCnn().float().eval()
+    x = torch.randn(4, 3, 8, 8)
+    labels = torch.randint(0, 10, (4,))
+    onnx_path = os.path.join(out, "cnn_lora.onnx")
+    torch.onnx.export(base, (x,), onnx_path, dynamo=False, opset_version=17, input_names=["input"],
+                      output_names=["logits"], dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
+    onnx_names = {i.name for i in onnx.load(onnx_path).graph.initializer}
+
+    targets = ["conv1", "conv2", "conv3", "conv4", "fc"]
+    peft_model = get_peft_model(copy.deepcopy(base), LoraConfig(r=RANK, lora_alpha=ALPHA, target_modules=targets,
+                                                                lora_dropout=0.0))
+    adapters, conv = {}, {}
+    gen = torch.Generator().manual_seed(1)
+    for name, mod in peft_model.named_modules():
+        if not hasattr(mod, "lora_A") or "default" not in mod.lora_A:
+            continue
+        onnx_w = name.replace("base_model.model.", "") + ".weight"
+        assert onnx_w in onnx_names, f"{onnx_w} is not an initializer of the export"
+        with torch.no_grad():
+            b = mod.lora_B["default"].weight
+            b.copy_(torch.randn(b.shape, generator=gen) * 0.2)
+        adapters[onnx_w + ".lora_A"] = mod.lora_A["default"].weight
+        adapters[onnx_w + ".lora_B"] = mod.lora_B["default"].weight
+        conv[onnx_w + ".lora_A"] = conv[onnx_w + ".lora_B"] = isinstance(mod.base_layer, torch.nn.Conv2d)
+    assert len(adapters) == 10, sorted(adapters)
+
+    def layout(k, p):  # a Conv's adapters as PEFT holds them; a Linear's transposed (mixtrain's [in, r], [r, out])
+        p = p.detach() if conv[k] else p.detach().t()
+        return p.contiguous().numpy().astype(np.float32)
+
+    arrays = {"input": x.numpy(), "labels": labels.numpy()}
+    loss = torch.nn.functional.cross_entropy(peft_model(x), labels)
+    grads = torch.autograd.grad(loss, list(adapters.values()))
+    arrays["loss"] = np.float32(loss.item())
+    for (k, _), g in zip(adapters.items(), grads):
+        arrays["grad/" + k] = layout(k, g)
+    init = {k: layout(k, p) for k, p in adapters.items()}
+
+    merged = copy.deepcopy(peft_model).merge_and_unload().eval()
+    merged_path = os.path.join(out, "merged_tmp.onnx")
+    torch.onnx.export(merged, (x,), merged_path, dynamo=False, opset_version=17, input_names=["input"],
+                      output_names=["logits"])
+    ort_logits = ort.InferenceSession(merged_path).run(None, {"input": x.numpy()})[0]
+    os.remove(merged_path)
+    with torch.no_grad():
+        assert np.abs(ort_logits - merged(x).numpy()).max() < 1e-4
+        assert np.abs(ort_logits - peft_model(x).numpy()).max() < 1e-4, "merge_and_unload changed the function"
+    arrays["merged_logits"] = ort_logits.astype(np.float32)
+
+    opt = torch.optim.Adam(list(adapters.values()), lr=LR)
+    losses = []
+    for _ in range(STEPS):
+        opt.zero_grad()
+        step_loss = torch.nn.functional.cross_entropy(peft_model(x), labels)
+        losses.append(step_loss.item())
+        step_loss.backward()
+        opt.step()
+    arrays["adam_losses"] = np.array(losses, np.float32)
+    for k, p in adapters.items():
+        arrays["adam_final/" + k] = layout(k, p)
+    np.savez(os.path.join(out, "cnn_lora.npz"), **arrays)
+    graph = onnx.helper.make_graph([], "lora_adapters", [], [],
+                                   [numpy_helper.from_array(v, k) for k, v in init.items()])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    onnx.helper.set_model_props(model, {"mixtrain.lora.rank": str(RANK), "mixtrain.lora.alpha": str(ALPHA)})
+    onnx.save(model, os.path.join(out, "cnn_lora.adapter.onnx"))
+    print(f"cnn: loss {loss.item():.6f}, adam {losses[0]:.4f} -> {losses[-1]:.4f}, wrote {out}")
+
+
+def main():
+    args = sys.argv[1:]
+    out = args.pop(0) if args and args[0] not in ("gpt2", "cnn") else os.path.join(
+        os.path.dirname(__file__), "../../tests/data/lora")
+    os.makedirs(out, exist_ok=True)
+    for name in args or ["gpt2", "cnn"]:
+        {"gpt2": gpt2, "cnn": cnn}[name](out)
 
 
 if __name__ == "__main__":
