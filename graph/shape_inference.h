@@ -85,6 +85,9 @@ enum OpTrait : uint32_t {
   // it is written: an output may share any same-sized input's buffer (optimizer state updates
   // written straight into the parameter and its moments).
   kOpIndexAligned = 1u << 6,
+  // Its kernel may write its output over a dying input 1 of the same size: each row is read
+  // whole before it is written (the loss gradient over the logits it is computed from).
+  kOpOverwritesInput1 = 1u << 7,
 };
 
 // One row of the op table.

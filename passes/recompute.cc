@@ -126,13 +126,17 @@ Footprint Simulate(const Graph& g) {
     auto it = live.find(storage(v));
     if (it != live.end()) it->second.end = std::max(it->second.end, at);
   };
+  // A graph output's storage (the state updates "state/<w>" are Identity views of the
+  // optimizer's outputs, which the planner writes straight into the weights) takes none.
+  absl::flat_hash_set<const Value*> outputs;
+  for (const Value* o : g.outputs()) outputs.insert(storage(o));
   for (int64_t i = 0; i < n; ++i) {
     const Node& node = *g.nodes()[i];
     if (HasOpTraits(node, kOpReadsOnlyDims)) continue;
     for (const Value* in : node.inputs()) read(in, i);
     if (IsViewNode(node)) continue;
     for (const Value* o : node.outputs())
-      if (o != nullptr && !g.IsGraphOutput(o)) live[o] = {Bytes(o), i, i};
+      if (o != nullptr && !outputs.contains(o)) live[o] = {Bytes(o), i, i};
   }
   std::vector<double> delta(n + 2, 0);
   for (const auto& [v, l] : live) {
@@ -193,6 +197,7 @@ class RecomputePass final : public Pass {
       if (computes_loss.contains(up.get())) forward.push_back(up.get());
     }
     auto is_backward = [](const Node* n) { return IsBackward(n); };
+    SinkEarlyBackward(g, forward.back());
     // Activations: values that depend on the contents of a graph input that is not an
     // initializer (not on its dims only: the batch size a Reshape reads is no activation).
     absl::flat_hash_set<const Value*> activation;
@@ -308,6 +313,7 @@ class RecomputePass final : public Pass {
       Applied a = Apply(g, *s, forward.back());
       if (a.clones.empty()) continue;
       const Footprint f = Simulate(g);
+
       if (!(f < best)) {
         Undo(g, a);
         continue;
@@ -324,6 +330,37 @@ class RecomputePass final : public Pass {
   // time, and need nothing kept).
   static bool IsBackward(const Node* n) {
     return PhaseOf(*n) == StepPhase::kBackward && !HasOpTraits(*n, kOpReadsOnlyDims);
+  }
+
+  // Backward nodes that read forward values only can sit inside the forward, where autodiff's
+  // order put them (a Tanh's 1 - tanh^2 right after the Tanh): there they would read the saved
+  // values before the clones exist and pin them. Each moves right before its first reader when
+  // that reader comes after the forward, the last first so that chains follow; the arithmetic and
+  // its order per value are unchanged.
+  static void SinkEarlyBackward(Graph& g, const Node* last_forward) {
+    std::vector<Node*> early;
+    for (const auto& up : g.nodes()) {
+      if (PhaseOf(*up) == StepPhase::kBackward) early.push_back(up.get());
+      if (up.get() == last_forward) break;
+    }
+    if (early.empty()) return;
+    absl::flat_hash_map<const Node*, int64_t> order;
+    auto renumber = [&] {
+      order.clear();
+      for (const auto& up : g.nodes()) order[up.get()] = static_cast<int64_t>(order.size());
+    };
+    renumber();
+    for (auto it = early.rbegin(); it != early.rend(); ++it) {
+      Node* n = *it;
+      Node* first = nullptr;
+      for (const Value* o : n->outputs())
+        if (o != nullptr)
+          for (Node* c : o->consumers)
+            if (first == nullptr || order[c] < order[first]) first = c;
+      if (first == nullptr || order[first] <= order[last_forward]) continue;
+      g.MoveBefore(n, first);
+      renumber();
+    }
   }
 
   // Clones s.clone right before the first backward node that reads one of s.saved, and points the

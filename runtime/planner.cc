@@ -20,7 +20,12 @@ bool IsDefaultDomain(const Node& n) { return n.domain().empty() || n.domain() ==
 // Views (zero-copy, never executed), in-place candidates and random ops: the op table's traits.
 // Output element i depends only on element i of input 0 (other inputs broadcast into it), so the
 // output may overwrite input 0 when it dies there.
-bool MayOverwriteInput0(const Node& n) { return HasOpTraits(n, kOpOverwritesInput0); }
+// The input whose dying buffer the node's output may take over, or -1.
+int OverwritableInput(const Node& n) {
+  if (HasOpTraits(n, kOpOverwritesInput0)) return 0;
+  if (HasOpTraits(n, kOpOverwritesInput1)) return 1;
+  return -1;
+}
 bool IsRandom(const Node& n) { return HasOpTraits(n, kOpRandom); }
 
 std::string DimsString(const std::vector<int64_t>& d) {
@@ -383,11 +388,13 @@ class Planner {
     std::vector<int> root_last(slots.size(), -1);
     for (size_t s = 0; s < slots.size(); ++s) root_last[root_[s]] = std::max(root_last[root_[s]], last[s]);
 
-    // In place: an elementwise output takes over input 0's buffer when nothing reads it later.
+    // In place: an elementwise output takes over input 0's buffer (the loss gradient its logits')
+    // when nothing reads it later.
     for (int i = 0; i < end; ++i) {
       const Step& st = plan_->steps[i];
-      if (!MayOverwriteInput0(*st.node) || st.inputs.empty() || st.inputs[0] < 0 || st.outputs.size() != 1) continue;
-      int r = root_[st.inputs[0]], o = st.outputs[0];
+      const int k = OverwritableInput(*st.node);
+      if (k < 0 || static_cast<int>(st.inputs.size()) <= k || st.inputs[k] < 0 || st.outputs.size() != 1) continue;
+      int r = root_[st.inputs[k]], o = st.outputs[0];
       if (slots[r].kind != SlotKind::kArena || root_last[r] != i || slots[r].nbytes() != slots[o].nbytes()) continue;
       root_last[r] = std::max(root_last[r], root_last[o]);
       Attach(o, r);

@@ -145,9 +145,14 @@ int Check(const cli::Args& args) {
     }
   }
   if (r->memory) {
-    std::printf("memory, planned at batch %lld with %s precision, %s low type, recompute %s, Adam (nothing ran):\n",
-                static_cast<long long>(opt.memory_batch), args.str("precision").c_str(), args.str("dtype").c_str(),
-                opt.recompute.c_str());
+    // The step's own settings (the step flags and --config, as `train` reads them).
+    const char* presets[] = {"amp", "fp32", "half"};
+    const char* lows[] = {"auto", "fp16", "bf16"};
+    const char* optimizers[] = {"Adam", "AdamW", "SGD", "Adagrad"};
+    std::printf("memory, planned at batch %lld with %s precision, %s low type, recompute %s, %s (nothing ran):\n",
+                static_cast<long long>(opt.memory_batch), presets[static_cast<int>(config.precision.preset)],
+                lows[static_cast<int>(config.precision.low_dtype)], config.recompute.c_str(),
+                optimizers[static_cast<int>(config.optimizer.kind)]);
     cli::PrintMemoryReport(*r->memory, /*measured=*/false);
   }
   return r->trains ? 0 : 1;

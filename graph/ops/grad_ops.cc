@@ -71,7 +71,7 @@ MT_REGISTER_OP_SCHEMAS(grad_ops, {
     {"AveragePoolGrad", "ai.mixtrain", Like<1>},                 // (dY, X) -> dX
     {"BatchNormalizationGrad", "ai.mixtrain", InferNormGrad},    // (dY, X, scale, mean, var)
     {"LayerNormalizationGrad", "ai.mixtrain", InferNormGrad},    // (dY, X, scale)
-    {"SoftmaxCrossEntropyLossGrad", "ai.mixtrain", Like<1>},     // (dL, scores, labels[, w])
+    {"SoftmaxCrossEntropyLossGrad", "ai.mixtrain", Like<1>, kOpOverwritesInput1},  // (dL, scores, labels[, w])
     {"NegativeLogLikelihoodLossGrad", "ai.mixtrain", Like<1>},   // (dL, input, target[, w])
     {"GeluGrad", "ai.mixtrain", Like<1>},                        // (dY, X) -> dX
     // (dY, Y[, mask]) -> dX = scale * Y * (dY - sum(dY * Y)) over the last axis, 0 where !mask

@@ -82,12 +82,15 @@ absl::StatusOr<LossArgs> ReadLoss(KernelContext& ctx) {
 // and the same float arithmetic as for fp32 scores follows, so dX is what the fp32 kernel and a
 // Cast to dX's type give. `row` is C floats of scratch (dX itself when dX is fp32).
 // Compiled for AVX2 and for AVX-512 (simd_target.h): the exp polynomial is most of the work.
+// dX may be x's own buffer (the planner writes the gradient over the dying logits,
+// kOpOverwritesInput1): a row is read whole before any of it is written, and where dX is fp32
+// (dp is dX's row) each element is read before it is written; so no __restrict on x and dX.
 template <typename In, typename Out>
 [[gnu::always_inline]] inline void SoftmaxCrossEntropyGradRange(const LossArgs& a, const In* x, Out* dx,
                                                                 float* row, int64_t b, int64_t e) {
   for (int64_t n = b; n < e; ++n) {
-    const In* __restrict xp = x + n * a.C;
-    float* __restrict dp = std::is_same_v<Out, float> ? reinterpret_cast<float*>(dx + n * a.C) : row;
+    const In* xp = x + n * a.C;
+    float* dp = std::is_same_v<Out, float> ? reinterpret_cast<float*>(dx + n * a.C) : row;
     float mx = ew::Io<In>::Load(xp[0]);
     // `v > mx ? v : mx`, not std::max(mx, v): GCC leaves std::max's form of the reduction scalar
     // (a 3-cycle dependency per class; 0.60 -> 0.38 ms on [2048, 256] logits, one thread).
@@ -107,7 +110,7 @@ template <typename In, typename Out>
     for (int64_t c = 0; c < a.C; ++c) dp[c] *= k;
     if (a.label[n] >= 0) dp[a.label[n]] -= a.coef[n];
     if constexpr (!std::is_same_v<Out, float>) {
-      Out* __restrict op = dx + n * a.C;
+      Out* op = dx + n * a.C;
       for (int64_t c = 0; c < a.C; ++c) op[c] = ew::Io<Out>::Store(dp[c]);
     }
   }

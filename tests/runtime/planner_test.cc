@@ -3,8 +3,12 @@
 // plan-time errors that name the node.
 #include <gtest/gtest.h>
 
+#include <cstring>
+#include <map>
+
 #include "runtime/arena.h"
 #include "runtime/planner.h"
+#include "runtime/session.h"
 
 namespace mixtrain {
 namespace {
@@ -75,6 +79,73 @@ TEST(Planner, NoInPlaceWhileInputIsStillRead) {
   int sa = p.steps[0].outputs[0], sb = p.steps[1].outputs[0], sc = p.steps[2].outputs[0];
   EXPECT_NE(p.slots[sa].offset, p.slots[sb].offset);
   EXPECT_EQ(p.slots[sc].offset, p.slots[sa].offset);
+}
+
+// The cross-entropy gradient writes over its dying logits (kOpOverwritesInput1: a language
+// model's logits and their gradient are the step's two largest buffers), in fp32 and in bf16,
+// with the values of a step where the logits stay alive.
+TEST(Planner, LossGradientOverwritesItsLogits) {
+  for (DType dt : {DType::kF32, DType::kBF16}) {
+    for (bool keep_logits : {false, true}) {
+      Graph g;
+      g.opset_imports[""] = 17;
+      g.opset_imports["ai.mixtrain"] = 1;
+      Value* x = g.AddValue("x", DType::kF32, Shape({6, 37}));
+      Value* t = g.AddValue("t", DType::kI64, Shape({6}));
+      g.AddInput(x);
+      g.AddInput(t);
+      Value* dl = g.AddInitializer("dl", Tensor::Scalar(1.0f));
+      Node* cast = g.AddNode("Cast", {x}, 1, "logits");
+      cast->SetAttr(Attribute::Int("to", dt == DType::kF32 ? 1 : 16));
+      Value* logits = cast->output(0);
+      logits->dtype = dt;
+      logits->shape = Shape({6, 37});
+      Value* d = g.AddNode("SoftmaxCrossEntropyLossGrad", {dl, logits, t}, 1, "grad", "ai.mixtrain")->output(0);
+      d->dtype = dt;
+      d->shape = Shape({6, 37});
+      g.AddOutput(d);
+      if (keep_logits) g.AddOutput(logits);
+      PlanRequest r;
+      r.feeds = {{true, DType::kF32, {6, 37}, nullptr}, {true, DType::kI64, {6}, nullptr}};
+      for (const Value* v : g.outputs()) r.fetches.push_back(v->name);
+      std::vector<int> wants;
+      auto plan = BuildPlan(g, r, &wants);
+      ASSERT_TRUE(plan.ok()) << plan.status();
+      EXPECT_EQ((*plan)->stats.inplace_outputs, keep_logits ? 0 : 1) << DTypeName(dt);
+    }
+    // The same gradient either way.
+    std::vector<float> xs(6 * 37);
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>((i * 7919) % 101) / 17.0f - 3.0f;
+    std::map<std::string, Tensor> feeds{{"x", Tensor::FromVector<float>(DType::kF32, {6, 37}, xs)},
+                                        {"t", Tensor::FromVector<int64_t>(DType::kI64, {6}, {0, 5, 36, 1, 2, 3})}};
+    std::vector<Tensor> grads;
+    for (bool keep_logits : {false, true}) {
+      Graph g;
+      g.opset_imports[""] = 17;
+      g.opset_imports["ai.mixtrain"] = 1;
+      Value* x = g.AddValue("x", DType::kF32, Shape({6, 37}));
+      Value* t = g.AddValue("t", DType::kI64, Shape({6}));
+      g.AddInput(x);
+      g.AddInput(t);
+      Value* dl = g.AddInitializer("dl", Tensor::Scalar(1.0f));
+      Node* cast = g.AddNode("Cast", {x}, 1, "logits");
+      cast->SetAttr(Attribute::Int("to", dt == DType::kF32 ? 1 : 16));
+      cast->output(0)->dtype = dt;
+      cast->output(0)->shape = Shape({6, 37});
+      Value* d = g.AddNode("SoftmaxCrossEntropyLossGrad", {dl, cast->output(0), t}, 1, "grad", "ai.mixtrain")->output(0);
+      d->dtype = dt;
+      d->shape = Shape({6, 37});
+      g.AddOutput(d);
+      if (keep_logits) g.AddOutput(cast->output(0));
+      auto session = Session::Create(g);
+      ASSERT_TRUE(session.ok()) << session.status();
+      auto out = (*session)->Run(feeds, {d->name});
+      ASSERT_TRUE(out.ok()) << out.status();
+      grads.push_back((*out)[0]);
+    }
+    ASSERT_EQ(grads[0].nbytes(), grads[1].nbytes());
+    EXPECT_EQ(std::memcmp(grads[0].data(), grads[1].data(), grads[0].nbytes()), 0) << DTypeName(dt);
+  }
 }
 
 TEST(Planner, FoldsShapeChainAndMakesReshapeAView) {

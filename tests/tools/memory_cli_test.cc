@@ -31,7 +31,15 @@ TEST(MemoryCli, CheckPlansWhatTheStepThenHolds) {
   const cli_test::Result planned = RunShell(
       kBinary + " check " + kGpt + " --class-axis=-1 --memory --batch-size=8 --precision=fp32", dir);
   ASSERT_EQ(planned.code, 0) << planned.err;
-  EXPECT_NE(planned.out.find("memory, planned at batch 8"), std::string::npos) << planned.out;
+  EXPECT_NE(planned.out.find("memory, planned at batch 8 with fp32 precision, auto low type, recompute none, Adam"),
+            std::string::npos)
+      << planned.out;
+  // The header names the step's own settings (it named recompute none and Adam whatever the flags).
+  const cli_test::Result sgd = RunShell(
+      kBinary + " check " + kGpt + " --class-axis=-1 --memory --batch-size=8 --recompute=auto --optimizer=sgd", dir);
+  ASSERT_EQ(sgd.code, 0) << sgd.err;
+  EXPECT_NE(sgd.out.find("with amp precision, auto low type, recompute auto, SGD (nothing ran)"), std::string::npos)
+      << sgd.out;
   const cli_test::Result ran = RunShell("OMP_NUM_THREADS=1 " + kBinary + " bench " + kGpt +
                                             " --train --class-axis=-1 --batch-size=8 --warmup=0 --iters=1 --profile",
                                         dir);
