@@ -1,4 +1,5 @@
-// fuse_matmul (inference pass, position 20): a MatMul (or a Gemm without transA, the same op)
+// fuse_matmul (inference pass, position 20): a MatMul (or a 2-D Gemm, the same op with its
+// transA / transB as perm_a / perm_b)
 // and the cheap ops around it become one ai.mixtrain FusedMatMul (graph/ops/fused_matmul_ops.cc),
 // which oneDNN runs as one primitive with the epilogue applied while the tile is in registers and
 // the transposes read or written in place:
@@ -167,9 +168,12 @@ bool StartFusion(const absl::flat_hash_set<const Node*>& claimed, Node* n, Fusio
   f.nodes = {n};
   *stage = kProduct;
   if (gemm) {
-    // Gemm(A, B, C) without transA is alpha * A @ B' + beta * C; C folds as a bias when it is
-    // one and beta is 1.
-    if (n->attr_int("transA", 0) != 0) return false;
+    // Gemm(A, B, C) is alpha * A' @ B' + beta * C (2-D); transA and transB read A and B
+    // transposed in place, and C folds as a bias when it is one and beta is 1.
+    if (n->attr_int("transA", 0) != 0) {
+      if (f.a->shape.rank() != 2) return false;
+      f.perm_a = {1, 0};
+    }
     if (n->attr_int("transB", 0) != 0) f.perm_b = {1, 0};
     f.alpha = n->attr_float("alpha", 1.0f);
     *stage = kAlpha;
@@ -182,9 +186,16 @@ bool StartFusion(const absl::flat_hash_set<const Node*>& claimed, Node* n, Fusio
     }
   }
   std::vector<int64_t> perm;
-  if (Value* x = TransposedSource(claimed, f.a, &perm); x != nullptr && f.perm_a.empty()) {
-    f.a = x;
-    if (!IsIdentity(perm)) f.perm_a = perm;
+  if (Value* x = TransposedSource(claimed, f.a, &perm); x != nullptr) {
+    if (f.perm_a.empty()) {
+      f.a = x;
+      if (!IsIdentity(perm)) f.perm_a = perm;
+    } else if (x->shape.rank() == 2) {  // transA of a Transpose: as for B below
+      std::vector<int64_t> q(2);
+      for (int i = 0; i < 2; ++i) q[i] = perm[f.perm_a[i]];
+      f.a = x;
+      f.perm_a = IsIdentity(q) ? std::vector<int64_t>{} : q;
+    }
   }
   if (Value* x = TransposedSource(claimed, f.b, &perm); x != nullptr) {
     if (f.perm_b.empty()) {
@@ -205,16 +216,38 @@ bool StartFusion(const absl::flat_hash_set<const Node*>& claimed, Node* n, Fusio
 }
 
 // Replaces the chain by one FusedMatMul writing the chain's last value (whose name survives).
+// It takes the product's place when everything it reads is made before the product (a bias or
+// residual may be made later), else the chain's last node's: the schedule stays as it was
+// (appended and sorted, a weight gradient read only by the optimizer would move to the end of
+// the step and keep its inputs alive until then; a product whose result is transposed for a
+// tied weight's gradient, at the transpose's place, would too).
 void Rewrite(Graph& g, const Fusion& f) {
   Value* out = f.out;
   const std::string name = f.nodes.front()->name();
   // The product's annotations (the precision pass's compute dtype) carry over.
   std::map<std::string, std::string> notes = f.nodes.front()->annotations();
-  for (auto it = f.nodes.rbegin(); it != f.nodes.rend(); ++it) g.RemoveNode(*it);
+  Node* last = f.nodes.back();
+  Value* staged = g.AddValue(g.UniqueName(out->name + "/fused"), out->dtype, out->shape);
+  g.SetNodeOutput(last, 0, staged);
   std::vector<Value*> inputs = {f.a, f.b};
   if (f.bias != nullptr || f.z != nullptr) inputs.push_back(f.bias);
   if (f.z != nullptr) inputs.push_back(f.z);
   Node* fused = g.AddNode("FusedMatMul", inputs, {out}, name, kMixtrainDomain);
+  const Node* product = f.nodes.front();
+  const Node* at = product;
+  for (const Value* in : inputs) {
+    if (in == nullptr || in->producer == nullptr) continue;
+    for (const auto& n : g.nodes()) {  // does `in` come before the product?
+      if (n.get() == product) {
+        at = last;
+        break;
+      }
+      if (n.get() == in->producer) break;
+    }
+    if (at == last) break;
+  }
+  g.MoveBefore(fused, at);
+  for (auto it = f.nodes.rbegin(); it != f.nodes.rend(); ++it) g.RemoveNode(*it);  // `staged` goes with `last`
   fused->annotations() = std::move(notes);
   if (!f.perm_a.empty()) fused->SetAttr(Attribute::Ints("perm_a", f.perm_a));
   if (!f.perm_b.empty()) fused->SetAttr(Attribute::Ints("perm_b", f.perm_b));

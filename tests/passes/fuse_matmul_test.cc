@@ -294,6 +294,44 @@ TEST(FuseMatMul, GemmTransBOfATransposeReadsTheSourceInPlace) {
   EXPECT_EQ(Count(*fused, "Transpose"), 0);
 }
 
+// A weight gradient dW = X^T dY (Gemm transA) transposed for a tied weight: one FusedMatMul
+// reading X and dY in place and writing the transpose.
+TEST(FuseMatMul, GemmTransAAndAnOutputTransposeBecomeOneNode) {
+  G b(20);
+  Graph& g = b.graph();
+  Value* x = g.AddValue("x", DType::kF32, Shape::Of({5, 3}));
+  Value* dy = g.AddValue("dy", DType::kF32, Shape::Of({5, 7}));
+  g.AddInput(x);
+  g.AddInput(dy);
+  Value* dw = b.Op1("Gemm", {x, dy}, {A::Int("transA", 1)});  // [3, 7]
+  g.AddOutput(b.Op1("Transpose", {dw}, {A::Ints("perm", {1, 0})}));  // [7, 3]
+  auto fused = FuseAndCompare(g);
+  ASSERT_EQ(fused->num_nodes(), 1u);
+  const Node* f = Find(*fused, "FusedMatMul");
+  ASSERT_NE(f, nullptr);
+  EXPECT_EQ(f->attr_ints("perm_a"), (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(f->attr_ints("perm_y"), (std::vector<int64_t>{1, 0}));
+}
+
+// The fused node runs where the product ran, not where the chain's last op was or at the end
+// (a weight gradient only the optimizer reads would keep its operands alive until then).
+TEST(FuseMatMul, FusedNodeTakesTheProductsPlace) {
+  G b(20);
+  Graph& g = b.graph();
+  Value* x = g.AddValue("x", DType::kF32, Shape::Of({5, 3}));
+  Value* dy = g.AddValue("dy", DType::kF32, Shape::Of({5, 7}));
+  g.AddInput(x);
+  g.AddInput(dy);
+  Value* dw = b.Op1("Gemm", {x, dy}, {A::Int("transA", 1)});  // the product, first
+  Value* other = dy;
+  for (int i = 0; i < 4; ++i) other = b.Op1("Sigmoid", {other});  // unrelated work in between
+  g.AddOutput(other);
+  g.AddOutput(b.Op1("Transpose", {dw}, {A::Ints("perm", {1, 0})}));  // last
+  auto fused = FuseAndCompare(g);
+  ASSERT_EQ(fused->nodes().size(), 5u);
+  EXPECT_EQ(fused->nodes()[0]->op_type(), "FusedMatMul");
+}
+
 TEST(FuseMatMulModels, GptMini) {
   CheckModel("gpt_mini.onnx", DType::kF32, 1e-5, 12);
   CheckModel("gpt_mini.onnx", DType::kBF16, 2e-2, 12);

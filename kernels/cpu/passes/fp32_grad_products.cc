@@ -105,6 +105,7 @@ bool WidenReduceSum(Graph& g, Node* cast) {
   std::vector<Attribute> attrs = p->attributes();
   const std::string name = p->name();
   Node* r = g.AddNode("ReduceSum", ins, {}, g.UniqueName(name), kMixtrainDomain);
+  g.MoveBefore(r, p);  // where the sum was (appended, it would sort to the end of the step)
   for (Attribute& a : attrs) r->SetAttr(std::move(a));
   r->SetAttr(Attribute::Int("to", kOnnxFloat));
   if (views.empty()) {  // r writes the Cast's value; the old sum, read by nothing now, goes with p
@@ -145,6 +146,9 @@ class Fp32GradProductsPass final : public Pass {
       } else {  // Gemm(A, B, transA, transB, alpha) -> the same FusedMatMul
         Node* f = g.AddNode("FusedMatMul", {p->input(0), p->input(1)}, {}, g.UniqueName(p->name()),
                             kMixtrainDomain);
+        // Where the Gemm was: appended, a weight gradient (read by the optimizer only) would
+        // sort to the end of the step and keep its operands, the forward's activations, alive.
+        g.MoveBefore(f, p);
         if (p->attr_int("transA", 0) != 0) f->SetAttr(Attribute::Ints("perm_a", {1, 0}));
         if (p->attr_int("transB", 0) != 0) f->SetAttr(Attribute::Ints("perm_b", {1, 0}));
         const float alpha = p->attr_float("alpha", 1.0f);
