@@ -1,13 +1,16 @@
-// TrainConfig <-> pb::TrainConfig, field by field, and the text format. The public struct keeps
-// protobuf out of the installed headers; tests/library/train_config_test.cc sets every field of
-// the message (walking its descriptor) and checks the round trip, so a field added to the proto
-// and not here fails that test. Also the rules of the numeric fields (one row each), which
-// Validate, FromTextProto and the `mixtrain train` flags check.
+// TrainConfig <-> pb::TrainConfig and the text format. The public struct keeps protobuf out of the
+// installed headers; its fields, and the rows here naming each field by its text-format path
+// (api/train_config_fields.inc: the conversions, and the rule of each number, which Validate,
+// FromTextProto and the `mixtrain train` flags check), are generated from the proto by
+// proto/gen_train_config.cc. tests/library/train_config_test.cc sets every field of the message
+// (walking its descriptor) and checks the round trip.
 #include <algorithm>
 #include <cctype>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <optional>
+#include <type_traits>
 #include <limits>
 #include <set>
 #include <string_view>
@@ -39,26 +42,6 @@ static_assert(int{pb::OptimizerConfig::SGD} == static_cast<int>(TC::Optimizer::K
 static_assert(int{pb::ScheduleConfig::COSINE} == static_cast<int>(TC::Schedule::Kind::kCosine));
 static_assert(int{pb::ScheduleConfig::STEP} == static_cast<int>(TC::Schedule::Kind::kStep));
 
-// Sets a proto field only when the value differs from the message's default, so ToTextProto
-// prints what the user changed and has_*() stays meaningful.
-#define MT_SET(msg, field, value)                                              \
-  do {                                                                         \
-    auto v_ = (value);                                                         \
-    if (v_ != decltype(v_)(msg.field())) msg.set_##field(decltype(msg.field())(v_)); \
-  } while (0)
-#define MT_SET_ENUM(msg, field, value, Enum)                                   \
-  do {                                                                         \
-    auto v_ = static_cast<Enum>(static_cast<int>(value));                     \
-    if (v_ != msg.field()) msg.set_##field(v_);                                \
-  } while (0)
-
-void AddAll(const std::vector<std::string>& from, google::protobuf::RepeatedPtrField<std::string>* to) {
-  for (const std::string& s : from) *to->Add() = s;
-}
-std::vector<std::string> All(const google::protobuf::RepeatedPtrField<std::string>& from) {
-  return {from.begin(), from.end()};
-}
-
 class CollectErrors : public google::protobuf::io::ErrorCollector {
  public:
   void AddError(int line, google::protobuf::io::ColumnNumber column, const std::string& message) override {
@@ -68,140 +51,141 @@ class CollectErrors : public google::protobuf::io::ErrorCollector {
   std::string first;
 };
 
+// --- the fields by their text-format paths (api/train_config_fields.inc), through reflection ---
+
+using google::protobuf::FieldDescriptor;
+using google::protobuf::Message;
+
+// The field `path` names ("optimizer.lr") and the messages on the way to it.
+std::vector<const FieldDescriptor*> FieldPath(std::string_view path) {
+  std::vector<const FieldDescriptor*> out;
+  const google::protobuf::Descriptor* d = pb::TrainConfig::descriptor();
+  for (absl::string_view part : absl::StrSplit(absl::string_view(path.data(), path.size()), '.')) {
+    const FieldDescriptor* f = d == nullptr ? nullptr : d->FindFieldByName(std::string(part));
+    MT_CHECK(f != nullptr) << "TrainConfig has no field " << std::string(path);
+    out.push_back(f);
+    d = f->message_type();
+  }
+  return out;
+}
+
+template <typename T> struct IsOptional : std::false_type {};
+template <typename T> struct IsOptional<std::optional<T>> : std::true_type {};
+
+// Whether `v` is the field's default (unset optionals and empty lists are).
+template <typename T>
+bool IsDefault(const FieldDescriptor* f, const T& v) {
+  if constexpr (IsOptional<T>::value) {
+    return !v.has_value();
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    return v.empty();
+  } else if constexpr (std::is_enum_v<T>) {
+    return static_cast<int>(v) == f->default_value_enum()->number();
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    return v == f->default_value_string();
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return v == f->default_value_bool();
+  } else if constexpr (std::is_same_v<T, float>) {
+    return v == f->default_value_float();
+  } else if constexpr (std::is_same_v<T, int32_t>) {
+    return v == f->default_value_int32();
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    return v == f->default_value_int64();
+  } else {
+    static_assert(std::is_same_v<T, uint64_t>);
+    return v == f->default_value_uint64();
+  }
+}
+
+template <typename T>
+void SetValue(Message* m, const FieldDescriptor* f, const T& v) {
+  const google::protobuf::Reflection* r = m->GetReflection();
+  if constexpr (IsOptional<T>::value) {
+    SetValue(m, f, *v);
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    for (const std::string& s : v) r->AddString(m, f, s);
+  } else if constexpr (std::is_enum_v<T>) {
+    r->SetEnumValue(m, f, static_cast<int>(v));
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    r->SetString(m, f, v);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    r->SetBool(m, f, v);
+  } else if constexpr (std::is_same_v<T, float>) {
+    r->SetFloat(m, f, v);
+  } else if constexpr (std::is_same_v<T, int32_t>) {
+    r->SetInt32(m, f, v);
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    r->SetInt64(m, f, v);
+  } else {
+    r->SetUInt64(m, f, v);
+  }
+}
+
+// Sets the proto's field only where the value differs from the message's default, so
+// ToTextProto prints what the user changed and has_*() stays meaningful.
+template <typename T>
+void Put(pb::TrainConfig& p, std::string_view path, const T& v) {
+  const std::vector<const FieldDescriptor*> fs = FieldPath(path);
+  if (IsDefault(fs.back(), v)) return;
+  Message* m = &p;
+  for (size_t i = 0; i + 1 < fs.size(); ++i) m = m->GetReflection()->MutableMessage(m, fs[i]);
+  SetValue(m, fs.back(), v);
+}
+
+template <typename T>
+void Take(const pb::TrainConfig& p, std::string_view path, T& out) {
+  const std::vector<const FieldDescriptor*> fs = FieldPath(path);
+  const Message* m = &p;
+  for (size_t i = 0; i + 1 < fs.size(); ++i) m = &m->GetReflection()->GetMessage(*m, fs[i]);
+  const google::protobuf::Reflection* r = m->GetReflection();
+  const FieldDescriptor* f = fs.back();
+  if constexpr (IsOptional<T>::value) {
+    if (!r->HasField(*m, f)) {
+      out.reset();
+      return;
+    }
+    typename T::value_type v;
+    Take(p, path, v);
+    out = v;
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    out.clear();
+    for (int i = 0; i < r->FieldSize(*m, f); ++i) out.push_back(r->GetRepeatedString(*m, f, i));
+  } else if constexpr (std::is_enum_v<T>) {
+    out = static_cast<T>(r->GetEnumValue(*m, f));
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    out = r->GetString(*m, f);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    out = r->GetBool(*m, f);
+  } else if constexpr (std::is_same_v<T, float>) {
+    out = r->GetFloat(*m, f);
+  } else if constexpr (std::is_same_v<T, int32_t>) {
+    out = r->GetInt32(*m, f);
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    out = r->GetInt64(*m, f);
+  } else {
+    out = r->GetUInt64(*m, f);
+  }
+}
+
 }  // namespace
 
 pb::TrainConfig ToProto(const TrainConfig& c) {
   pb::TrainConfig p;
-  MT_SET(p, model, c.model);
-  MT_SET(p, loss, c.loss);
-  MT_SET(p, output, c.output);
-  MT_SET(p, class_axis, c.class_axis);
-  MT_SET(p, freeze, c.freeze);
-  MT_SET(p, trainable, c.trainable);
-  MT_SET(p, epochs, c.epochs);
-  MT_SET(p, steps, c.steps);
-  MT_SET(p, accumulate, c.accumulate);
-  MT_SET(p, device, c.device);
-  MT_SET(p, debug_precision, c.debug_precision);
-  MT_SET(p, data_parallel, c.data_parallel);
-  MT_SET(p, deterministic, c.deterministic);
-  MT_SET(p, recompute, c.recompute);
-  if (c.ignore_index) p.set_ignore_index(*c.ignore_index);
-  MT_SET(p, lora_rank, c.lora_rank);
-  if (c.lora_alpha) p.set_lora_alpha(*c.lora_alpha);  // unset means 2 * rank
-  MT_SET(p, lora_targets, c.lora_targets);
-  MT_SET(p, lora_dropout, c.lora_dropout);
-  MT_SET(p, lora_init, c.lora_init);
-
-  pb::OptimizerConfig o;
-  MT_SET_ENUM(o, kind, c.optimizer.kind, pb::OptimizerConfig::Kind);
-  MT_SET(o, lr, c.optimizer.lr);
-  MT_SET(o, beta1, c.optimizer.beta1);
-  MT_SET(o, beta2, c.optimizer.beta2);
-  if (c.optimizer.epsilon) o.set_epsilon(*c.optimizer.epsilon);  // presence matters (Adagrad, AdamW)
-  if (c.optimizer.weight_decay) o.set_weight_decay(*c.optimizer.weight_decay);
-  MT_SET(o, momentum, c.optimizer.momentum);
-  MT_SET(o, nesterov, c.optimizer.nesterov);
-  MT_SET(o, clip_grad_norm, c.optimizer.clip_grad_norm);
-  if (o.ByteSizeLong() > 0) *p.mutable_optimizer() = o;
-
-  pb::ScheduleConfig s;
-  MT_SET_ENUM(s, kind, c.schedule.kind, pb::ScheduleConfig::Kind);
-  MT_SET(s, warmup_steps, c.schedule.warmup_steps);
-  MT_SET(s, step_size, c.schedule.step_size);
-  MT_SET(s, gamma, c.schedule.gamma);
-  MT_SET(s, min_lr, c.schedule.min_lr);
-  if (s.ByteSizeLong() > 0) *p.mutable_schedule() = s;
-
-  pb::PrecisionPolicy pp;
-  MT_SET_ENUM(pp, preset, c.precision.preset, pb::PrecisionPolicy::Preset);
-  MT_SET_ENUM(pp, low_dtype, c.precision.low_dtype, pb::PrecisionPolicy::LowType);
-  AddAll(c.precision.allow, pp.mutable_allow());
-  AddAll(c.precision.deny, pp.mutable_deny());
-  AddAll(c.precision.infer, pp.mutable_infer());
-  AddAll(c.precision.clear, pp.mutable_clear());
-  AddAll(c.precision.fp32_nodes, pp.mutable_fp32_nodes());
-  if (pp.ByteSizeLong() > 0) *p.mutable_precision() = pp;
-
-  pb::LossScalerConfig ls;
-  MT_SET_ENUM(ls, mode, c.loss_scaler.mode, pb::LossScalerConfig::Mode);
-  MT_SET(ls, init_scale, c.loss_scaler.init_scale);
-  MT_SET(ls, growth_factor, c.loss_scaler.growth_factor);
-  MT_SET(ls, backoff_factor, c.loss_scaler.backoff_factor);
-  MT_SET(ls, growth_interval, c.loss_scaler.growth_interval);
-  MT_SET(ls, max_scale, c.loss_scaler.max_scale);
-  if (ls.ByteSizeLong() > 0) *p.mutable_loss_scaler() = ls;
-
-  pb::DataConfig d;
-  MT_SET(d, path, c.data.path);
-  MT_SET(d, dataset, c.data.dataset);
-  MT_SET(d, labels_key, c.data.labels_key);
-  MT_SET(d, batch_size, c.data.batch_size);
-  MT_SET(d, shuffle, c.data.shuffle);
-  MT_SET(d, seed, c.data.seed);
-  if (d.ByteSizeLong() > 0) *p.mutable_data() = d;
-
-  pb::RunConfig r;
-  MT_SET(r, save, c.run.save);
-  MT_SET(r, save_every, c.run.save_every);
-  MT_SET(r, keep, c.run.keep);
-  MT_SET(r, eval_every, c.run.eval_every);
-  MT_SET(r, early_stop, c.run.early_stop);
-  MT_SET(r, save_best, c.run.save_best);
-  MT_SET(r, limit_train, c.run.limit_train);
-  MT_SET(r, limit_test, c.run.limit_test);
-  MT_SET(r, log_every, c.run.log_every);
-  MT_SET(r, log_dir, c.run.log_dir);
-  MT_SET(r, export_path, c.run.export_path);
-  MT_SET(r, export_dtype, c.run.export_dtype);
-  if (r.ByteSizeLong() > 0) *p.mutable_run() = r;
+#define MT_CONFIG_FIELD(path, member) Put(p, path, c.member);
+#define MT_NUMBER_RULE(path, member, rule)
+#include "api/train_config_fields.inc"
+#undef MT_CONFIG_FIELD
+#undef MT_NUMBER_RULE
   return p;
 }
-#undef MT_SET
-#undef MT_SET_ENUM
 
 TrainConfig FromProto(const pb::TrainConfig& p) {
   TrainConfig c;
-  c.model = p.model();
-  c.loss = p.loss();
-  c.output = p.output();
-  c.class_axis = p.class_axis();
-  c.freeze = p.freeze();
-  c.trainable = p.trainable();
-  c.epochs = p.epochs();
-  c.steps = p.steps();
-  c.accumulate = p.accumulate();
-  c.device = p.device();
-  c.debug_precision = p.debug_precision();
-  c.data_parallel = p.data_parallel();
-  c.deterministic = p.deterministic();
-  c.recompute = p.recompute();
-  if (p.has_ignore_index()) c.ignore_index = p.ignore_index();
-  c.lora_rank = p.lora_rank();
-  if (p.has_lora_alpha()) c.lora_alpha = p.lora_alpha();
-  c.lora_targets = p.lora_targets();
-  c.lora_dropout = p.lora_dropout();
-  c.lora_init = p.lora_init();
-  const pb::OptimizerConfig& o = p.optimizer();
-  c.optimizer = {static_cast<TC::Optimizer::Kind>(o.kind()), o.lr(), o.beta1(), o.beta2(),
-                 o.has_epsilon() ? std::optional<float>(o.epsilon()) : std::nullopt,
-                 o.has_weight_decay() ? std::optional<float>(o.weight_decay()) : std::nullopt,
-                 o.momentum(), o.nesterov(), o.clip_grad_norm()};
-  const pb::ScheduleConfig& s = p.schedule();
-  c.schedule = {static_cast<TC::Schedule::Kind>(s.kind()), s.warmup_steps(), s.step_size(), s.gamma(),
-                s.min_lr()};
-  const pb::PrecisionPolicy& pp = p.precision();
-  c.precision = {static_cast<TC::Precision::Preset>(pp.preset()),
-                 static_cast<TC::Precision::LowType>(pp.low_dtype()),
-                 All(pp.allow()), All(pp.deny()), All(pp.infer()), All(pp.clear()), All(pp.fp32_nodes())};
-  const pb::LossScalerConfig& ls = p.loss_scaler();
-  c.loss_scaler = {static_cast<TC::LossScaler::Mode>(ls.mode()), ls.init_scale(), ls.growth_factor(),
-                   ls.backoff_factor(), ls.growth_interval(), ls.max_scale()};
-  const pb::DataConfig& d = p.data();
-  c.data = {d.path(), d.dataset(), d.labels_key(), d.batch_size(), d.shuffle(), d.seed()};
-  const pb::RunConfig& r = p.run();
-  c.run = {r.save(),        r.save_every(),  r.keep(),     r.eval_every(), r.early_stop(),  r.save_best(),
-           r.limit_train(), r.limit_test(), r.log_every(), r.log_dir(),    r.export_path(), r.export_dtype()};
+#define MT_CONFIG_FIELD(path, member) Take(p, path, c.member);
+#define MT_NUMBER_RULE(path, member, rule)
+#include "api/train_config_fields.inc"
+#undef MT_CONFIG_FIELD
+#undef MT_NUMBER_RULE
   return c;
 }
 
@@ -215,54 +199,18 @@ struct NumericField {
   void (*set)(TrainConfig&, double);
 };
 
-constexpr double kInt32Max = INT32_MAX;
-constexpr double kMaxSteps = 1e12;
-constexpr NumberRule kPositive = NumberRule::Float(0, NumberRule::kUnbounded, /*min_open=*/true);
-constexpr NumberRule kNonNegative = NumberRule::Float(0);
-constexpr NumberRule kUnitOpenAbove = NumberRule::Float(0, 1, false, /*max_open=*/true);  // [0, 1)
 
-#define MT_FIELD(field, rule)                                                          \
-  NumericField {                                                                       \
-    #field, rule, [](const TrainConfig& c) -> std::optional<double> { return c.field; }, \
-        [](TrainConfig& c, double v) { c.field = static_cast<decltype(c.field)>(v); }  \
-  }
+#define MT_CONFIG_FIELD(path, member)
+#define MT_NUMBER_RULE(path, member, rule)                                              \
+  NumericField{path, rule, [](const TrainConfig& c) -> std::optional<double> { return c.member; }, \
+               [](TrainConfig& c, double v) { c.member = static_cast<decltype(c.member)>(v); }},
 
 constexpr NumericField kNumericFields[] = {
-    MT_FIELD(optimizer.lr, kPositive),
-    MT_FIELD(optimizer.beta1, kUnitOpenAbove),
-    MT_FIELD(optimizer.beta2, kUnitOpenAbove),
-    MT_FIELD(optimizer.epsilon, kPositive),
-    MT_FIELD(optimizer.weight_decay, kNonNegative),
-    MT_FIELD(optimizer.momentum, kUnitOpenAbove),
-    MT_FIELD(optimizer.clip_grad_norm, kNonNegative),  // 0 = off
-    MT_FIELD(schedule.warmup_steps, NumberRule::Integer(0, kInt32Max)),
-    MT_FIELD(schedule.step_size, NumberRule::Integer(1, kInt32Max)),
-    MT_FIELD(schedule.gamma, kPositive),
-    MT_FIELD(schedule.min_lr, kNonNegative),
-    MT_FIELD(loss_scaler.init_scale, kPositive),
-    MT_FIELD(loss_scaler.growth_factor, NumberRule::Float(1, NumberRule::kUnbounded, /*min_open=*/true)),
-    MT_FIELD(loss_scaler.backoff_factor, NumberRule::Float(0, 1, true, true)),
-    MT_FIELD(loss_scaler.growth_interval, NumberRule::Integer(1, kInt32Max)),
-    MT_FIELD(loss_scaler.max_scale, kPositive),
-    MT_FIELD(data.batch_size, NumberRule::Integer(1, kInt32Max)),
-    MT_FIELD(class_axis, NumberRule::Integer(-64, 63)),  // ONNX ranks stop at 64
-    MT_FIELD(epochs, NumberRule::Integer(0, kInt32Max)),
-    MT_FIELD(steps, NumberRule::Integer(0, kMaxSteps)),
-    MT_FIELD(accumulate, NumberRule::Integer(1, kInt32Max)),
-    MT_FIELD(debug_precision, NumberRule::Integer(0, kInt32Max)),
-    MT_FIELD(ignore_index, NumberRule::Integer(-9007199254740991.0, 9007199254740991.0)),  // exact in a double
-    MT_FIELD(run.save_every, NumberRule::Integer(0, kMaxSteps)),
-    MT_FIELD(run.keep, NumberRule::Integer(1, 1000000)),
-    MT_FIELD(run.eval_every, NumberRule::Integer(0, kMaxSteps)),
-    MT_FIELD(run.early_stop, NumberRule::Integer(0, kInt32Max)),
-    MT_FIELD(run.limit_train, NumberRule::Integer(0, kMaxSteps)),
-    MT_FIELD(run.limit_test, NumberRule::Integer(0, kMaxSteps)),
-    MT_FIELD(run.log_every, NumberRule::Integer(1, kMaxSteps)),
-    MT_FIELD(lora_rank, NumberRule::Integer(0, kInt32Max)),  // 0 = off
-    MT_FIELD(lora_alpha, kPositive),
-    MT_FIELD(lora_dropout, kUnitOpenAbove),
+#include "api/train_config_fields.inc"
 };
-#undef MT_FIELD
+#undef MT_CONFIG_FIELD
+#undef MT_NUMBER_RULE
+
 
 const NumericField* FindField(std::string_view path) {
   for (const NumericField& f : kNumericFields)

@@ -119,6 +119,7 @@ absl::StatusOr<LoraOptions> Lora(const pb::TrainConfig& c) {
 absl::StatusOr<TrainingRecipe> ResolveTrainingRecipe(const pb::TrainConfig& c, const Graph& model,
                                                      const Target& target) {
   TrainingRecipe r;
+  r.config = c;
   r.target = target;
   const bool native_bf16 = target.caps.native_bf16;
   // AUTO is bf16 where the CPU computes bf16 natively. Elsewhere the run stays in fp32: bf16

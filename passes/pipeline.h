@@ -27,6 +27,10 @@
 namespace mixtrain {
 
 struct TrainingRecipe {
+  // The config it was made from. A setting that needs no resolving against the model or the
+  // target is read from here by the code that adds its pass (docs/architecture.md, "Adding a
+  // training setting"); the fields below are the resolved ones.
+  pb::TrainConfig config;
   PrecisionPreset preset = PrecisionPreset::kAmp;  // after AUTO
   DType low = DType::kBF16;                        // the low type (kF32 when preset is fp32)
   bool scaling = false, dynamic_scaling = false;

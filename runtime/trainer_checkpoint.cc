@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "google/protobuf/text_format.h"
 #include "graph/atomic_file.h"
 #include "graph/check.h"
@@ -85,15 +86,19 @@ std::string ModelDifference(const pb::ModelSignature& saved, const pb::ModelSign
   return absl::StrCat(absl::StrJoin(diffs, "; "), more);
 }
 
-// Config fields a resumed run may change: where the model and the data come from (the model
-// itself is checked by its signature), the run's length (the schedule keeps the saved horizon),
-// the device and how the CLI runs around the step (`run`: checkpoints, evaluation, logs). Every
-// other field shapes the trajectory and must be equal.
+// Config fields a resumed run may change: those the proto marks (resume_may_differ: where the
+// model and the data come from, the model itself being checked by its signature; the run's
+// length, the schedule keeping the saved horizon; the device; how the CLI runs around the step,
+// `run`). Every other field shapes the trajectory and must be equal.
 bool MayDiffer(const std::string& field) {
-  static const absl::flat_hash_set<std::string> kFields = {
-      "model", "steps", "epochs", "device", "data.path", "data.dataset", "data.labels_key",
-      "debug_precision", "recompute", "run"};
-  return kFields.contains(field);
+  const google::protobuf::Descriptor* d = pb::TrainConfig::descriptor();
+  for (absl::string_view part : absl::StrSplit(field, '.')) {
+    const google::protobuf::FieldDescriptor* f = d == nullptr ? nullptr : d->FindFieldByName(std::string(part));
+    if (f == nullptr) return false;
+    if (f->options().GetExtension(pb::resume_may_differ)) return true;  // `run` is marked whole
+    d = f->message_type();
+  }
+  return false;
 }
 
 // A low dtype of AUTO on one side matches any on the other: what it resolved to is compared

@@ -60,45 +60,36 @@ const FlagSpec* FindSpec(const std::vector<FlagSpec>& specs, const std::string& 
 }  // namespace
 
 const std::vector<NumericFlag>& NumericFlags() {
-  constexpr double kMaxCount = 1e12;  // examples and steps: a sane bound far below int64's
-  static const auto* flags = new std::vector<NumericFlag>{
-      Field("lr", "optimizer.lr"),
-      Field("weight-decay", "optimizer.weight_decay"),
-      Field("momentum", "optimizer.momentum"),
-      Field("beta1", "optimizer.beta1"),
-      Field("beta2", "optimizer.beta2"),
-      Field("clip-grad-norm", "optimizer.clip_grad_norm"),
-      Field("warmup-steps", "schedule.warmup_steps"),
-      Field("step-size", "schedule.step_size"),
-      Field("gamma", "schedule.gamma"),
-      Field("loss-scale", "loss_scaler.init_scale", {"dynamic", "off"}),
-      Field("growth-interval", "loss_scaler.growth_interval"),
-      Field("accumulate", "accumulate"),
-      Field("debug-precision", "debug_precision"),
-      Field("epochs", "epochs"),
-      Field("steps", "steps"),
-      Field("batch-size", "data.batch_size"),  // train; bench's random batch
-      Field("class-axis", "class_axis"),       // train, grad, check, dump, bench
-      Field("lora-rank", "lora_rank"),         // train, check
-      Field("lora-alpha", "lora_alpha"),
-      Field("lora-dropout", "lora_dropout"),
-      // data.seed takes any uint64; a flag's value must be exact in a double.
-      Own("seed", NumberRule::Integer(0, 9007199254740991.0)),
-      Field("ignore-index", "ignore_index"),
-      // train's run: checkpoints, evaluation, logs (TrainConfig.run, saved with checkpoints)
-      Field("limit-train", "run.limit_train"),
-      Field("limit-test", "run.limit_test"),
-      Field("log-every", "run.log_every"),
-      Field("save-every", "run.save_every"),
-      Field("keep", "run.keep"),
-      Field("eval-every", "run.eval_every"),
-      Field("early-stop", "run.early_stop"),
-      Own("warmup", NumberRule::Integer(0, 1e6)),  // bench
-      Own("iters", NumberRule::Integer(1, 1e6)),   // bench
-      Own("smooth", NumberRule::Float(0, 1, false, true)),  // plot: the loss EMA's factor, [0, 1)
-      Own("width", NumberRule::Integer(200, 10000)),        // plot
-      Own("height", NumberRule::Integer(150, 10000)),       // plot
-  };
+  static const auto* flags = [] {
+    auto* rows = new std::vector<NumericFlag>{
+        Field("loss-scale", "loss_scaler.init_scale", {"dynamic", "off"}),
+        Field("debug-precision", "debug_precision"),
+        Field("epochs", "epochs"),
+        Field("steps", "steps"),
+        Field("batch-size", "data.batch_size"),  // train; bench's random batch
+        // data.seed takes any uint64; a flag's value must be exact in a double.
+        Own("seed", NumberRule::Integer(0, 9007199254740991.0)),
+        // train's run: checkpoints, evaluation, logs (TrainConfig.run, saved with checkpoints)
+        Field("limit-train", "run.limit_train"),
+        Field("limit-test", "run.limit_test"),
+        Field("log-every", "run.log_every"),
+        Field("save-every", "run.save_every"),
+        Field("keep", "run.keep"),
+        Field("eval-every", "run.eval_every"),
+        Field("early-stop", "run.early_stop"),
+        Own("warmup", NumberRule::Integer(0, 1e6)),  // bench
+        Own("iters", NumberRule::Integer(1, 1e6)),   // bench
+        Own("smooth", NumberRule::Float(0, 1, false, true)),  // plot: the loss EMA's factor, [0, 1)
+        Own("width", NumberRule::Integer(200, 10000)),        // plot
+        Own("height", NumberRule::Integer(150, 10000)),       // plot
+    };
+    // The step flags that set a numeric TrainConfig field (from the proto's field options).
+#define MT_STEP_FLAG(name, def, help, kind, path, member, values) \
+    if (kind == kNumber) rows->push_back(Field(name, path));
+#include "tools/step_flags_fields.inc"
+#undef MT_STEP_FLAG
+    return rows;
+  }();
   return *flags;
 }
 

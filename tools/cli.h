@@ -35,6 +35,11 @@ struct NumericFlag {
   NumberRule rule;           // the field's rule where config_field is set
   std::vector<std::string> words;  // accepted besides numbers ("dynamic", "off")
 };
+// The kinds of flag tools/step_flags_fields.inc names (MT_STEP_FLAG rows, generated from the
+// proto's field options): the value as it is, a number checked by the field's rule, a bool flag,
+// an enum by its proto name.
+enum FieldFlagKind { kString, kNumber, kBool, kEnum };
+
 // Every numeric flag of every command, one row each.
 const std::vector<NumericFlag>& NumericFlags();
 

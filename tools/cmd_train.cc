@@ -274,6 +274,10 @@ std::string TrainedLine(int64_t ran, int64_t steps, double secs, int64_t skipped
 absl::Status RunTrain(const cli::Args& a) {
   TrainConfig c;
   MIXTRAIN_RETURN_IF_ERROR(ApplyFlags(a, c));
+  if (a.flag("print-config")) {  // what the flags made of the config, as a --config file
+    std::fputs(c.ToTextProto().c_str(), stdout);
+    return absl::OkStatus();
+  }
   const TrainConfig::Run& run = c.run;
   MIXTRAIN_ASSIGN_OR_RETURN(const ElementType export_dtype, ParseElementType(run.export_dtype));
   MIXTRAIN_ASSIGN_OR_RETURN(auto outputs, CheckPaths(a, c));
@@ -460,6 +464,7 @@ std::vector<cli::FlagSpec> TrainFlags() {
       {"export-dtype", "fp32", "fp32, fp16 or bf16 weights/compute in the exported model"},
       {"export-adapter", "", "LoRA: write the trained adapters alone (ONNX initializers <W>.lora_A, <W>.lora_B) here"},
       {"verbose", "false", "print every note (why auto chose the CPU, say)", true},
+      {"print-config", "false", "print the TrainConfig this run would use (defaults < --resume < --config < flags) as a .textproto for --config, and exit without training", true},
   };
   flags.insert(flags.end(), own.begin(), own.end());
   return flags;

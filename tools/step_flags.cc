@@ -1,81 +1,72 @@
 #include "tools/step_flags.h"
 
-#include <initializer_list>
 #include <string>
+#include <type_traits>
+#include <vector>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "mixtrain/status_macros.h"
 
 namespace mixtrain::cli {
 namespace {
 
-// The enum value named `name` (case-insensitive) in `names`, listed in the enum's order.
-template <typename Enum>
-bool ParseEnum(const std::string& name, std::initializer_list<const char*> names, Enum* out) {
-  int i = 0;
-  for (const char* n : names) {
-    if (absl::AsciiStrToUpper(name) == n) {
-      *out = static_cast<Enum>(i);
-      return true;
-    }
-    ++i;
-  }
-  return false;
-}
-
-// Flags whose value is a plain TrainConfig number are set through their NumericFlags() row.
-bool IsStepFlag(const std::string& name) {
-  for (const FlagSpec& s : StepFlagSpecs())
-    if (s.name == name) return true;
-  return false;
-}
-
 }  // namespace
 
 std::vector<FlagSpec> StepFlagSpecs() {
-  return {
-      {"config", "", "TrainConfig .textproto; flags override it"},
-      {"loss", "cross_entropy", "cross_entropy, mse, l1, bce_with_logits or output:NAME"},
-      {"output", "", "model output the loss reads (default: the first)"},
-      {"class-axis", "1", "cross_entropy: the logits axis of the classes (-1 for N x T x V language-model logits)"},
-      {"ignore-index", "", "cross_entropy: labels equal to this count in neither the loss nor the evaluation (transformers pads with -100)"},
-      {"labels", "labels", "the batch entry (npz key) holding the labels"},
-      {"optimizer", "adam", "adam, adamw, sgd or adagrad"},
-      {"lr", "0.001", "learning rate"},
-      {"weight-decay", "0", "weight decay (decoupled for adamw; L2 otherwise)"},
-      {"momentum", "0", "SGD momentum"},
-      {"nesterov", "", "SGD Nesterov momentum", true},
-      {"beta1", "0.9", "Adam beta1"},
-      {"beta2", "0.999", "Adam beta2"},
-      {"clip-grad-norm", "0", "clip the global gradient norm (unscaled) to this; 0 = off"},
-      {"schedule", "constant", "LR schedule: constant, step or cosine"},
-      {"warmup-steps", "0", "linear LR warmup steps"},
-      {"step-size", "1000", "step schedule: decay every N updates"},
-      {"gamma", "0.1", "step schedule: decay factor"},
-      {"precision", "amp", "fp32 (off), amp (allow/deny lists) or half (all low but deny)"},
+  std::vector<FlagSpec> specs = {{"config", "", "TrainConfig .textproto; flags override it"}};
+  // The flags that set a TrainConfig field as it is, from the proto's field options.
+#define MT_STEP_FLAG(name, def, help, kind, path, member, values) specs.push_back({name, def, help, kind == kBool});
+#include "tools/step_flags_fields.inc"
+#undef MT_STEP_FLAG
+  // The flags that read their value their own way.
+  const std::vector<FlagSpec> own = {
       {"dtype", "auto", "low type: fp16, bf16 or auto (bf16 where the CPU has native bf16, else fp32; see mixtrain info)"},
       {"policy", "", "PrecisionPolicy .textproto with list edits"},
       {"allow", "", "comma-separated ops moved to the allow (low) list"},
       {"deny", "", "comma-separated ops moved to the deny (fp32) list"},
       {"fp32-nodes", "", "regex of node names pinned to fp32"},
       {"loss-scale", "", "a static scale, 'dynamic' or 'off' (default: dynamic for fp16, off otherwise)"},
-      {"growth-interval", "2000", "dynamic scaling: clean steps before the scale doubles"},
-      {"accumulate", "1", "gradient accumulation over N micro-batches"},
-      {"freeze", "", "regex of initializers to keep frozen"},
-      {"trainable", "", "regex of initializers to train (default: the framework's parameters that reach the loss; see mixtrain check)"},
-      {"lora-rank", "0", "LoRA: train rank-R adapters on the targeted 2-D weights instead of the model's weights (0 = off); --export folds them in"},
-      {"lora-alpha", "", "LoRA: the adapters' output is scaled by alpha/rank (default: 2 * rank)"},
-      {"lora-targets", "", "LoRA: regex of the weights (initializer or MatMul/Gemm node names) to adapt (default: the products of the model's repeated blocks; see mixtrain check --lora-rank)"},
-      {"lora-dropout", "0", "LoRA: dropout on the adapters' input"},
-      {"lora-init", "", "LoRA: an adapter file (--export-adapter) to start from"},
       {"recompute", "none", "activation recompute: none, auto (the forward's parts that save the most memory per FLOP are computed again in the backward) or all; same gradients"},
-      {"device", "auto", "cpu, cuda, or auto (cuda where a GPU is usable and has every kernel the step needs, else the CPU)"},
       {"seed", "0", "seed for shuffling and dropout"},
-      {"data-parallel", "false", "data-parallel training over the ranks of `mpirun -n K`: each rank steps on its 1/K of every global batch (--batch-size is global) and the gradients are averaged in the step; rank 0 prints, evaluates, saves and exports (docs/distributed.md)", true},
-      {"deterministic", "false", "with --data-parallel: reduce the gradients in a fixed order (0 + rank 0 + rank 1 + ...), so a run is reproducible bit for bit and equals one process with --accumulate=K and --batch-size=B/K", true},
   };
+  specs.insert(specs.end(), own.begin(), own.end());
+  return specs;
 }
+
+namespace {
+
+// Sets `member` from flag `name` of kind `kind` (enum `values`: the proto's names, in order).
+template <typename T>
+absl::Status SetFromFlag(const Args& a, const char* name, FieldFlagKind kind, const char* path, const char* values,
+                         TrainConfig& c, T& member) {
+  if constexpr (std::is_same_v<T, std::string>) {
+    member = a.str(name);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    member = a.flag(name);
+  } else if constexpr (std::is_enum_v<T>) {
+    const std::vector<std::string> names = absl::StrSplit(values, ',');
+    int i = 0;
+    for (const std::string& n : names) {
+      if (absl::AsciiStrToUpper(a.str(name)) == n) {
+        member = static_cast<T>(i);
+        return absl::OkStatus();
+      }
+      ++i;
+    }
+    return absl::InvalidArgumentError(absl::StrCat("--", name, ": unknown '", a.str(name), "' (",
+                                                   absl::AsciiStrToLower(absl::StrJoin(names, ", ")), ")"));
+  } else {
+    (void)member;  // a number: checked against its field's rule and set by path
+    MIXTRAIN_RETURN_IF_ERROR(c.SetNumber(path, a.number(name)));
+  }
+  (void)kind;
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 // Settings that cannot all hold: each names where it came from (the flag, or the --config field).
 absl::Status CheckContradictions(const Args& a, const TrainConfig& c) {
@@ -105,41 +96,17 @@ absl::Status ApplyStepFlags(const Args& a, TrainConfig& c) {
       return absl::InvalidArgumentError(absl::StrCat("--config=", a.str("config"), ": ", parsed.status().message()));
     c = *std::move(parsed);
   }
-  if (a.has("loss")) c.loss = a.str("loss");
-  if (a.has("output")) c.output = a.str("output");
-  if (a.has("labels")) c.data.labels_key = a.str("labels");
-  if (a.has("freeze")) c.freeze = a.str("freeze");
-  if (a.has("trainable")) c.trainable = a.str("trainable");
-  // LoRA (docs/lora.md); --lora-rank/--lora-alpha/--lora-dropout are numeric flags (below).
-  if (a.has("lora-targets")) c.lora_targets = a.str("lora-targets");
-  if (a.has("lora-init")) c.lora_init = a.str("lora-init");
+#define MT_STEP_FLAG(name, def, help, kind, path, member, values) \
+  if (a.has(name)) MIXTRAIN_RETURN_IF_ERROR(SetFromFlag(a, name, kind, path, values, c, c.member));
+#include "tools/step_flags_fields.inc"
+#undef MT_STEP_FLAG
   if (a.has("recompute")) {
     const std::string r = a.str("recompute");
     if (r != "none" && r != "auto" && r != "all")
       return absl::InvalidArgumentError(absl::StrCat("--recompute: unknown '", r, "' (none, auto or all)"));
     c.recompute = r;
   }
-  for (const NumericFlag& f : NumericFlags()) {
-    if (f.config_field.empty() || !f.words.empty() || !a.has(f.name) || !IsStepFlag(f.name)) continue;
-    MIXTRAIN_RETURN_IF_ERROR(c.SetNumber(f.config_field, a.number(f.name)));
-  }
-  if (a.has("device")) c.device = a.str("device");
   if (a.has("seed")) c.data.seed = static_cast<uint64_t>(a.integer("seed"));
-  TrainConfig::Optimizer* opt = &c.optimizer;
-  if (a.has("optimizer")) {
-    std::string k = a.str("optimizer");
-    TrainConfig::Optimizer::Kind kind;
-    if (!ParseEnum(k, {"ADAM", "ADAMW", "SGD", "ADAGRAD"}, &kind))
-      return absl::InvalidArgumentError(absl::StrCat("--optimizer: unknown '", k, "' (adam, adamw, sgd, adagrad)"));
-    opt->kind = kind;
-  }
-  if (a.has("nesterov")) opt->nesterov = a.flag("nesterov");
-  if (a.has("schedule")) {
-    TrainConfig::Schedule::Kind kind;
-    if (!ParseEnum(a.str("schedule"), {"CONSTANT", "STEP", "COSINE"}, &kind))
-      return absl::InvalidArgumentError(absl::StrCat("--schedule: unknown '", a.str("schedule"), "' (constant, step, cosine)"));
-    c.schedule.kind = kind;
-  }
   TrainConfig::Precision* prec = &c.precision;
   if (a.has("policy")) {
     MIXTRAIN_ASSIGN_OR_RETURN(std::string text, ReadInputFile("--policy", a.str("policy")));
@@ -150,11 +117,8 @@ absl::Status ApplyStepFlags(const Args& a, TrainConfig& c) {
                                                      parsed.status().message()));
     *prec = parsed->precision;
   }
-  if (a.has("precision")) {
-    TrainConfig::Precision::Preset p;
-    if (!ParseEnum(a.str("precision"), {"AMP", "FP32", "HALF"}, &p))
-      return absl::InvalidArgumentError(absl::StrCat("--precision: unknown '", a.str("precision"), "' (fp32, amp, half)"));
-    prec->preset = p;
+  if (a.has("precision")) {  // after --policy, whose preset it overrides
+    MIXTRAIN_RETURN_IF_ERROR(SetFromFlag(a, "precision", kEnum, "precision.preset", "AMP,FP32,HALF", c, prec->preset));
   }
   if (a.has("dtype")) {
     std::string d = a.str("dtype");
@@ -178,8 +142,6 @@ absl::Status ApplyStepFlags(const Args& a, TrainConfig& c) {
       MIXTRAIN_RETURN_IF_ERROR(c.SetNumber("loss_scaler.init_scale", a.number("loss-scale")));
     }
   }
-  if (a.has("data-parallel")) c.data_parallel = a.flag("data-parallel");
-  if (a.has("deterministic")) c.deterministic = a.flag("deterministic");
   if (c.deterministic && !c.data_parallel)
     return absl::InvalidArgumentError("--deterministic needs --data-parallel (one process is deterministic already)");
   return CheckContradictions(a, c);

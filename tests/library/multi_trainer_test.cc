@@ -57,13 +57,16 @@ Outcome Train(const Job& job) {
 TEST(MultiTrainerTest, ParallelTrainersMatchSequentialRuns) {
   const std::string models = std::string(MT_SOURCE_DIR) + "/models/";
   std::vector<Job> jobs(3);
-  jobs[0] = {models + "mlp.onnx", {}, {784}};  // AMP bf16, Adam
-  jobs[1] = {models + "mlp.onnx", {}, {784}};
+  // Field by field: a braced {model, {}, shape} makes GCC 12 warn that the temporary config's
+  // strings may be used uninitialized (a false positive of -Wmaybe-uninitialized).
+  jobs[0].model = jobs[1].model = models + "mlp.onnx";  // jobs[0]: AMP bf16, Adam
+  jobs[0].input_shape = jobs[1].input_shape = {784};
   jobs[1].config.precision.preset = TrainConfig::Precision::Preset::kFp32;
   jobs[1].config.optimizer.kind = TrainConfig::Optimizer::Kind::kSgd;
   jobs[1].config.optimizer.momentum = 0.9f;
   jobs[1].config.optimizer.lr = 0.05f;
-  jobs[2] = {models + "fashion_cnn.onnx", {}, {1, 28, 28}};
+  jobs[2].model = models + "fashion_cnn.onnx";
+  jobs[2].input_shape = {1, 28, 28};
   jobs[2].config.precision.preset = TrainConfig::Precision::Preset::kHalf;
 
   std::vector<Outcome> sequential;
