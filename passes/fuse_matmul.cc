@@ -108,8 +108,24 @@ void GrowEpilogue(const Graph& g, const absl::flat_hash_set<const Node*>& claime
     if (next->dtype != f.out->dtype) return;
     const Shape& y = f.out->shape;
     if (stage < kResidual && IsOnnx(*c, "Transpose") && c->input(0) == f.out) {
-      // Transpose(Y, p) => perm_y = p (the result's shape changes: nothing folds after it)
-      f.perm_y = TransposePerm(*c, y.rank());
+      // Transpose(Y, p) => perm_y = p (the result's shape changes: nothing folds after it).
+      // A 2-D product without a bias computes its transpose instead, (A B)^T = B^T A^T, so the
+      // output is written plainly (a weight gradient wanted in the weight's layout, as a tied
+      // LM head's; oneDNN's strided output of it held a copy of the whole result).
+      const std::vector<int64_t> perm = TransposePerm(*c, y.rank());
+      const bool swap = y.rank() == 2 && perm == std::vector<int64_t>{1, 0} && f.bias == nullptr &&
+                        f.a->shape.rank() == 2 && f.b->shape.rank() == 2;
+      if (swap) {
+        auto flip = [](const std::vector<int64_t>& p) {
+          return p.empty() ? std::vector<int64_t>{1, 0} : std::vector<int64_t>{};
+        };
+        std::swap(f.a, f.b);
+        const std::vector<int64_t> pa = flip(f.perm_b), pb = flip(f.perm_a);
+        f.perm_a = pa;
+        f.perm_b = pb;
+      } else {
+        f.perm_y = perm;
+      }
       f.nodes.push_back(c);
       f.out = next;
       return;
