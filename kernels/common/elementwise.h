@@ -200,6 +200,9 @@ struct IntPow {
 struct Square {  // Pow with the exponent 2, the common case (LayerNorm decompositions)
   MT_HD float operator()(float x) const { return x * x; }
 };
+struct Cube {  // Pow with the exponent 3 (tanh-GELU's x^3), as PyTorch computes it: x * x * x
+  MT_HD float operator()(float x) const { return x * x * x; }
+};
 
 // Comparisons return bool.
 struct Equal {

@@ -170,6 +170,10 @@ TEST(ElementwiseTest, PowSpecialForms) {
     Tensor y = RunOp("Pow", {x, two});  // the x*x fast path
     ExpectNear(Values(y), RefMap({x}, [](const std::vector<double>& v) { return v[0] * v[0]; }),
                t, "Pow x^2");
+    Tensor three = Make(t, {}, {3});
+    Tensor y3 = RunOp("Pow", {x, three});  // the x*x*x fast path (tanh-GELU's)
+    ExpectNear(Values(y3), RefMap({x}, [](const std::vector<double>& v) { return v[0] * v[0] * v[0]; }),
+               t, "Pow x^3");
   }
   // Exponent of another dtype: fp32 base, int64 exponent, broadcast.
   Tensor base = Make(DType::kF32, {2, 3}, {1, 2, 3, -2, 0.5, 4});
