@@ -2,6 +2,7 @@
 #include <map>
 #include <set>
 #include <tuple>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "graph/check.h"
@@ -44,13 +45,41 @@ class CleanupPass final : public Pass {
   absl::StatusOr<bool> Run(Graph& g) override {
     bool changed = false;
     for (bool again = true; again;) {
-      again = FoldCasts(g) | Cse(g) | Dce(g);
+      again = FoldCasts(g) | FoldExpands(g) | Cse(g) | Dce(g);
       changed |= again;
     }
     return changed;
   }
 
  private:
+  // Expand(x, shape) to x's own (fully known) shape is x: its readers read x, or, where its
+  // result is a graph output (autodiff's "grad/<p>", summed before its shape was known), an
+  // Identity (a view) writes it instead of a copy.
+  static bool FoldExpands(Graph& g) {
+    bool changed = false;
+    std::vector<Node*> expands;
+    for (const auto& up : g.nodes())
+      if (up->op_type() == "Expand" && up->domain().empty() && up->input(0) != nullptr && up->output(0) != nullptr &&
+          up->input(0)->shape.fully_known() && up->input(0)->shape == up->output(0)->shape &&
+          up->input(0)->dtype == up->output(0)->dtype)
+        expands.push_back(up.get());
+    for (Node* n : expands) {
+      Value* x = n->input(0);
+      Value* y = n->output(0);
+      if (Forward(g, y, x)) {
+        changed = true;  // n, read by nothing now, goes with Dce
+        continue;
+      }
+      Value* staged = g.AddValue(g.UniqueName(y->name + "/expanded"), y->dtype, y->shape);
+      g.SetNodeOutput(n, 0, staged);
+      Node* id = g.AddNode("Identity", {x}, {y}, n->name());
+      g.MoveBefore(id, n);
+      g.RemoveNode(n);
+      changed = true;
+    }
+    return changed;
+  }
+
   static bool FoldCasts(Graph& g) {
     bool changed = false;
     for (const auto& up : g.nodes()) {
