@@ -133,38 +133,40 @@ void Put(pb::TrainConfig& p, std::string_view path, const T& v) {
 }
 
 template <typename T>
-void Take(const pb::TrainConfig& p, std::string_view path, T& out) {
-  const std::vector<const FieldDescriptor*> fs = FieldPath(path);
-  const Message* m = &p;
-  for (size_t i = 0; i + 1 < fs.size(); ++i) m = &m->GetReflection()->GetMessage(*m, fs[i]);
-  const google::protobuf::Reflection* r = m->GetReflection();
-  const FieldDescriptor* f = fs.back();
+void GetValue(const Message& m, const FieldDescriptor* f, T& out) {
+  const google::protobuf::Reflection* r = m.GetReflection();
   if constexpr (IsOptional<T>::value) {
-    if (!r->HasField(*m, f)) {
-      out.reset();
-      return;
-    }
+    out.reset();
+    if (!r->HasField(m, f)) return;
     typename T::value_type v;
-    Take(p, path, v);
+    GetValue(m, f, v);
     out = v;
   } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
     out.clear();
-    for (int i = 0; i < r->FieldSize(*m, f); ++i) out.push_back(r->GetRepeatedString(*m, f, i));
+    for (int i = 0; i < r->FieldSize(m, f); ++i) out.push_back(r->GetRepeatedString(m, f, i));
   } else if constexpr (std::is_enum_v<T>) {
-    out = static_cast<T>(r->GetEnumValue(*m, f));
+    out = static_cast<T>(r->GetEnumValue(m, f));
   } else if constexpr (std::is_same_v<T, std::string>) {
-    out = r->GetString(*m, f);
+    out = r->GetString(m, f);
   } else if constexpr (std::is_same_v<T, bool>) {
-    out = r->GetBool(*m, f);
+    out = r->GetBool(m, f);
   } else if constexpr (std::is_same_v<T, float>) {
-    out = r->GetFloat(*m, f);
+    out = r->GetFloat(m, f);
   } else if constexpr (std::is_same_v<T, int32_t>) {
-    out = r->GetInt32(*m, f);
+    out = r->GetInt32(m, f);
   } else if constexpr (std::is_same_v<T, int64_t>) {
-    out = r->GetInt64(*m, f);
+    out = r->GetInt64(m, f);
   } else {
-    out = r->GetUInt64(*m, f);
+    out = r->GetUInt64(m, f);
   }
+}
+
+template <typename T>
+void Take(const pb::TrainConfig& p, std::string_view path, T& out) {
+  const std::vector<const FieldDescriptor*> fs = FieldPath(path);
+  const Message* m = &p;  // an unset message reads as its defaults
+  for (size_t i = 0; i + 1 < fs.size(); ++i) m = &m->GetReflection()->GetMessage(*m, fs[i]);
+  GetValue(*m, fs.back(), out);
 }
 
 }  // namespace

@@ -311,6 +311,20 @@ void Graph::MoveBefore(Node* n, const Node* before) {
   nodes_.insert(pos, std::move(owned));
 }
 
+Node* Graph::ReplaceNode(Node* old, std::string op_type, const std::vector<Value*>& inputs, std::string domain) {
+  std::vector<Value*> outs = old->outputs_;
+  for (Value* out : outs)
+    if (out != nullptr) {
+      out->producer = nullptr;
+      out->producer_output = -1;
+    }
+  old->outputs_.clear();
+  Node* n = AddNode(std::move(op_type), inputs, outs, old->name(), std::move(domain));
+  MoveBefore(n, old);
+  RemoveNode(old);
+  return n;
+}
+
 void Graph::RemoveNode(Node* n) {
   for (Value* in : n->inputs_)
     if (in) EraseOne(in->consumers, n);

@@ -180,6 +180,10 @@ class Graph {
   // Detaches the node from its inputs and outputs and deletes it; its outputs remain as values
   // without producer unless nothing else uses them, in which case they are removed too.
   void RemoveNode(Node* n);
+  // Replaces `old` by a new node in its place in the node order, writing old's outputs (their
+  // names and readers stay), named as old was; old is deleted. For rewrites that swap an op for
+  // another (appended and sorted instead, the new node could land far from where old ran).
+  Node* ReplaceNode(Node* old, std::string op_type, const std::vector<Value*>& inputs, std::string domain = "");
   // Every use of `from` (node inputs and graph outputs) now uses `to`.
   void ReplaceAllUsesWith(Value* from, Value* to);
 

@@ -70,11 +70,7 @@ class CleanupPass final : public Pass {
         changed = true;  // n, read by nothing now, goes with Dce
         continue;
       }
-      Value* staged = g.AddValue(g.UniqueName(y->name + "/expanded"), y->dtype, y->shape);
-      g.SetNodeOutput(n, 0, staged);
-      Node* id = g.AddNode("Identity", {x}, {y}, n->name());
-      g.MoveBefore(id, n);
-      g.RemoveNode(n);
+      g.ReplaceNode(n, "Identity", {x});
       changed = true;
     }
     return changed;

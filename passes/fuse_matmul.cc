@@ -238,32 +238,28 @@ bool StartFusion(const absl::flat_hash_set<const Node*>& claimed, Node* n, Fusio
 // the step and keep its inputs alive until then; a product whose result is transposed for a
 // tied weight's gradient, at the transpose's place, would too).
 void Rewrite(Graph& g, const Fusion& f) {
-  Value* out = f.out;
-  const std::string name = f.nodes.front()->name();
+  Node* product = f.nodes.front();
   // The product's annotations (the precision pass's compute dtype) carry over.
-  std::map<std::string, std::string> notes = f.nodes.front()->annotations();
-  Node* last = f.nodes.back();
-  Value* staged = g.AddValue(g.UniqueName(out->name + "/fused"), out->dtype, out->shape);
-  g.SetNodeOutput(last, 0, staged);
+  std::map<std::string, std::string> notes = product->annotations();
   std::vector<Value*> inputs = {f.a, f.b};
   if (f.bias != nullptr || f.z != nullptr) inputs.push_back(f.bias);
   if (f.z != nullptr) inputs.push_back(f.z);
-  Node* fused = g.AddNode("FusedMatMul", inputs, {out}, name, kMixtrainDomain);
-  const Node* product = f.nodes.front();
-  const Node* at = product;
+  bool at_product = true;  // everything the fused node reads is made before the product
   for (const Value* in : inputs) {
     if (in == nullptr || in->producer == nullptr) continue;
-    for (const auto& n : g.nodes()) {  // does `in` come before the product?
+    for (const auto& n : g.nodes()) {
+      if (n.get() == in->producer) break;
       if (n.get() == product) {
-        at = last;
+        at_product = false;
         break;
       }
-      if (n.get() == in->producer) break;
     }
-    if (at == last) break;
   }
-  g.MoveBefore(fused, at);
-  for (auto it = f.nodes.rbegin(); it != f.nodes.rend(); ++it) g.RemoveNode(*it);  // `staged` goes with `last`
+  const std::string name = product->name();
+  Node* fused = g.ReplaceNode(f.nodes.back(), "FusedMatMul", inputs, kMixtrainDomain);  // writes f.out
+  fused->set_name(name);
+  if (at_product && f.nodes.size() > 1) g.MoveBefore(fused, product);
+  for (size_t i = f.nodes.size() - 1; i-- > 0;) g.RemoveNode(f.nodes[i]);
   fused->annotations() = std::move(notes);
   if (!f.perm_a.empty()) fused->SetAttr(Attribute::Ints("perm_a", f.perm_a));
   if (!f.perm_b.empty()) fused->SetAttr(Attribute::Ints("perm_b", f.perm_b));

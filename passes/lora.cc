@@ -43,40 +43,16 @@ struct WeightRead {
   std::string unsupported;  // why this read cannot take an adapter ("" when it can)
 };
 
+// y = x·W by MatMul/Gemm (W read directly, through a Transpose or Gemm's transB) or y = Conv(x, W)
+// (W [out, in, k...]); either W may be read through the widening Cast StoreLoraTargetsLow leaves.
 std::optional<WeightRead> ReadsWeight(const Node& n) {
-  const bool matmul = IsOnnxOp(n, "MatMul"), gemm = IsOnnxOp(n, "Gemm");
-  if (IsOnnxOp(n, "Conv") || IsOnnxOp(n, "ConvTranspose")) {
-    // y = Conv(x, W): W [out, in, k...] read directly or through a widening Cast.
-    Value* v = n.input(1);
-    bool widened = false;
-    if (v != nullptr && v->producer != nullptr && IsWidening(*v->producer)) {
-      v = v->producer->input(0);
-      widened = true;
-    }
-    if (v == nullptr || !v->is_initializer()) return std::nullopt;
-    WeightRead r;
-    r.weight = v;
-    r.conv = true;
-    const Tensor& w = *v->initializer;
-    if (n.op_type() == "ConvTranspose") {
-      r.unsupported = absl::StrCat("is read by ConvTranspose '", n.name(),
-                                   "' (LoRA adapts the weights of MatMul, Gemm and Conv)");
-    } else if (w.rank() < 3) {
-      r.unsupported = absl::StrCat("is [", absl::StrJoin(w.dims(), ", "), "], not a convolution kernel (read by Conv '",
-                                   n.name(), "')");
-    } else if (n.attr_int("group", 1) != 1) {
-      r.unsupported = absl::StrCat("is read by Conv '", n.name(), "' with group = ", n.attr_int("group", 1),
-                                   ": a grouped convolution's adapter could not be merged into it");
-    } else if (w.dtype() != DType::kF32 && !widened) {
-      r.unsupported = absl::StrCat("is ", DTypeName(w.dtype()), ": LoRA adapts fp32 weights");
-    }
-    return r;
-  }
-  if (!matmul && !gemm) return std::nullopt;
-  Value* v = n.input(1);
+  const bool conv = IsOnnxOp(n, "Conv") || IsOnnxOp(n, "ConvTranspose"), gemm = IsOnnxOp(n, "Gemm");
+  if (!conv && !gemm && !IsOnnxOp(n, "MatMul")) return std::nullopt;
   WeightRead r;
+  r.conv = conv;
+  Value* v = n.input(1);
   if (gemm) r.transposed = n.attr_int("transB", 0) != 0;
-  if (v != nullptr && v->producer != nullptr && IsSwap(*v->producer) && v->consumers.size() == 1) {
+  if (!conv && v != nullptr && v->producer != nullptr && IsSwap(*v->producer) && v->consumers.size() == 1) {
     r.transposed = !r.transposed;
     v = v->producer->input(0);
   }
@@ -88,13 +64,19 @@ std::optional<WeightRead> ReadsWeight(const Node& n) {
   if (v == nullptr || !v->is_initializer()) return std::nullopt;
   r.weight = v;
   const Tensor& w = *v->initializer;
-  if (w.rank() != 2) {
-    r.unsupported = absl::StrCat("is [", absl::StrJoin(w.dims(), ", "), "], not a 2-D weight (read by ", n.op_type(),
-                                 " '", n.name(), "')");
+  const std::string read_by = absl::StrCat(n.op_type(), " '", n.name(), "'");
+  if (n.op_type() == "ConvTranspose") {
+    r.unsupported = absl::StrCat("is read by ", read_by, " (LoRA adapts the weights of MatMul, Gemm and Conv)");
+  } else if (conv ? w.rank() < 3 : w.rank() != 2) {
+    r.unsupported = absl::StrCat("is [", absl::StrJoin(w.dims(), ", "), "], not ",
+                                 conv ? "a convolution kernel" : "a 2-D weight", " (read by ", read_by, ")");
+  } else if (conv && n.attr_int("group", 1) != 1) {
+    r.unsupported = absl::StrCat("is read by ", read_by, " with group = ", n.attr_int("group", 1),
+                                 ": a grouped convolution's adapter could not be merged into it");
   } else if (w.dtype() != DType::kF32 && !widened) {
     r.unsupported = absl::StrCat("is ", DTypeName(w.dtype()), ": LoRA adapts fp32 weights");
   } else if (gemm && (n.attr_int("transA", 0) != 0 || n.attr_float("alpha", 1.0f) != 1.0f)) {
-    r.unsupported = absl::StrCat("is read by Gemm '", n.name(), "' with transA or alpha != 1");
+    r.unsupported = absl::StrCat("is read by ", read_by, " with transA or alpha != 1");
   }
   return r;
 }

@@ -38,10 +38,11 @@ std::vector<FlagSpec> StepFlagSpecs() {
 
 namespace {
 
-// Sets `member` from flag `name` of kind `kind` (enum `values`: the proto's names, in order).
+// Sets `member` from flag `name` as its type says: a string as given, a bool flag, an enum by its
+// proto name (`values`, in order), a number by the rule of its field `path`.
 template <typename T>
-absl::Status SetFromFlag(const Args& a, const char* name, FieldFlagKind kind, const char* path, const char* values,
-                         TrainConfig& c, T& member) {
+absl::Status SetFromFlag(const Args& a, const char* name, const char* path, const char* values, TrainConfig& c,
+                         T& member) {
   if constexpr (std::is_same_v<T, std::string>) {
     member = a.str(name);
   } else if constexpr (std::is_same_v<T, bool>) {
@@ -58,11 +59,10 @@ absl::Status SetFromFlag(const Args& a, const char* name, FieldFlagKind kind, co
     }
     return absl::InvalidArgumentError(absl::StrCat("--", name, ": unknown '", a.str(name), "' (",
                                                    absl::AsciiStrToLower(absl::StrJoin(names, ", ")), ")"));
-  } else {
-    (void)member;  // a number: checked against its field's rule and set by path
+  } else {  // a number: checked against its field's rule and set by path
+    (void)member;
     MIXTRAIN_RETURN_IF_ERROR(c.SetNumber(path, a.number(name)));
   }
-  (void)kind;
   return absl::OkStatus();
 }
 
@@ -96,17 +96,7 @@ absl::Status ApplyStepFlags(const Args& a, TrainConfig& c) {
       return absl::InvalidArgumentError(absl::StrCat("--config=", a.str("config"), ": ", parsed.status().message()));
     c = *std::move(parsed);
   }
-#define MT_STEP_FLAG(name, def, help, kind, path, member, values) \
-  if (a.has(name)) MIXTRAIN_RETURN_IF_ERROR(SetFromFlag(a, name, kind, path, values, c, c.member));
-#include "tools/step_flags_fields.inc"
-#undef MT_STEP_FLAG
-  if (a.has("recompute")) {
-    const std::string r = a.str("recompute");
-    if (r != "none" && r != "auto" && r != "all")
-      return absl::InvalidArgumentError(absl::StrCat("--recompute: unknown '", r, "' (none, auto or all)"));
-    c.recompute = r;
-  }
-  if (a.has("seed")) c.data.seed = static_cast<uint64_t>(a.integer("seed"));
+  // --policy replaces the config's precision; the flags below (--precision among them) edit it.
   TrainConfig::Precision* prec = &c.precision;
   if (a.has("policy")) {
     MIXTRAIN_ASSIGN_OR_RETURN(std::string text, ReadInputFile("--policy", a.str("policy")));
@@ -117,9 +107,17 @@ absl::Status ApplyStepFlags(const Args& a, TrainConfig& c) {
                                                      parsed.status().message()));
     *prec = parsed->precision;
   }
-  if (a.has("precision")) {  // after --policy, whose preset it overrides
-    MIXTRAIN_RETURN_IF_ERROR(SetFromFlag(a, "precision", kEnum, "precision.preset", "AMP,FP32,HALF", c, prec->preset));
+#define MT_STEP_FLAG(name, def, help, kind, path, member, values) \
+  if (a.has(name)) MIXTRAIN_RETURN_IF_ERROR(SetFromFlag(a, name, path, values, c, c.member));
+#include "tools/step_flags_fields.inc"
+#undef MT_STEP_FLAG
+  if (a.has("recompute")) {
+    const std::string r = a.str("recompute");
+    if (r != "none" && r != "auto" && r != "all")
+      return absl::InvalidArgumentError(absl::StrCat("--recompute: unknown '", r, "' (none, auto or all)"));
+    c.recompute = r;
   }
+  if (a.has("seed")) c.data.seed = static_cast<uint64_t>(a.integer("seed"));
   if (a.has("dtype")) {
     std::string d = a.str("dtype");
     if (d == "fp16") prec->low_dtype = TrainConfig::Precision::LowType::kFp16;

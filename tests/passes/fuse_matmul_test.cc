@@ -294,16 +294,22 @@ TEST(FuseMatMul, GemmTransBOfATransposeReadsTheSourceInPlace) {
   EXPECT_EQ(Count(*fused, "Transpose"), 0);
 }
 
-// A weight gradient dW = X^T dY (Gemm transA) transposed for a tied weight: one FusedMatMul
-// computing (X^T dY)^T = dY^T X, written plainly (no perm_y).
-TEST(FuseMatMul, GemmTransAAndAnOutputTransposeBecomeOneNode) {
-  G b(20);
+// A weight gradient dW = X^T dY of inputs x [5, 3] and dy [5, 7]: a Gemm with transA, [3, 7].
+Value* WeightGradientGemm(G& b) {
   Graph& g = b.graph();
   Value* x = g.AddValue("x", DType::kF32, Shape::Of({5, 3}));
   Value* dy = g.AddValue("dy", DType::kF32, Shape::Of({5, 7}));
   g.AddInput(x);
   g.AddInput(dy);
-  Value* dw = b.Op1("Gemm", {x, dy}, {A::Int("transA", 1)});  // [3, 7]
+  return b.Op1("Gemm", {x, dy}, {A::Int("transA", 1)});
+}
+
+// A weight gradient transposed for a tied weight: one FusedMatMul computing (X^T dY)^T = dY^T X,
+// written plainly (no perm_y).
+TEST(FuseMatMul, GemmTransAAndAnOutputTransposeBecomeOneNode) {
+  G b(20);
+  Graph& g = b.graph();
+  Value* dw = WeightGradientGemm(b);
   g.AddOutput(b.Op1("Transpose", {dw}, {A::Ints("perm", {1, 0})}));  // [7, 3]
   auto fused = FuseAndCompare(g);
   ASSERT_EQ(fused->num_nodes(), 1u);
@@ -321,12 +327,8 @@ TEST(FuseMatMul, GemmTransAAndAnOutputTransposeBecomeOneNode) {
 TEST(FuseMatMul, FusedNodeTakesTheProductsPlace) {
   G b(20);
   Graph& g = b.graph();
-  Value* x = g.AddValue("x", DType::kF32, Shape::Of({5, 3}));
-  Value* dy = g.AddValue("dy", DType::kF32, Shape::Of({5, 7}));
-  g.AddInput(x);
-  g.AddInput(dy);
-  Value* dw = b.Op1("Gemm", {x, dy}, {A::Int("transA", 1)});  // the product, first
-  Value* other = dy;
+  Value* dw = WeightGradientGemm(b);  // the product, first
+  Value* other = g.FindValue("dy");
   for (int i = 0; i < 4; ++i) other = b.Op1("Sigmoid", {other});  // unrelated work in between
   g.AddOutput(other);
   g.AddOutput(b.Op1("Transpose", {dw}, {A::Ints("perm", {1, 0})}));  // last

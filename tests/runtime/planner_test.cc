@@ -81,30 +81,41 @@ TEST(Planner, NoInPlaceWhileInputIsStillRead) {
   EXPECT_EQ(p.slots[sc].offset, p.slots[sa].offset);
 }
 
+// x [6, 37] -> Cast to `dt` (the logits) -> SoftmaxCrossEntropyLossGrad(1, logits, t); the logits
+// also a graph output when `keep_logits`, so the gradient cannot take their buffer.
+void BuildLossGradient(Graph& g, DType dt, bool keep_logits) {
+  g.opset_imports[""] = 17;
+  g.opset_imports["ai.mixtrain"] = 1;
+  Value* x = g.AddValue("x", DType::kF32, Shape({6, 37}));
+  Value* t = g.AddValue("t", DType::kI64, Shape({6}));
+  g.AddInput(x);
+  g.AddInput(t);
+  Value* dl = g.AddInitializer("dl", Tensor::Scalar(1.0f));
+  Node* cast = g.AddNode("Cast", {x}, 1, "logits");
+  cast->SetAttr(Attribute::Int("to", dt == DType::kF32 ? 1 : 16));
+  Value* logits = cast->output(0);
+  logits->dtype = dt;
+  logits->shape = Shape({6, 37});
+  Value* d = g.AddNode("SoftmaxCrossEntropyLossGrad", {dl, logits, t}, 1, "grad", "ai.mixtrain")->output(0);
+  d->dtype = dt;
+  d->shape = Shape({6, 37});
+  g.AddOutput(d);
+  if (keep_logits) g.AddOutput(logits);
+}
+
 // The cross-entropy gradient writes over its dying logits (kOpOverwritesInput1: a language
 // model's logits and their gradient are the step's two largest buffers), in fp32 and in bf16,
 // with the values of a step where the logits stay alive.
 TEST(Planner, LossGradientOverwritesItsLogits) {
+  std::vector<float> xs(6 * 37);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>((i * 7919) % 101) / 17.0f - 3.0f;
+  const std::map<std::string, Tensor> feeds{{"x", Tensor::FromVector<float>(DType::kF32, {6, 37}, xs)},
+                                            {"t", Tensor::FromVector<int64_t>(DType::kI64, {6}, {0, 5, 36, 1, 2, 3})}};
   for (DType dt : {DType::kF32, DType::kBF16}) {
+    std::vector<Tensor> grads;
     for (bool keep_logits : {false, true}) {
       Graph g;
-      g.opset_imports[""] = 17;
-      g.opset_imports["ai.mixtrain"] = 1;
-      Value* x = g.AddValue("x", DType::kF32, Shape({6, 37}));
-      Value* t = g.AddValue("t", DType::kI64, Shape({6}));
-      g.AddInput(x);
-      g.AddInput(t);
-      Value* dl = g.AddInitializer("dl", Tensor::Scalar(1.0f));
-      Node* cast = g.AddNode("Cast", {x}, 1, "logits");
-      cast->SetAttr(Attribute::Int("to", dt == DType::kF32 ? 1 : 16));
-      Value* logits = cast->output(0);
-      logits->dtype = dt;
-      logits->shape = Shape({6, 37});
-      Value* d = g.AddNode("SoftmaxCrossEntropyLossGrad", {dl, logits, t}, 1, "grad", "ai.mixtrain")->output(0);
-      d->dtype = dt;
-      d->shape = Shape({6, 37});
-      g.AddOutput(d);
-      if (keep_logits) g.AddOutput(logits);
+      BuildLossGradient(g, dt, keep_logits);
       PlanRequest r;
       r.feeds = {{true, DType::kF32, {6, 37}, nullptr}, {true, DType::kI64, {6}, nullptr}};
       for (const Value* v : g.outputs()) r.fetches.push_back(v->name);
@@ -112,37 +123,13 @@ TEST(Planner, LossGradientOverwritesItsLogits) {
       auto plan = BuildPlan(g, r, &wants);
       ASSERT_TRUE(plan.ok()) << plan.status();
       EXPECT_EQ((*plan)->stats.inplace_outputs, keep_logits ? 0 : 1) << DTypeName(dt);
-    }
-    // The same gradient either way.
-    std::vector<float> xs(6 * 37);
-    for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<float>((i * 7919) % 101) / 17.0f - 3.0f;
-    std::map<std::string, Tensor> feeds{{"x", Tensor::FromVector<float>(DType::kF32, {6, 37}, xs)},
-                                        {"t", Tensor::FromVector<int64_t>(DType::kI64, {6}, {0, 5, 36, 1, 2, 3})}};
-    std::vector<Tensor> grads;
-    for (bool keep_logits : {false, true}) {
-      Graph g;
-      g.opset_imports[""] = 17;
-      g.opset_imports["ai.mixtrain"] = 1;
-      Value* x = g.AddValue("x", DType::kF32, Shape({6, 37}));
-      Value* t = g.AddValue("t", DType::kI64, Shape({6}));
-      g.AddInput(x);
-      g.AddInput(t);
-      Value* dl = g.AddInitializer("dl", Tensor::Scalar(1.0f));
-      Node* cast = g.AddNode("Cast", {x}, 1, "logits");
-      cast->SetAttr(Attribute::Int("to", dt == DType::kF32 ? 1 : 16));
-      cast->output(0)->dtype = dt;
-      cast->output(0)->shape = Shape({6, 37});
-      Value* d = g.AddNode("SoftmaxCrossEntropyLossGrad", {dl, cast->output(0), t}, 1, "grad", "ai.mixtrain")->output(0);
-      d->dtype = dt;
-      d->shape = Shape({6, 37});
-      g.AddOutput(d);
-      if (keep_logits) g.AddOutput(cast->output(0));
       auto session = Session::Create(g);
       ASSERT_TRUE(session.ok()) << session.status();
-      auto out = (*session)->Run(feeds, {d->name});
+      auto out = (*session)->Run(feeds, {g.outputs()[0]->name});
       ASSERT_TRUE(out.ok()) << out.status();
       grads.push_back((*out)[0]);
     }
+    // The same gradient either way.
     ASSERT_EQ(grads[0].nbytes(), grads[1].nbytes());
     EXPECT_EQ(std::memcmp(grads[0].data(), grads[1].data(), grads[0].nbytes()), 0) << DTypeName(dt);
   }

@@ -58,6 +58,72 @@ def ce(logits, labels):
     return torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), labels.reshape(-1))
 
 
+def draw_adapters(peft_model, onnx_names, b_std):
+    """PEFT's adapters by mixtrain's names ("<ONNX weight>.lora_A|B") and each one's base layer.
+    B is drawn random: PEFT's zero B would make every A gradient zero and the merge a no-op."""
+    adapters, bases = {}, {}
+    gen = torch.Generator().manual_seed(1)
+    for name, mod in peft_model.named_modules():
+        if not hasattr(mod, "lora_A") or "default" not in mod.lora_A:
+            continue
+        onnx_w = name.replace("base_model.model.", "") + ".weight"
+        assert onnx_w in onnx_names, f"{onnx_w} is not an initializer of the export"
+        with torch.no_grad():
+            b = mod.lora_B["default"].weight
+            b.copy_(torch.randn(b.shape, generator=gen) * b_std)
+        adapters[onnx_w + ".lora_A"] = mod.lora_A["default"].weight
+        adapters[onnx_w + ".lora_B"] = mod.lora_B["default"].weight
+        bases[onnx_w + ".lora_A"] = bases[onnx_w + ".lora_B"] = mod.base_layer
+    return adapters, bases
+
+
+def write_reference(out, stem, peft_model, adapters, layout, loss_fn, input_name, x, labels, export, opset):
+    """<stem>.npz: the batch, PEFT's loss and adapter gradients, the merged model's logits in
+    onnxruntime (`export(model, path)` writes it), 10 Adam steps; <stem>.adapter.onnx: the initial
+    adapters as mixtrain's adapter file. `layout(name, tensor)` gives mixtrain's layout."""
+    init = {k: layout(k, p) for k, p in adapters.items()}
+    arrays = {input_name: x.numpy(), "labels": labels.numpy()}
+    loss = loss_fn(peft_model(x), labels)
+    grads = torch.autograd.grad(loss, list(adapters.values()))
+    arrays["loss"] = np.float32(loss.item())
+    for (k, _), g in zip(adapters.items(), grads):
+        arrays["grad/" + k] = layout(k, g)
+
+    merged = copy.deepcopy(peft_model).merge_and_unload().eval()
+    merged_path = os.path.join(out, "merged_tmp.onnx")
+    export(merged, merged_path)
+    ort_logits = ort.InferenceSession(merged_path).run(None, {input_name: x.numpy()})[0]
+    os.remove(merged_path)
+    with torch.no_grad():
+        assert np.abs(ort_logits - merged(x).numpy()).max() < 1e-4
+        assert np.abs(ort_logits - peft_model(x).numpy()).max() < 1e-4, "merge_and_unload changed the function"
+    arrays["merged_logits"] = ort_logits.astype(np.float32)
+
+    opt = torch.optim.Adam(list(adapters.values()), lr=LR)
+    losses = []
+    for _ in range(STEPS):
+        opt.zero_grad()
+        step_loss = loss_fn(peft_model(x), labels)
+        losses.append(step_loss.item())
+        step_loss.backward()
+        opt.step()
+    arrays["adam_losses"] = np.array(losses, np.float32)
+    for k, p in adapters.items():
+        arrays["adam_final/" + k] = layout(k, p)
+    np.savez(os.path.join(out, stem + ".npz"), **arrays)
+
+    graph = onnx.helper.make_graph([], "lora_adapters", [], [],
+                                   [numpy_helper.from_array(v, k) for k, v in init.items()])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", opset)])
+    onnx.helper.set_model_props(model, {"mixtrain.lora.rank": str(RANK), "mixtrain.lora.alpha": str(ALPHA)})
+    onnx.save(model, os.path.join(out, stem + ".adapter.onnx"))
+    print(f"{stem}: loss {loss.item():.6f}, adam {losses[0]:.4f} -> {losses[-1]:.4f}, wrote {out}")
+
+
+def transposed(_, p):  # a Linear's lora_A.weight [r, in] -> A [in, r]; lora_B.weight [out, r] -> B [r, out]
+    return p.detach().t().contiguous().numpy().astype(np.float32)
+
+
 def gpt2(out):
     torch.manual_seed(0)
     cfg = GPT2Config(n_layer=2, n_embd=64, n_head=2, vocab_size=64, n_positions=16, resid_pdrop=0.0,
@@ -67,72 +133,19 @@ def gpt2(out):
     ids = torch.randint(0, 64, (4, 8))
     labels = torch.randint(0, 64, (4, 8))
 
-    wrapped = Logits(base)
-    prog = torch.onnx.export(wrapped, (ids,), None, dynamo=True, opset_version=18, input_names=["input_ids"],
-                             output_names=["logits"], optimize=False, external_data=False)
-    onnx_path = os.path.join(out, "gpt2_lora.onnx")
-    prog.save(onnx_path, external_data=False)
-    onnx_names = {i.name for i in onnx.load(onnx_path).graph.initializer}
+    def export(model, path):
+        torch.onnx.export(model, (ids,), None, dynamo=True, opset_version=18, input_names=["input_ids"],
+                          output_names=["logits"], optimize=False, external_data=False).save(path, external_data=False)
 
+    onnx_path = os.path.join(out, "gpt2_lora.onnx")
+    export(Logits(base), onnx_path)
+    onnx_names = {i.name for i in onnx.load(onnx_path).graph.initializer}
     peft_model = get_peft_model(Logits(copy.deepcopy(base)),
                                 LoraConfig(r=RANK, lora_alpha=ALPHA, target_modules=TARGETS, lora_dropout=0.0,
                                            fan_in_fan_out=True))
-    adapters = {}  # mixtrain name -> (parameter, is_A)
-    gen = torch.Generator().manual_seed(1)
-    for name, mod in peft_model.named_modules():
-        if not hasattr(mod, "lora_A") or "default" not in mod.lora_A:
-            continue
-        onnx_w = name.replace("base_model.model.", "") + ".weight"
-        assert onnx_w in onnx_names, f"{onnx_w} is not an initializer of the export"
-        with torch.no_grad():
-            b = mod.lora_B["default"].weight
-            b.copy_(torch.randn(b.shape, generator=gen) * 0.05)
-        adapters[onnx_w + ".lora_A"] = mod.lora_A["default"].weight
-        adapters[onnx_w + ".lora_B"] = mod.lora_B["default"].weight
+    adapters, _ = draw_adapters(peft_model, onnx_names, 0.05)
     assert len(adapters) == 16, sorted(adapters)
-
-    def mixtrain_layout(p):  # lora_A.weight [r, in] -> A [in, r]; lora_B.weight [out, r] -> B [r, out]
-        return p.detach().t().contiguous().numpy().astype(np.float32)
-
-    init = {k: mixtrain_layout(p) for k, p in adapters.items()}
-    arrays = {"input_ids": ids.numpy(), "labels": labels.numpy()}
-    loss = ce(peft_model(ids), labels)
-    grads = torch.autograd.grad(loss, list(adapters.values()))
-    arrays["loss"] = np.float32(loss.item())
-    for (k, _), g in zip(adapters.items(), grads):
-        arrays["grad/" + k] = mixtrain_layout(g)
-
-    # Merged model at the initial adapters, exported and run in onnxruntime.
-    merged = copy.deepcopy(peft_model).merge_and_unload().eval()
-    merged_path = os.path.join(out, "merged_tmp.onnx")
-    torch.onnx.export(merged, (ids,), None, dynamo=True, opset_version=18, input_names=["input_ids"],
-                      output_names=["logits"], optimize=False, external_data=False).save(merged_path)
-    ort_logits = ort.InferenceSession(merged_path).run(None, {"input_ids": ids.numpy()})[0]
-    os.remove(merged_path)
-    with torch.no_grad():
-        torch_logits = merged(ids).numpy()
-    assert np.abs(ort_logits - torch_logits).max() < 1e-4
-    arrays["merged_logits"] = ort_logits.astype(np.float32)
-
-    opt = torch.optim.Adam(list(adapters.values()), lr=LR)
-    losses = []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        step_loss = ce(peft_model(ids), labels)
-        losses.append(step_loss.item())
-        step_loss.backward()
-        opt.step()
-    arrays["adam_losses"] = np.array(losses, np.float32)
-    for k, p in adapters.items():
-        arrays["adam_final/" + k] = mixtrain_layout(p)
-    np.savez(os.path.join(out, "gpt2_lora.npz"), **arrays)
-
-    graph = onnx.helper.make_graph([], "lora_adapters", [], [],
-                                   [numpy_helper.from_array(v, k) for k, v in init.items()])
-    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 18)])
-    onnx.helper.set_model_props(model, {"mixtrain.lora.rank": str(RANK), "mixtrain.lora.alpha": str(ALPHA)})
-    onnx.save(model, os.path.join(out, "gpt2_lora.adapter.onnx"))
-    print(f"gpt2: loss {loss.item():.6f}, adam {losses[0]:.4f} -> {losses[-1]:.4f}, wrote {out}")
+    write_reference(out, "gpt2_lora", peft_model, adapters, transposed, ce, "input_ids", ids, labels, export, 18)
 
 
 class SmallCnn(torch.nn.Module):
@@ -157,70 +170,28 @@ def cnn(out):
     base = SmallCnn().float().eval()
     x = torch.randn(4, 3, 8, 8)
     labels = torch.randint(0, 10, (4,))
-    onnx_path = os.path.join(out, "cnn_lora.onnx")
-    torch.onnx.export(base, (x,), onnx_path, dynamo=False, opset_version=17, input_names=["input"],
-                      output_names=["logits"], dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}})
-    onnx_names = {i.name for i in onnx.load(onnx_path).graph.initializer}
 
+    def export(model, path, dynamic=False):
+        torch.onnx.export(model, (x,), path, dynamo=False, opset_version=17, input_names=["input"],
+                          output_names=["logits"],
+                          dynamic_axes={"input": {0: "batch"}, "logits": {0: "batch"}} if dynamic else None)
+
+    onnx_path = os.path.join(out, "cnn_lora.onnx")
+    export(base, onnx_path, dynamic=True)
+    onnx_names = {i.name for i in onnx.load(onnx_path).graph.initializer}
     targets = ["conv1", "conv2", "conv3", "conv4", "fc"]
     peft_model = get_peft_model(copy.deepcopy(base), LoraConfig(r=RANK, lora_alpha=ALPHA, target_modules=targets,
                                                                 lora_dropout=0.0))
-    adapters, conv = {}, {}
-    gen = torch.Generator().manual_seed(1)
-    for name, mod in peft_model.named_modules():
-        if not hasattr(mod, "lora_A") or "default" not in mod.lora_A:
-            continue
-        onnx_w = name.replace("base_model.model.", "") + ".weight"
-        assert onnx_w in onnx_names, f"{onnx_w} is not an initializer of the export"
-        with torch.no_grad():
-            b = mod.lora_B["default"].weight
-            b.copy_(torch.randn(b.shape, generator=gen) * 0.2)
-        adapters[onnx_w + ".lora_A"] = mod.lora_A["default"].weight
-        adapters[onnx_w + ".lora_B"] = mod.lora_B["default"].weight
-        conv[onnx_w + ".lora_A"] = conv[onnx_w + ".lora_B"] = isinstance(mod.base_layer, torch.nn.Conv2d)
+    adapters, bases = draw_adapters(peft_model, onnx_names, 0.2)
     assert len(adapters) == 10, sorted(adapters)
 
-    def layout(k, p):  # a Conv's adapters as PEFT holds them; a Linear's transposed (mixtrain's [in, r], [r, out])
-        p = p.detach() if conv[k] else p.detach().t()
-        return p.contiguous().numpy().astype(np.float32)
+    def layout(k, p):  # a Conv's adapters as PEFT holds them; a Linear's transposed
+        if isinstance(bases[k], torch.nn.Conv2d):
+            return p.detach().contiguous().numpy().astype(np.float32)
+        return transposed(k, p)
 
-    arrays = {"input": x.numpy(), "labels": labels.numpy()}
-    loss = torch.nn.functional.cross_entropy(peft_model(x), labels)
-    grads = torch.autograd.grad(loss, list(adapters.values()))
-    arrays["loss"] = np.float32(loss.item())
-    for (k, _), g in zip(adapters.items(), grads):
-        arrays["grad/" + k] = layout(k, g)
-    init = {k: layout(k, p) for k, p in adapters.items()}
-
-    merged = copy.deepcopy(peft_model).merge_and_unload().eval()
-    merged_path = os.path.join(out, "merged_tmp.onnx")
-    torch.onnx.export(merged, (x,), merged_path, dynamo=False, opset_version=17, input_names=["input"],
-                      output_names=["logits"])
-    ort_logits = ort.InferenceSession(merged_path).run(None, {"input": x.numpy()})[0]
-    os.remove(merged_path)
-    with torch.no_grad():
-        assert np.abs(ort_logits - merged(x).numpy()).max() < 1e-4
-        assert np.abs(ort_logits - peft_model(x).numpy()).max() < 1e-4, "merge_and_unload changed the function"
-    arrays["merged_logits"] = ort_logits.astype(np.float32)
-
-    opt = torch.optim.Adam(list(adapters.values()), lr=LR)
-    losses = []
-    for _ in range(STEPS):
-        opt.zero_grad()
-        step_loss = torch.nn.functional.cross_entropy(peft_model(x), labels)
-        losses.append(step_loss.item())
-        step_loss.backward()
-        opt.step()
-    arrays["adam_losses"] = np.array(losses, np.float32)
-    for k, p in adapters.items():
-        arrays["adam_final/" + k] = layout(k, p)
-    np.savez(os.path.join(out, "cnn_lora.npz"), **arrays)
-    graph = onnx.helper.make_graph([], "lora_adapters", [], [],
-                                   [numpy_helper.from_array(v, k) for k, v in init.items()])
-    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
-    onnx.helper.set_model_props(model, {"mixtrain.lora.rank": str(RANK), "mixtrain.lora.alpha": str(ALPHA)})
-    onnx.save(model, os.path.join(out, "cnn_lora.adapter.onnx"))
-    print(f"cnn: loss {loss.item():.6f}, adam {losses[0]:.4f} -> {losses[-1]:.4f}, wrote {out}")
+    write_reference(out, "cnn_lora", peft_model, adapters, layout, torch.nn.functional.cross_entropy, "input", x,
+                    labels, export, 17)
 
 
 def main():

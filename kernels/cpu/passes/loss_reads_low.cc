@@ -57,11 +57,8 @@ class LossReadsLowPass final : public Pass {
         if (loss->num_outputs() > 1 && loss->output(1) != nullptr) continue;
         std::vector<Value*> ins(loss->inputs().begin(), loss->inputs().end());
         ins[0] = low;
-        Value* out = loss->output(0);
         std::vector<Attribute> attrs = loss->attributes();
-        const std::string name = loss->name();
-        g.RemoveNode(loss);  // `out` stays, without a producer
-        Node* fused = g.AddNode("SoftmaxCrossEntropyLoss", ins, {out}, name, kMixtrainDomain);
+        Node* fused = g.ReplaceNode(loss, "SoftmaxCrossEntropyLoss", ins, kMixtrainDomain);
         for (Attribute& a : attrs) fused->SetAttr(std::move(a));
         // Where the forward ends, not after the backward (nothing there reads the loss): the
         // logits then die with the gradient, the backward's first node.
