@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,15 @@ std::string FieldText(const pb::TrainConfig& c, const std::string& path) {
   return "";
 }
 
+// `mixtrain ARGS` with its output caught in a folder of this test's own (the suite runs in
+// parallel: a shared file would catch another test's output).
+cli_test::Result RunInScratch(const std::string& args) {
+  const std::filesystem::path dir = cli_test::ScratchDir("step_flags");
+  cli_test::Result r = cli_test::RunShell(cli_test::kBinary + " " + args, dir);
+  std::filesystem::remove_all(dir);
+  return r;
+}
+
 TEST(StepFlagsFields, EachSetsItsField) {
   const std::vector<Row> rows = Rows();
   ASSERT_GT(rows.size(), 20u);
@@ -95,7 +105,7 @@ TEST(StepFlagsFields, EachSetsItsField) {
     }
     args += r.kind == kBool ? " --" + r.flag : " --" + r.flag + "=" + value;
   }
-  const cli_test::Result out = cli_test::RunShell(cli_test::kBinary + " train --print-config" + args, "/tmp");
+  const cli_test::Result out = RunInScratch("train --print-config" + args);
   ASSERT_EQ(out.code, 0) << out.err << "\nargs:" << args;
   auto parsed = TrainConfig::FromTextProto(out.out);
   ASSERT_TRUE(parsed.ok()) << parsed.status() << "\n" << out.out;
@@ -113,7 +123,7 @@ TEST(StepFlagsFields, EachSetsItsField) {
 }
 
 TEST(StepFlagsFields, EachIsInTrainsHelp) {
-  const cli_test::Result help = cli_test::RunShell(cli_test::kBinary + " train --help", "/tmp");
+  const cli_test::Result help = RunInScratch("train --help");
   ASSERT_EQ(help.code, 0) << help.err;
   for (const Row& r : Rows()) EXPECT_NE(help.out.find("  --" + r.flag), std::string::npos) << r.flag;
   EXPECT_NE(help.out.find("--lr=...                 learning rate (default: 0.001; a finite number > 0)"),
