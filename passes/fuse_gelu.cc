@@ -1,11 +1,17 @@
-// fuse_gelu (inference pass, position 10): the exact GELU as exporters spell it out,
-//   y = x * 0.5 * (1 + erf(x / sqrt(2))),
-// becomes one Gelu node (approximate="none"): ONNX's Gelu when the graph's default opset is 20
-// or newer, else ai.mixtrain Gelu (graph/ops/fused_eltwise_ops.cc), which has the same meaning.
-// One polynomial pass instead of five elementwise passes over the activation, and fuse_matmul
-// (position 20) then folds it into the MatMul that feeds it.
+// fuse_gelu (inference pass, position 10): the GELU as exporters spell it out, exact or in its
+// tanh approximation (GPT-2's "gelu_new", torch's approximate="tanh" below opset 20, Keras's
+// approximate=True),
+//   y = x * 0.5 * (1 + erf(x / sqrt(2)))                                   approximate="none"
+//   y = x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))            approximate="tanh"
+// becomes one Gelu node: ONNX's Gelu when the graph's default opset is 20 or newer, else
+// ai.mixtrain Gelu (graph/ops/fused_eltwise_ops.cc), which has the same meaning. One polynomial
+// pass instead of five (erf) or eight (tanh) elementwise passes over the activation, one GeluGrad
+// instead of a dozen ops in the backward, and fuse_matmul (position 20) then folds it into the
+// MatMul that feeds it.
 //
-// The erf argument is Mul(x, 1/sqrt2) or Div(x, sqrt2); after Add(erf, 1) the halving and the
+// The erf argument is Mul(x, 1/sqrt2) or Div(x, sqrt2). The tanh argument is
+// Mul(sqrt(2/pi), Add(x, Mul(0.044715, x^3))), each product and sum in either order, x^3 being
+// Pow(x, 3), Mul(x, Mul(x, x)) or Mul(Mul(x, x), x). After Add(erf or tanh, 1) the halving and the
 // product with x come in any of the orders exporters emit:
 //   Mul(Mul(x, 0.5), a)   (torch.export / dynamo)      Mul(Mul(x, a), 0.5)   (torch.onnx.export)
 //   Mul(Mul(a, 0.5), x)
@@ -29,11 +35,14 @@ using fusion::OtherInput;
 using fusion::SoleConsumer;
 
 constexpr double kSqrt2 = 1.41421356237309505;
+constexpr double kSqrt2OverPi = 0.79788456080286536;
+constexpr double kGeluCubic = 0.044715;
 
 struct Match {
   Value* x = nullptr;
   Value* y = nullptr;
-  std::vector<Node*> nodes;  // every node the Gelu replaces
+  std::vector<Node*> nodes;  // every node the Gelu replaces, producers first
+  const char* approximate = "none";
 };
 
 // x when `v` (the erf argument) is Mul(x, 1/sqrt2) or Div(x, sqrt2) whose result only the Erf
@@ -52,6 +61,67 @@ Value* ErfArgument(const Graph& g, const Value* v, double tol, Match* m) {
   } else if (IsOnnx(*p, "Div") && Near(ConstantScalar(g, p->input(1), rank), kSqrt2, tol)) {
     m->nodes.push_back(p);
     return p->input(0);
+  }
+  return nullptr;
+}
+
+// The input of Mul `v`'s producer other than the constant `c` (in either place), when that
+// Mul's result is used once; the Mul is appended to `nodes`.
+Value* ProductWithConstant(const Graph& g, const Value* v, double c, double tol, std::vector<Node*>* nodes) {
+  Node* p = v->producer;
+  if (p == nullptr || !IsOnnx(*p, "Mul") || p->num_inputs() != 2 || SoleConsumer(g, v) == nullptr) return nullptr;
+  const int64_t rank = v->shape.rank_known ? v->shape.rank() : 0;
+  for (int i = 0; i < 2; ++i) {
+    if (Near(ConstantScalar(g, p->input(1 - i), rank), c, tol)) {
+      nodes->push_back(p);
+      return p->input(i);
+    }
+  }
+  return nullptr;
+}
+
+// Whether `v` is x^3: Pow(x, 3), Mul(x, Mul(x, x)) or Mul(Mul(x, x), x), each result used once;
+// its nodes are appended to `nodes`, producers first.
+bool IsCube(const Graph& g, const Value* v, const Value* x, double tol, std::vector<Node*>* nodes) {
+  Node* p = v->producer;
+  if (p == nullptr || p->num_inputs() != 2 || SoleConsumer(g, v) == nullptr) return false;
+  if (IsOnnx(*p, "Pow")) {
+    if (p->input(0) != x || !Near(ConstantScalar(g, p->input(1), x->shape.rank()), 3.0, tol)) return false;
+    nodes->push_back(p);
+    return true;
+  }
+  if (!IsOnnx(*p, "Mul")) return false;
+  for (int i = 0; i < 2; ++i) {
+    if (p->input(i) != x) continue;
+    const Value* sq = p->input(1 - i);
+    Node* q = sq->producer;
+    if (q == nullptr || !IsOnnx(*q, "Mul") || q->num_inputs() != 2 || q->input(0) != x || q->input(1) != x ||
+        SoleConsumer(g, sq) != p)
+      continue;
+    nodes->insert(nodes->end(), {q, p});
+    return true;
+  }
+  return false;
+}
+
+// x when `v` (the tanh argument) is Mul(sqrt(2/pi), Add(x, Mul(0.044715, x^3))), each product
+// and sum in either order and each intermediate used only by the next; the nodes go to m->nodes,
+// producers first.
+Value* TanhArgument(const Graph& g, const Value* v, double tol, Match* m) {
+  std::vector<Node*> outer;
+  Value* sum = ProductWithConstant(g, v, kSqrt2OverPi, tol, &outer);
+  if (sum == nullptr) return nullptr;
+  Node* add = sum->producer;
+  if (add == nullptr || !IsOnnx(*add, "Add") || add->num_inputs() != 2 || SoleConsumer(g, sum) == nullptr)
+    return nullptr;
+  for (int i = 0; i < 2; ++i) {
+    Value* x = add->input(i);
+    std::vector<Node*> scaled, cube;
+    Value* c = ProductWithConstant(g, add->input(1 - i), kGeluCubic, tol, &scaled);
+    if (c == nullptr || !IsCube(g, c, x, tol, &cube)) continue;
+    m->nodes.insert(m->nodes.end(), cube.begin(), cube.end());
+    m->nodes.insert(m->nodes.end(), {scaled[0], add, outer[0]});
+    return x;
   }
   return nullptr;
 }
@@ -92,13 +162,15 @@ bool ProductWithHalfX(const Graph& g, Value* a, Value* x, double tol, Match* m) 
   return true;
 }
 
-// The whole pattern around Erf node `erf`.
+// The whole pattern around Erf or Tanh node `erf`; m->approximate says which.
 bool MatchGelu(const Graph& g, Node* erf, Match* m) {
-  if (!IsOnnx(*erf, "Erf") || erf->num_inputs() != 1 || erf->output(0) == nullptr) return false;
+  const bool tanh = IsOnnx(*erf, "Tanh");
+  if (!(tanh || IsOnnx(*erf, "Erf")) || erf->num_inputs() != 1 || erf->output(0) == nullptr) return false;
   Value* e = erf->output(0);
   if (!fusion::IsFloatType(e->dtype) || !fusion::Determined(e->shape)) return false;
   const double tol = fusion::ConstantTolerance(e->dtype);
-  Value* x = ErfArgument(g, erf->input(0), tol, m);
+  m->approximate = tanh ? "tanh" : "none";
+  Value* x = tanh ? TanhArgument(g, erf->input(0), tol, m) : ErfArgument(g, erf->input(0), tol, m);
   if (x == nullptr || x->dtype != e->dtype || !(x->shape == e->shape)) return false;
   m->x = x;
   m->nodes.push_back(erf);
@@ -132,7 +204,7 @@ class FuseGeluPass final : public Pass {
       for (auto it = m.nodes.rbegin(); it != m.nodes.rend(); ++it) g.RemoveNode(*it);
       Node* gelu = g.AddNode("Gelu", {m.x}, {m.y}, g.UniqueName(name),
                              onnx_gelu ? "" : kMixtrainDomain);
-      gelu->SetAttr(Attribute::String("approximate", "none"));
+      gelu->SetAttr(Attribute::String("approximate", m.approximate));
     }
     if (matches.empty()) return false;
     if (!onnx_gelu && !g.opset_imports.contains(kMixtrainDomain))

@@ -8,6 +8,7 @@
 #include <map>
 #include <random>
 
+#include "absl/strings/str_cat.h"
 #include "kernels/backend.h"
 #include "gtest/gtest.h"
 #include "graph/onnx_import.h"
@@ -141,6 +142,92 @@ TEST(FuseGelu, ProductWithAnotherTensorDoesNotFuse) {
   g.AddOutput(b.Op1("Mul", {b.Op1("Mul", {z, b.ConstF({}, {0.5f})}), a}));  // z, not x
   auto out = PassAndCompare(g, "fuse_gelu");
   EXPECT_EQ(Count(*out, "Gelu"), 0);
+}
+
+// The tanh approximation, x * 0.5 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), as GPT-2's
+// gelu_new exports (dynamo: Pow, constants on the right) and with the other spellings: x^3 as
+// Mul(x, Mul(x, x)) or Mul(Mul(x, x), x), the constants and x on the left.
+enum class Cube { kPow, kXTimesSquare, kSquareTimesX };
+Value* BuildGeluTanh(G& b, Value* x, GeluForm form, Cube cube, bool swap, float cubic = 0.044715f,
+                     Value* sum_x = nullptr) {
+  Value* x3 = nullptr;
+  switch (cube) {
+    case Cube::kPow: x3 = b.Op1("Pow", {x, b.ConstF({}, {3.0f})}); break;
+    case Cube::kXTimesSquare: x3 = b.Op1("Mul", {x, b.Op1("Mul", {x, x})}); break;
+    case Cube::kSquareTimesX: x3 = b.Op1("Mul", {b.Op1("Mul", {x, x}), x}); break;
+  }
+  Value* c = b.ConstF({}, {cubic});
+  Value* scaled = b.Op1("Mul", swap ? std::vector<Value*>{c, x3} : std::vector<Value*>{x3, c});
+  Value* xs = sum_x != nullptr ? sum_x : x;
+  Value* sum = b.Op1("Add", swap ? std::vector<Value*>{scaled, xs} : std::vector<Value*>{xs, scaled});
+  Value* k = b.ConstF({}, {0.7978845608f});
+  Value* t = b.Op1("Tanh", {b.Op1("Mul", swap ? std::vector<Value*>{k, sum} : std::vector<Value*>{sum, k})});
+  Value* a = b.Op1("Add", {t, b.ConstF({}, {1.0f})});
+  switch (form) {
+    case GeluForm::kDynamo: return b.Op1("Mul", {b.Op1("Mul", {x, b.ConstF({}, {0.5f})}), a});
+    case GeluForm::kTorchOnnx: return b.Op1("Mul", {b.Op1("Mul", {x, a}), b.ConstF({}, {0.5f})});
+    case GeluForm::kHalfFirst: return b.Op1("Mul", {b.Op1("Mul", {a, b.ConstF({}, {0.5f})}), x});
+  }
+  return nullptr;
+}
+
+TEST(FuseGelu, EveryTanhFormBecomesOneTanhGelu) {
+  for (GeluForm form : {GeluForm::kDynamo, GeluForm::kTorchOnnx, GeluForm::kHalfFirst}) {
+    for (Cube cube : {Cube::kPow, Cube::kXTimesSquare, Cube::kSquareTimesX}) {
+      for (bool swap : {false, true}) {
+        SCOPED_TRACE(absl::StrCat("form ", static_cast<int>(form), " cube ", static_cast<int>(cube), " swap ", swap));
+        G b(18);
+        Value* x = Input(b, "x", DType::kF32, {Dim::Symbol("B"), Dim(7)});
+        b.graph().AddOutput(BuildGeluTanh(b, x, form, cube, swap));
+        auto out = PassAndCompare(b.graph(), "fuse_gelu");
+        ASSERT_EQ(out->num_nodes(), 1u);
+        const Node* gelu = Find(*out, "Gelu");
+        ASSERT_NE(gelu, nullptr);
+        EXPECT_EQ(gelu->attr_string("approximate", ""), "tanh");
+        EXPECT_EQ(gelu->input(0), out->FindValue("x"));
+      }
+    }
+  }
+}
+
+TEST(FuseGelu, TanhFormInBf16Fuses) {
+  G b(20);
+  Value* x = Input(b, "x", DType::kF32, {Dim::Symbol("B"), Dim(7)});
+  b.graph().AddOutput(BuildGeluTanh(b, x, GeluForm::kDynamo, Cube::kPow, false));
+  auto out = PassAndCompare(b.graph(), "fuse_gelu", DType::kBF16, 2e-2);
+  EXPECT_EQ(Count(*out, "Gelu"), 1);
+  EXPECT_EQ(Count(*out, "Tanh"), 0);
+  EXPECT_EQ(Find(*out, "Gelu")->domain(), "");
+}
+
+// A tanh form that is not GELU's: another cubic coefficient, another tensor in the sum, an
+// intermediate read elsewhere, Pow with another exponent. Each computes what it did.
+TEST(FuseGelu, TanhFormsThatAreNotGeluStay) {
+  for (int variant = 0; variant < 4; ++variant) {
+    SCOPED_TRACE(variant);
+    G b(18);
+    Graph& g = b.graph();
+    Value* x = Input(b, "x", DType::kF32, {Dim::Symbol("B"), Dim(7)});
+    Value* z = Input(b, "z", DType::kF32, {Dim::Symbol("B"), Dim(7)});
+    switch (variant) {
+      case 0: g.AddOutput(BuildGeluTanh(b, x, GeluForm::kDynamo, Cube::kPow, false, 0.05f)); break;
+      case 1: g.AddOutput(BuildGeluTanh(b, x, GeluForm::kDynamo, Cube::kPow, false, 0.044715f, z)); break;
+      case 2:
+        g.AddOutput(BuildGeluTanh(b, x, GeluForm::kDynamo, Cube::kPow, false));
+        g.AddOutput(b.Op1("Neg", {Find(g, "Pow")->output(0)}));
+        break;
+      case 3: {
+        g.AddOutput(BuildGeluTanh(b, x, GeluForm::kDynamo, Cube::kPow, false));
+        Node* pow = Find(g, "Pow");
+        g.SetInput(pow, 1, b.ConstF({}, {2.0f}));
+        break;
+      }
+    }
+    if (variant != 1) g.AddOutput(b.Op1("Neg", {z}));  // z read in every variant
+    auto out = PassAndCompare(g, "fuse_gelu");
+    EXPECT_EQ(Count(*out, "Gelu"), 0);
+    EXPECT_EQ(Count(*out, "Tanh"), 1);
+  }
 }
 
 // ---- fuse_softmax ----------------------------------------------------------------------------
