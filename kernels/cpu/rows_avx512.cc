@@ -16,21 +16,37 @@ __mmask16 TailMask(int64_t n, int64_t k) {
   return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1);
 }
 
+// Masked loads and stores run at half the rate of plain ones on some CPUs (AMD Zen 4: a bf16
+// cast of a 38M-element weight took 10.6 ms masked, 5.3 plain), so a full vector (every lane
+// in the row, all but a row's last) takes the plain instruction.
+constexpr __mmask16 kFull = 0xffff;
+
 // Lanes past the row read as `pad`.
-__m512 Load(const float* p, __mmask16 m, __m512 pad) { return _mm512_mask_loadu_ps(pad, m, p); }
+__m512 Load(const float* p, __mmask16 m, __m512 pad) {
+  return m == kFull ? _mm512_loadu_ps(p) : _mm512_mask_loadu_ps(pad, m, p);
+}
 __m512 Load(const uint16_t* p, __mmask16 m, __m512 pad) {
+  if (m == kFull) {
+    const __m512i w = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+    return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  }
   const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
   return _mm512_mask_blend_ps(m, pad, _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)));
 }
 
 // Lanes past the row read as 0 (bf16: the zero-masked load is already +0.0f, no blend).
-__m512 LoadZero(const float* p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
+__m512 LoadZero(const float* p, __mmask16 m) { return m == kFull ? _mm512_loadu_ps(p) : _mm512_maskz_loadu_ps(m, p); }
 __m512 LoadZero(const uint16_t* p, __mmask16 m) {
-  const __m512i w = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(w, 16));
+  const __m256i h = m == kFull ? _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)) : _mm256_maskz_loadu_epi16(m, p);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-void Store(float* p, __mmask16 m, __m512 v) { _mm512_mask_storeu_ps(p, m, v); }
+void Store(float* p, __mmask16 m, __m512 v) {
+  if (m == kFull)
+    _mm512_storeu_ps(p, v);
+  else
+    _mm512_mask_storeu_ps(p, m, v);
+}
 // FloatToBFloat16 of half.h, 16 lanes: NaN keeps its top bits and is made quiet; everything else
 // (subnormals too) rounds to nearest even by adding 0x7fff plus the kept lowest bit.
 void Store(uint16_t* p, __mmask16 m, __m512 v) {
@@ -42,7 +58,11 @@ void Store(uint16_t* p, __mmask16 m, __m512 v) {
   const __mmask16 nan = _mm512_cmpgt_epu32_mask(
       _mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
   r = _mm512_mask_or_epi32(r, nan, hi, _mm512_set1_epi32(0x40));
-  _mm256_mask_storeu_epi16(p, m, _mm512_cvtepi32_epi16(r));
+  const __m256i h = _mm512_cvtepi32_epi16(r);
+  if (m == kFull)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), h);
+  else
+    _mm256_mask_storeu_epi16(p, m, h);
 }
 
 // --- math --------------------------------------------------------------------------------------
@@ -250,7 +270,7 @@ void LayerNormRowsT(const T* x, T* y, int64_t rows, int64_t n, const float* scal
 void FloatToBFloat16Row(const float* x, uint16_t* y, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 m = TailMask(n - i, 0);
-    Store(y + i, m, _mm512_maskz_loadu_ps(m, x + i));
+    Store(y + i, m, LoadZero(x + i, m));
   }
 }
 
