@@ -110,11 +110,13 @@ struct GeluGrad {
     return dy * (0.5f * (1.0f + fm::Erf(x * kInvSqrt2)) + x * kInvSqrt2Pi * fm::Exp(-0.5f * x * x));
   }
 };
+// With s = sigmoid(2u) = (1 + tanh u) / 2 (fm::GeluTanh): d/dx [x s] = s + 2 x s (1 - s) u',
+// u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2).
 struct GeluTanhGrad {
   MT_HD float operator()(float dy, float x) const {
     constexpr float kSqrt2OverPi = 0.79788456080286536f, kA = 0.044715f;
-    const float t = fm::Tanh(kSqrt2OverPi * (x + kA * x * x * x));
-    return dy * (0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * kSqrt2OverPi * (1.0f + 3.0f * kA * x * x));
+    const float s = 1.0f / (1.0f + fm::Exp(-2.0f * kSqrt2OverPi * (x + kA * x * x * x)));
+    return dy * (s + 2.0f * x * s * (1.0f - s) * kSqrt2OverPi * (1.0f + 3.0f * kA * x * x));
   }
 };
 

@@ -150,10 +150,13 @@ MT_HD float Sigmoid(float x) { return 1.0f / (1.0f + Exp(-x)); }
 // Gelu with the exact erf: x Phi(x) = x/2 (1 + erf(x / sqrt 2)).
 MT_HD float Gelu(float x) { return 0.5f * x * (1.0f + Erf(x * 0.70710678118654752f)); }
 
-// Gelu's tanh approximation (approximate="tanh").
+// Gelu's tanh approximation (approximate="tanh"), 0.5 x (1 + tanh(u)) with
+// u = sqrt(2/pi) (x + 0.044715 x^3), computed as the equal x * sigmoid(2u) = x / (1 + e^-2u):
+// one Exp and one division instead of Tanh's two branches, and for x < 0 no cancellation in
+// 1 + tanh (GELU(-10) is -1.2e-37, not -0).
 MT_HD float GeluTanh(float x) {
-  const float k = 0.79788456080286536f;  // sqrt(2 / pi)
-  return 0.5f * x * (1.0f + Tanh(k * (x + 0.044715f * x * x * x)));
+  const float k2 = 1.59576912160573072f;  // 2 sqrt(2 / pi)
+  return x / (1.0f + Exp(-k2 * (x + 0.044715f * x * x * x)));
 }
 
 }  // namespace mixtrain::fm
