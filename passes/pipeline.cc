@@ -21,7 +21,7 @@ namespace {
 // unroll_rnn write loops and recurrent ops out step by step (their only gradient; a loop's body
 // may hold a recurrent op, so loops first), fold_views leaves
 // attention's head split one copy (or none) where exporters make several, so the backward has
-// as few; the fusions' fused ops have gradient rules: an exported erf-GELU is five ops forward and nine backward, one GeluGrad fused;
+// as few; the fusions' fused ops have gradient rules: an exported erf-GELU is five ops forward and nine backward, a tanh-GELU (GPT-2) eight and a dozen, one GeluGrad fused;
 // attention's Softmax(Where(mask, scale * X)) differentiates to one SoftmaxGrad instead of seven
 // ops. Both are exact rewrites (passes/fuse_gelu.cc, passes/fuse_softmax.cc).
 absl::Status AddForwardFusions(std::vector<std::unique_ptr<Pass>>& ps, const TrainableSelection& params,

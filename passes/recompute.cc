@@ -24,8 +24,11 @@
 //         extra FLOPs reach a third of the forward's: the attention halves of a transformer
 //         before its MLP halves, never the classifier over a vocabulary.
 //
+// A weight's low-precision copy (AMP's Cast of it) read by the backward is a segment of its own,
+// cast again right before its first reader after the forward (tried after the activations'
+// segments, whose clones read it too).
 // What is never recomputed, so a segment's clones start from it: values that do not depend on the
-// batch (weights and their casts, masks), graph outputs, and the outputs of random ops (a
+// batch (weights, masks; the casts above only as their own segments), graph outputs, and the outputs of random ops (a
 // Dropout's mask is drawn once) or of nodes with subgraphs or collective communication. The
 // clones are the same ops with the same attributes on the same inputs, so in fp32 the gradients
 // are bit-identical to the step without recompute (tests/passes/recompute_test.cc). The clones
@@ -159,6 +162,7 @@ struct Segment {
   std::vector<Value*> saved;         // its values the backward reads, to be recomputed
   std::vector<Node*> clone;          // the nodes that produce `saved` from kept values, in order
   double bytes = 0, flops = 0;
+  bool weight_copy = false;          // a weight's copy (below), tried after the activations
 };
 
 // What Apply changed, for Undo.
@@ -294,6 +298,30 @@ class RecomputePass final : public Pass {
       if (s.entry != nullptr && !read_by_backward(s.entry)) s.bytes -= Bytes(s.entry);
     }
 
+    // --- weights' low-precision copies: computed again for the backward too ---
+    // A node that makes a value from weights alone (AMP's Cast of a weight to bf16) and whose
+    // result the backward reads (the input gradient of a product reads the weight) holds it from
+    // the forward to the backward: one segment of its own, recomputed from the weight. Cheap (its
+    // "FLOPs" are its elements), so auto's budget hardly notices them; each is kept where it
+    // lowers the simulated peak.
+    for (Node* n : forward) {
+      if (n->num_outputs() != 1 || n->output(0) == nullptr || IsViewNode(*n) || MustKeepOutputs(*n) ||
+          HasOpTraits(*n, kOpReadsOnlyDims) || n->num_inputs() == 0)
+        continue;
+      Value* o = n->output(0);
+      if (activation.contains(o) || g.IsGraphOutput(o) || !read_by_backward(o)) continue;
+      bool from_weights = true;
+      for (const Value* in : n->inputs()) from_weights = from_weights && in != nullptr && in->is_initializer();
+      if (!from_weights) continue;
+      Segment w;
+      w.weight_copy = true;
+      w.nodes = w.clone = {n};
+      w.saved = {o};
+      w.bytes = Bytes(o);
+      w.flops = Flops(*n);
+      segments.push_back(std::move(w));
+    }
+
     // --- choose, by the simulated peak ---
     std::vector<Segment*> candidates;
     for (Segment& s : segments)
@@ -305,6 +333,9 @@ class RecomputePass final : public Pass {
         return a->bytes * b->flops > b->bytes * a->flops;
       });
     }
+    // Weights' copies last: the clones of recomputed activations read them too, and must exist
+    // to be pointed at the copy's clone (else they hold the forward's copy alive).
+    std::stable_partition(candidates.begin(), candidates.end(), [](const Segment* s) { return !s->weight_copy; });
     Footprint best = Simulate(g);
     double extra = 0;
     bool changed = false;
@@ -330,6 +361,11 @@ class RecomputePass final : public Pass {
   // time, and need nothing kept).
   static bool IsBackward(const Node* n) {
     return PhaseOf(*n) == StepPhase::kBackward && !HasOpTraits(*n, kOpReadsOnlyDims);
+  }
+  // Nodes after the forward that read a value: the backward's, and the clones of segments
+  // recomputed before (a recomputed product reads its weight's low-precision copy).
+  static bool ReadsAfterForward(const Node* n) {
+    return IsBackward(n) || (PhaseOf(*n) == StepPhase::kRecompute && !HasOpTraits(*n, kOpReadsOnlyDims));
   }
 
   // Backward nodes that read forward values only can sit inside the forward, where autodiff's
@@ -378,7 +414,7 @@ class RecomputePass final : public Pass {
       const Value* v = stack.back();
       stack.pop_back();
       for (Node* c : v->consumers) {
-        if (!IsBackward(c)) continue;
+        if (!ReadsAfterForward(c)) continue;
         if (IsViewNode(*c) && c->input(0) == v && c->output(0) != nullptr) {
           views.push_back(c);
           stack.push_back(c->output(0));
@@ -425,7 +461,7 @@ class RecomputePass final : public Pass {
     for (Value* v : s.saved) {
       Value* c = copy.at(v);
       for (Node* reader : std::vector<Node*>(v->consumers))
-        if (IsBackward(reader))
+        if (ReadsAfterForward(reader))
           for (size_t i = 0; i < reader->num_inputs(); ++i)
             if (reader->input(i) == v) {
               g.SetInput(reader, i, c);

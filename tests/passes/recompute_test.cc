@@ -154,6 +154,57 @@ TEST(Recompute, TransformerBlocksAreRecomputedWhole) {
   }
 }
 
+// Under bf16 AMP each weight's bf16 copy is read by its product in the forward and by the input
+// gradient in the backward; recompute casts it again for the backward instead of holding it
+// across. The clones are the same Casts of the same weights, so the steps stay bit-identical
+// in bf16 too, and the activations kept for the backward fall.
+TEST(Recompute, WeightCopiesAreCastAgainForTheBackward) {
+  for (const char* path : {"tests/data/zoo/gpt2_hf.onnx", "tests/data/zoo/llama_hf.onnx"}) {
+    SCOPED_TRACE(path);
+    std::vector<float> losses[2];
+    size_t kept[2] = {0, 0};
+    std::unique_ptr<Trainer> t[2];
+    for (int on = 0; on < 2; ++on) {
+      mixtrain::TrainConfig c;
+      c.precision.low_dtype = mixtrain::TrainConfig::Precision::LowType::kBf16;
+      c.class_axis = -1;
+      c.recompute = on ? "auto" : "none";
+      c.device = "cpu";
+      auto made = Trainer::Create(kSrc + path, c);
+      ASSERT_TRUE(made.ok()) << made.status();
+      t[on] = std::move(*made);
+      const TensorMap batch = Batch(*t[on], Model{path, -1, 0, 0});
+      for (int s = 0; s < 3; ++s) {
+        auto r = t[on]->Step(batch);
+        ASSERT_TRUE(r.ok()) << r.status();
+        losses[on].push_back(*r->loss);
+      }
+      kept[on] = t[on]->StepMemoryStatistics()->activations_kept;
+    }
+    EXPECT_EQ(std::memcmp(losses[0].data(), losses[1].data(), 3 * sizeof(float)), 0);
+    for (const std::string& p : t[0]->ParameterNames())
+      EXPECT_TRUE(*t[0]->GetParameter(p) == *t[1]->GetParameter(p)) << p;
+    // The recomputed Casts that read a parameter: "recompute/...: Cast(<parameter>: f32[...]".
+    auto text = t[1]->TransformedGraph();
+    ASSERT_TRUE(text.ok());
+    int casts = 0;
+    const std::vector<std::string> params = t[1]->ParameterNames();
+    for (size_t begin = 0; begin < text->size();) {
+      size_t end = text->find('\n', begin);
+      if (end == std::string::npos) end = text->size();
+      const std::string line = text->substr(begin, end - begin);
+      if (line.rfind("recompute/", 0) == 0)
+        for (const std::string& p : params)
+          if (line.find(": Cast(" + p + ": ") != std::string::npos) ++casts;
+      begin = end + 1;
+    }
+    EXPECT_GT(casts, 0) << "no weight copy recomputed";
+    EXPECT_LT(kept[1], kept[0]);
+    std::printf("%s, bf16: %d weight casts recomputed; activations kept %.3f -> %.3f MiB\n", path, casts,
+                kept[0] / 1048576.0, kept[1] / 1048576.0);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Models, RecomputeTest,
     ::testing::Values(Model{"models/gpt_mini.onnx", -1, 4, 256}, Model{"models/fashion_cnn.onnx", 1, 16, 10, false},
