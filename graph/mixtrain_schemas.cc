@@ -83,6 +83,8 @@ MT_REGISTER_ONNX_SCHEMAS(grad_ops) {
       {{"summed", "T", false}});
   AddMixtrainSchema("GatherGrad", {{"dY", "T", false}, {"indices", "I", false}, {"X", "T", false}},
       {{"dX", "T", false}});
+  AddMixtrainSchema("GatherGradAdd", {{"A", "T", false}, {"dY", "T", false}, {"indices", "I", false}},
+      {{"Y", "T", false}});
 }
 
 }  // namespace mixtrain

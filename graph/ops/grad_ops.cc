@@ -77,6 +77,8 @@ MT_REGISTER_OP_SCHEMAS(grad_ops, {
     // (dY, Y[, mask]) -> dX = scale * Y * (dY - sum(dY * Y)) over the last axis, 0 where !mask
     {"SoftmaxGrad", "ai.mixtrain", Like<1>},
     {"GatherGrad", "ai.mixtrain", Like<2>},                      // (dY, indices, X) -> dX
+    // (A, dY, indices) -> A + GatherGrad(dY, indices, A): the CPU's gather_grad_accumulates
+    {"GatherGradAdd", "ai.mixtrain", Like<0>, kOpOverwritesInput0},
 });
 
 }  // namespace

@@ -72,6 +72,7 @@ Target CpuTarget(const TargetCapabilities& caps) {
         {"fp32_grad_products", [](DType low) { return low == DType::kBF16 ? MakeFp32GradProductsPass() : nullptr; }});
   t.training_passes.push_back(
       {"loss_reads_low", [](DType low) { return IsLowFloat(low) ? MakeLossReadsLowPass() : nullptr; }});
+  t.training_passes.push_back({"gather_grad_accumulates", [](DType) { return MakeGatherGradAccumulatesPass(); }});
   if (const int64_t block = t.caps.training_channel_block; block != 0)
     t.training_passes.push_back({"conv_layout_train", [block](DType) { return MakeConvLayoutTrainingPass(block); }});
   const bool blocked = t.caps.channel_blocked;
@@ -128,5 +129,6 @@ MT_REGISTER_PASS(conv_transposes, [] { return MakeConvTransposesPass(); });
 MT_REGISTER_PASS(conv_flatten_weights, [] { return MakeConvFlattenWeightsPass(); });
 MT_REGISTER_PASS(conv_pool, [] { return MakeConvPoolPass(); });
 MT_REGISTER_PASS(loss_reads_low, [] { return MakeLossReadsLowPass(); });
+MT_REGISTER_PASS(gather_grad_accumulates, [] { return MakeGatherGradAccumulatesPass(); });
 
 }  // namespace mixtrain

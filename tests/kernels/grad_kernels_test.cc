@@ -149,6 +149,45 @@ TEST(GradKernels, LossesGeluGatherSumTo) {
   CheckLowPrecision("SumToShape", {RandomF32({2, 3, 4}, 1), Tensor::FromVector<int64_t>(DType::kI64, {2}, {3, 1})}, 1);
 }
 
+// GatherGradAdd(A, dY, indices) is A + GatherGrad(dY, indices, A): repeated, negative and unique
+// indices, along axis 0 and 1, fp32 and bf16 (the sum in float, rounded once).
+TEST(GradKernels, GatherGradAddIsTheAddOfGatherGrad) {
+  for (int64_t axis : {0, 1}) {
+    for (DType t : {DType::kF32, DType::kBF16}) {
+      SCOPED_TRACE(testing::Message() << "axis " << axis << " " << DTypeName(t));
+      const std::vector<int64_t> a_dims = axis == 0 ? std::vector<int64_t>{5, 3} : std::vector<int64_t>{2, 5, 3};
+      const std::vector<int64_t> idx_v = {4, 0, -1, 2, 4, 0};  // 4 three times (-1 is 4)
+      std::vector<int64_t> dy_dims = axis == 0 ? std::vector<int64_t>{6, 3} : std::vector<int64_t>{2, 6, 3};
+      Tensor a = ToLow(RandomF32(a_dims, 3), t), dy = ToLow(RandomF32(dy_dims, 4), t);
+      Tensor idx = Tensor::FromVector<int64_t>(DType::kI64, {6}, idx_v);
+      auto gg = MakeNode("GatherGrad", {dy, idx, a}, 1, {A::Int("axis", axis)}, "ai.mixtrain");
+      auto d = RunCpuKernel(*gg.node, {dy, idx, a});
+      ASSERT_TRUE(d.ok()) << d.status();
+      auto fused = MakeNode("GatherGradAdd", {a, dy, idx}, 1, {A::Int("axis", axis)}, "ai.mixtrain");
+      auto got = RunCpuKernel(*fused.node, {a, dy, idx});
+      ASSERT_TRUE(got.ok()) << got.status();
+      const Tensor& gd = (*d)[0];
+      const Tensor& gy = (*got)[0];
+      ASSERT_EQ(gy.numel(), a.numel());
+      ASSERT_EQ(gy.dtype(), t);
+      double moved = 0;
+      for (int64_t i = 0; i < gy.numel(); ++i) {
+        const double want = a.GetDouble(i) + gd.GetDouble(i);
+        EXPECT_NEAR(gy.GetDouble(i), want, t == DType::kF32 ? 1e-6 : 2e-2 * (1 + std::fabs(want))) << i;
+        moved += std::fabs(gd.GetDouble(i));
+      }
+      EXPECT_GT(moved, 0.1);  // the scatter added something
+    }
+  }
+  // An index out of range is an error naming it.
+  Tensor a = RandomF32({5, 3}, 3), dy = RandomF32({1, 3}, 4);
+  Tensor bad = Tensor::FromVector<int64_t>(DType::kI64, {1}, {5});
+  auto fused = MakeNode("GatherGradAdd", {a, dy, bad}, 1, {A::Int("axis", 0)}, "ai.mixtrain");
+  auto r = RunCpuKernel(*fused.node, {a, dy, bad});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("index 5 out of range"), std::string::npos) << r.status();
+}
+
 // The fp32 row kernel (N x C, classes contiguous) against the formula in double:
 // dX[n, c] = coef_n * (softmax(x_n)[c] - [c == y_n]), coef_n = w[y_n] * dL / sum of w over
 // non-ignored rows (mean), w[y_n] * dL (sum) or w[y_n] * dL_n (none); 0 for ignored rows.

@@ -26,6 +26,10 @@ std::unique_ptr<Pass> MakeConvLayoutTrainingPass(int64_t block);
 // not an fp32 copy and an fp32 gradient cast back (loss_reads_low.cc).
 std::unique_ptr<Pass> MakeLossReadsLowPass();
 
+// A gather's weight gradient (a tied embedding's) scatter-added into the weight's other gradient
+// in place, not a zeroed table added to it (gather_grad_accumulates.cc).
+std::unique_ptr<Pass> MakeGatherGradAccumulatesPass();
+
 // --- the inference pipeline, at positions 45-48 among the registered passes --------------------
 
 // Convolutions and pools channels-last, or channel-blocked where `channel_blocked` (conv_layout.cc).
