@@ -20,6 +20,7 @@
 #include "mixtrain/status_macros.h"
 #include "tools/cli.h"
 #include "tools/memory_report.h"
+#include "tools/step_flags.h"
 #include "tools/step_profile.h"
 
 namespace mixtrain {
@@ -73,13 +74,18 @@ double Median(std::vector<double> v) {
 // device instead of timing only the launches.
 absl::Status BenchTrain(const cli::Args& args, const std::string& path, int64_t batch, int64_t warmup,
                         int64_t iters, ElementType dtype, const std::map<std::string, int64_t>& sym) {
+  // The step `train` builds from the same step flags (--recompute, --optimizer, --lora-rank,
+  // --config, ...); bench's --dtype picks the precision (fp32, or AMP in bf16/fp16) unless a
+  // --config, --policy or --precision says it and --dtype is not given.
   TrainConfig c;
   using P = TrainConfig::Precision;
-  c.precision.preset = dtype == ElementType::kFloat32 ? P::Preset::kFp32 : P::Preset::kAmp;
-  c.precision.low_dtype = dtype == ElementType::kFloat16 ? P::LowType::kFp16 : P::LowType::kBf16;
-  c.loss = args.str("loss");
-  c.class_axis = static_cast<int32_t>(args.integer("class-axis"));
-  c.device = args.str("device");
+  MIXTRAIN_RETURN_IF_ERROR(cli::ApplyStepFlags(args, c, /*dtype_is_callers=*/true));
+  if (args.has("dtype") || !(args.has("config") || args.has("policy") || args.has("precision"))) {
+    c.precision.preset = dtype == ElementType::kFloat32 ? P::Preset::kFp32 : P::Preset::kAmp;
+    c.precision.low_dtype = dtype == ElementType::kFloat32   ? P::LowType::kAuto
+                            : dtype == ElementType::kFloat16 ? P::LowType::kFp16
+                                                             : P::LowType::kBf16;
+  }
   MIXTRAIN_ASSIGN_OR_RETURN(std::unique_ptr<Trainer> t, Trainer::Create(path, c));
   const ResolvedDevice where = t->device();
   // Why the CPU was chosen matters to who asked for a device, or when there is a GPU it could not use.
@@ -212,16 +218,26 @@ absl::Status Bench(const cli::Args& args) {
   return absl::OkStatus();
 }
 
+// bench's own flags, then train's step flags it does not define itself (its --dtype picks the
+// precision; data parallelism needs `mpirun`, which bench is not run under).
+std::vector<cli::FlagSpec> BenchFlags(std::vector<cli::FlagSpec> own) {
+  for (cli::FlagSpec& f : cli::StepFlagSpecs()) {
+    const bool taken = std::any_of(own.begin(), own.end(), [&](const cli::FlagSpec& o) { return o.name == f.name; });
+    if (!taken && f.name != "data-parallel" && f.name != "deterministic") own.push_back(std::move(f));
+  }
+  return own;
+}
+
 MT_REGISTER_COMMAND(
     bench, cli::Command{
                .name = "bench",
                .usage = "mixtrain bench MODEL.onnx --batch-size=N [--dtype=fp32|bf16|fp16] [--warmup=5] "
                         "[--iters=20] [--dims=SYM=SIZE,...] [--profile] [--no-optimize] [--train [--loss=...] "
-                        "[--class-axis=N] [--data=FILE.npz|DIR] [--device=cpu|cuda|auto]]",
+                        "[--class-axis=N] [--data=FILE.npz|DIR] [--device=cpu|cuda|auto] [train's step flags: --recompute, "
+                        "--optimizer, --lora-rank, --config, ...]]",
                .summary = "time the forward pass (or with --train the training step) on random inputs; prints "
                           "time per batch and peak memory",
-               .flags =
-                   {
+               .flags = BenchFlags({
                        {.name = "batch-size", .default_value = "1",
                         .help = "size of every input's symbolic first dimension"},
                        {.name = "dtype", .default_value = "fp32", .help = "fp32, bf16 or fp16"},
@@ -249,7 +265,7 @@ MT_REGISTER_COMMAND(
                                 "files (as `mixtrain train --data`), timing the wait for it with the step"},
                        {.name = "device", .default_value = "auto",
                         .help = "cpu, cuda, or auto (cuda where a GPU is usable and has every kernel)"},
-                   },
+                   }),
                .run = [](const cli::Args& args) {
                  absl::Status s = Bench(args);
                  return s.ok() ? 0 : cli::Fail("bench", s);

@@ -88,7 +88,7 @@ absl::Status CheckContradictions(const Args& a, const TrainConfig& c) {
   return absl::OkStatus();
 }
 
-absl::Status ApplyStepFlags(const Args& a, TrainConfig& c) {
+absl::Status ApplyStepFlags(const Args& a, TrainConfig& c, bool dtype_is_callers) {
   if (a.has("config")) {
     MIXTRAIN_ASSIGN_OR_RETURN(std::string text, ReadInputFile("--config", a.str("config")));
     absl::StatusOr<TrainConfig> parsed = TrainConfig::FromTextProto(text);
@@ -118,7 +118,7 @@ absl::Status ApplyStepFlags(const Args& a, TrainConfig& c) {
     c.recompute = r;
   }
   if (a.has("seed")) c.data.seed = static_cast<uint64_t>(a.integer("seed"));
-  if (a.has("dtype")) {
+  if (a.has("dtype") && !dtype_is_callers) {
     std::string d = a.str("dtype");
     if (d == "fp16") prec->low_dtype = TrainConfig::Precision::LowType::kFp16;
     else if (d == "bf16") prec->low_dtype = TrainConfig::Precision::LowType::kBf16;

@@ -17,7 +17,8 @@ std::vector<FlagSpec> StepFlagSpecs();
 
 // Applies the step-shaping flags over `c` (what `c` holds < --config < flags). Numbers were
 // checked by Args::Parse against their NumericFlags() rows; a --config's fields by FromTextProto.
-// --config replaces `c` as a whole.
-absl::Status ApplyStepFlags(const Args& a, TrainConfig& c);
+// --config replaces `c` as a whole. `dtype_is_callers`: the command reads --dtype its own way
+// (bench's fp32|bf16|fp16), so it is not the low type here.
+absl::Status ApplyStepFlags(const Args& a, TrainConfig& c, bool dtype_is_callers = false);
 
 }  // namespace mixtrain::cli

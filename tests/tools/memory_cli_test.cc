@@ -51,6 +51,20 @@ TEST(MemoryCli, CheckPlansWhatTheStepThenHolds) {
     EXPECT_EQ(ReportLine(ran.out, line), want) << line << ":\n" << ran.out;
   }
   EXPECT_NE(ran.out.find("measured peak RSS"), std::string::npos) << ran.out;
+  // bench --train takes train's step flags too: the step it runs with --recompute=auto
+  // --optimizer=sgd --precision=amp holds what check planned for those flags.
+  const cli_test::Result ran_sgd =
+      RunShell("OMP_NUM_THREADS=1 " + kBinary + " bench " + kGpt +
+                   " --train --class-axis=-1 --batch-size=8 --warmup=0 --iters=1 --profile --recompute=auto "
+                   "--optimizer=sgd --precision=amp",
+               dir);
+  ASSERT_EQ(ran_sgd.code, 0) << ran_sgd.err;
+  for (const char* line : {"optimizer state", "planner arena (step)", "peak in recompute"}) {
+    const std::string want = ReportLine(sgd.out, line);
+    ASSERT_FALSE(want.empty()) << line << " missing from check --memory:\n" << sgd.out;
+    EXPECT_EQ(ReportLine(ran_sgd.out, line), want) << line << ":\n" << ran_sgd.out;
+  }
+  EXPECT_NE(ReportLine(ran_sgd.out, "optimizer state"), ReportLine(ran.out, "optimizer state"));  // SGD: none
 }
 
 // Sanitizer builds (GCC defines __SANITIZE_*__; clang before 15 only answers __has_feature).
