@@ -45,28 +45,8 @@ struct Match {
   const char* approximate = "none";
 };
 
-// x when `v` (the erf argument) is Mul(x, 1/sqrt2) or Div(x, sqrt2) whose result only the Erf
-// uses; the Mul/Div goes to m->nodes.
-Value* ErfArgument(const Graph& g, const Value* v, double tol, Match* m) {
-  Node* p = v->producer;
-  if (p == nullptr || SoleConsumer(g, v) == nullptr || p->num_inputs() != 2) return nullptr;
-  const int64_t rank = v->shape.rank_known ? v->shape.rank() : 0;
-  if (IsOnnx(*p, "Mul")) {
-    for (int i = 0; i < 2; ++i) {
-      if (Near(ConstantScalar(g, p->input(1 - i), rank), 1.0 / kSqrt2, tol)) {
-        m->nodes.push_back(p);
-        return p->input(i);
-      }
-    }
-  } else if (IsOnnx(*p, "Div") && Near(ConstantScalar(g, p->input(1), rank), kSqrt2, tol)) {
-    m->nodes.push_back(p);
-    return p->input(0);
-  }
-  return nullptr;
-}
-
-// The input of Mul `v`'s producer other than the constant `c` (in either place), when that
-// Mul's result is used once; the Mul is appended to `nodes`.
+// The input of `v`'s producer, a Mul, other than the constant `c` (in either place), when `v`
+// is used once; the Mul is appended to `nodes`.
 Value* ProductWithConstant(const Graph& g, const Value* v, double c, double tol, std::vector<Node*>* nodes) {
   Node* p = v->producer;
   if (p == nullptr || !IsOnnx(*p, "Mul") || p->num_inputs() != 2 || SoleConsumer(g, v) == nullptr) return nullptr;
@@ -76,6 +56,20 @@ Value* ProductWithConstant(const Graph& g, const Value* v, double c, double tol,
       nodes->push_back(p);
       return p->input(i);
     }
+  }
+  return nullptr;
+}
+
+// x when `v` (the erf argument) is Mul(x, 1/sqrt2) or Div(x, sqrt2) whose result only the Erf
+// uses; the Mul/Div goes to m->nodes.
+Value* ErfArgument(const Graph& g, const Value* v, double tol, Match* m) {
+  if (Value* x = ProductWithConstant(g, v, 1.0 / kSqrt2, tol, &m->nodes)) return x;
+  Node* p = v->producer;
+  if (p == nullptr || SoleConsumer(g, v) == nullptr || p->num_inputs() != 2) return nullptr;
+  const int64_t rank = v->shape.rank_known ? v->shape.rank() : 0;
+  if (IsOnnx(*p, "Div") && Near(ConstantScalar(g, p->input(1), rank), kSqrt2, tol)) {
+    m->nodes.push_back(p);
+    return p->input(0);
   }
   return nullptr;
 }

@@ -365,7 +365,8 @@ class RecomputePass final : public Pass {
   // Nodes after the forward that read a value: the backward's, and the clones of segments
   // recomputed before (a recomputed product reads its weight's low-precision copy).
   static bool ReadsAfterForward(const Node* n) {
-    return IsBackward(n) || (PhaseOf(*n) == StepPhase::kRecompute && !HasOpTraits(*n, kOpReadsOnlyDims));
+    const StepPhase p = PhaseOf(*n);
+    return (p == StepPhase::kBackward || p == StepPhase::kRecompute) && !HasOpTraits(*n, kOpReadsOnlyDims);
   }
 
   // Backward nodes that read forward values only can sit inside the forward, where autodiff's

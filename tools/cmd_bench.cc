@@ -219,13 +219,9 @@ absl::Status Bench(const cli::Args& args) {
 }
 
 // bench's own flags, then train's step flags it does not define itself (its --dtype picks the
-// precision; data parallelism needs `mpirun`, which bench is not run under).
+// precision); data parallelism needs `mpirun`, which bench is not run under.
 std::vector<cli::FlagSpec> BenchFlags(std::vector<cli::FlagSpec> own) {
-  for (cli::FlagSpec& f : cli::StepFlagSpecs()) {
-    const bool taken = std::any_of(own.begin(), own.end(), [&](const cli::FlagSpec& o) { return o.name == f.name; });
-    if (!taken && f.name != "data-parallel" && f.name != "deterministic") own.push_back(std::move(f));
-  }
-  return own;
+  return cli::WithStepFlags(std::move(own), {"data-parallel", "deterministic"});
 }
 
 MT_REGISTER_COMMAND(

@@ -161,9 +161,7 @@ int Check(const cli::Args& args) {
 // check's own flags, then the step flags it shares with train and dump (its --device is its own:
 // cpu, or cuda to list what the GPU lacks).
 std::vector<cli::FlagSpec> CheckFlags(std::vector<cli::FlagSpec> own) {
-  for (cli::FlagSpec& f : cli::StepFlagSpecs())
-    if (f.name != "device") own.push_back(std::move(f));
-  return own;
+  return cli::WithStepFlags(std::move(own), {"device"});
 }
 
 MT_REGISTER_COMMAND(

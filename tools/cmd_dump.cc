@@ -70,10 +70,7 @@ absl::Status RunDump(const cli::Args& args) {
 }
 
 // dump's own flags, then the step-shaping flags it shares with train.
-std::vector<cli::FlagSpec> DumpFlags(std::vector<cli::FlagSpec> own) {
-  for (cli::FlagSpec& f : cli::StepFlagSpecs()) own.push_back(std::move(f));
-  return own;
-}
+std::vector<cli::FlagSpec> DumpFlags(std::vector<cli::FlagSpec> own) { return cli::WithStepFlags(std::move(own)); }
 
 MT_REGISTER_COMMAND(
     dump,

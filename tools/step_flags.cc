@@ -1,5 +1,6 @@
 #include "tools/step_flags.h"
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -34,6 +35,15 @@ std::vector<FlagSpec> StepFlagSpecs() {
   };
   specs.insert(specs.end(), own.begin(), own.end());
   return specs;
+}
+
+std::vector<FlagSpec> WithStepFlags(std::vector<FlagSpec> own, const std::vector<std::string>& leave_out) {
+  const size_t n = own.size();
+  for (FlagSpec& f : StepFlagSpecs()) {
+    const bool taken = std::any_of(own.begin(), own.begin() + n, [&](const FlagSpec& o) { return o.name == f.name; });
+    if (!taken && std::find(leave_out.begin(), leave_out.end(), f.name) == leave_out.end()) own.push_back(std::move(f));
+  }
+  return own;
 }
 
 namespace {

@@ -4,6 +4,7 @@
 // selection, recompute, data parallelism, and --config.
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -14,6 +15,10 @@ namespace mixtrain::cli {
 
 // The step-shaping flags, for a command's FlagSpec list.
 std::vector<FlagSpec> StepFlagSpecs();
+
+// A command's own flags, then the step flags it does not define itself (its own meaning wins:
+// check's --device, bench's --dtype) and does not leave out.
+std::vector<FlagSpec> WithStepFlags(std::vector<FlagSpec> own, const std::vector<std::string>& leave_out = {});
 
 // Applies the step-shaping flags over `c` (what `c` holds < --config < flags). Numbers were
 // checked by Args::Parse against their NumericFlags() rows; a --config's fields by FromTextProto.

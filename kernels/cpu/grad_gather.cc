@@ -15,6 +15,18 @@
 namespace mixtrain::cpu {
 namespace {
 
+// The table's view around the node's `axis` (dims `table`), checked against dY's size.
+absl::StatusOr<AxisView> TableView(const KernelContext& ctx, const std::vector<int64_t>& table, const TensorView& dy,
+                                   const TensorView& idx) {
+  const int64_t rank = static_cast<int64_t>(table.size());
+  int64_t axis = ctx.node().attr_int("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return ctx.Error("axis out of range");
+  const AxisView v = ViewAroundAxis(table, axis);
+  if (dy.numel() != v.outer * idx.numel() * v.inner) return ctx.Error("dY's size does not match");
+  return v;
+}
+
 // The gathered rows of `idx` along an axis of n rows, negative ones counted from the end.
 absl::StatusOr<std::vector<int64_t>> Rows(const KernelContext& ctx, const TensorView& idx, int64_t n) {
   if (idx.dtype != DType::kI64 && idx.dtype != DType::kI32) return ctx.Error("indices must be int32 or int64");
@@ -69,12 +81,8 @@ absl::Status GatherGradKernel(KernelContext& ctx) {
   const TensorView* idx = ctx.input(1);
   const TensorView* x_v = ctx.input(2);
   if (!dy_v || !idx || !x_v || !ctx.output(0)) return ctx.Error("needs inputs dY, indices, X");
-  int64_t axis = ctx.node().attr_int("axis", 0);
-  if (axis < 0) axis += x_v->rank();
-  if (axis < 0 || axis >= x_v->rank()) return ctx.Error("axis out of range");
-  const AxisView v = ViewAroundAxis(x_v->dims, axis);
+  MT_ASSIGN_OR_RETURN(const AxisView v, TableView(ctx, x_v->dims, *dy_v, *idx));
   const int64_t K = idx->numel();
-  if (dy_v->numel() != v.outer * K * v.inner) return ctx.Error("dY's size does not match");
   MT_ASSIGN_OR_RETURN(const std::vector<int64_t> rows, Rows(ctx, *idx, v.n));
   TensorView& out = *ctx.output(0);
   std::vector<int64_t> sorted = rows;
@@ -108,11 +116,7 @@ absl::Status GatherGradAddKernel(KernelContext& ctx) {
   if (!a || !dy_v || !idx || !ctx.output(0)) return ctx.Error("needs inputs A, dY, indices");
   TensorView& out = *ctx.output(0);
   if (out.numel() != a->numel() || out.dtype != a->dtype) return ctx.Error("output differs from A");
-  int64_t axis = ctx.node().attr_int("axis", 0);
-  if (axis < 0) axis += a->rank();
-  if (axis < 0 || axis >= a->rank()) return ctx.Error("axis out of range");
-  const AxisView v = ViewAroundAxis(a->dims, axis);
-  if (dy_v->numel() != v.outer * idx->numel() * v.inner) return ctx.Error("dY's size does not match");
+  MT_ASSIGN_OR_RETURN(const AxisView v, TableView(ctx, a->dims, *dy_v, *idx));
   MT_ASSIGN_OR_RETURN(const std::vector<int64_t> rows, Rows(ctx, *idx, v.n));
   ScatterAdd(v, rows, *dy_v, a, out);
   return absl::OkStatus();

@@ -53,6 +53,16 @@ Value* Input(G& b, const char* name, DType t, std::vector<Dim> dims) {
 
 enum class GeluForm { kDynamo, kTorchOnnx, kHalfFirst };
 
+// x * 0.5 * a (a = 1 + erf or 1 + tanh) in one of the exported orders.
+Value* HalfXTimes(G& b, Value* x, Value* a, GeluForm form) {
+  switch (form) {
+    case GeluForm::kDynamo: return b.Op1("Mul", {b.Op1("Mul", {x, b.ConstF({}, {0.5f})}), a});
+    case GeluForm::kTorchOnnx: return b.Op1("Mul", {b.Op1("Mul", {x, a}), b.ConstF({}, {0.5f})});
+    case GeluForm::kHalfFirst: return b.Op1("Mul", {b.Op1("Mul", {a, b.ConstF({}, {0.5f})}), x});
+  }
+  return nullptr;
+}
+
 // x * 0.5 * (1 + erf(x / sqrt2)) on x[B, 7] in one of the exported orders; returns y.
 Value* BuildGelu(G& b, Value* x, GeluForm form, float inv_sqrt2 = 0.70710678f) {
   Value* e;
@@ -61,12 +71,7 @@ Value* BuildGelu(G& b, Value* x, GeluForm form, float inv_sqrt2 = 0.70710678f) {
   else
     e = b.Op1("Erf", {b.Op1("Mul", {x, b.ConstF({}, {inv_sqrt2})})});
   Value* a = b.Op1("Add", {b.ConstF({}, {1.0f}), e});
-  switch (form) {
-    case GeluForm::kDynamo: return b.Op1("Mul", {b.Op1("Mul", {x, b.ConstF({}, {0.5f})}), a});
-    case GeluForm::kTorchOnnx: return b.Op1("Mul", {b.Op1("Mul", {x, a}), b.ConstF({}, {0.5f})});
-    case GeluForm::kHalfFirst: return b.Op1("Mul", {b.Op1("Mul", {a, b.ConstF({}, {0.5f})}), x});
-  }
-  return nullptr;
+  return HalfXTimes(b, x, a, form);
 }
 
 TEST(FuseGelu, EveryExportedFormBecomesOneGelu) {
@@ -163,12 +168,7 @@ Value* BuildGeluTanh(G& b, Value* x, GeluForm form, Cube cube, bool swap, float 
   Value* k = b.ConstF({}, {0.7978845608f});
   Value* t = b.Op1("Tanh", {b.Op1("Mul", swap ? std::vector<Value*>{k, sum} : std::vector<Value*>{sum, k})});
   Value* a = b.Op1("Add", {t, b.ConstF({}, {1.0f})});
-  switch (form) {
-    case GeluForm::kDynamo: return b.Op1("Mul", {b.Op1("Mul", {x, b.ConstF({}, {0.5f})}), a});
-    case GeluForm::kTorchOnnx: return b.Op1("Mul", {b.Op1("Mul", {x, a}), b.ConstF({}, {0.5f})});
-    case GeluForm::kHalfFirst: return b.Op1("Mul", {b.Op1("Mul", {a, b.ConstF({}, {0.5f})}), x});
-  }
-  return nullptr;
+  return HalfXTimes(b, x, a, form);
 }
 
 TEST(FuseGelu, EveryTanhFormBecomesOneTanhGelu) {

@@ -4,19 +4,16 @@
 // the whole table and no Add), and the step updates every weight as the step without the pass
 // does, to the rounding of the sum's order; fp32 and bf16 AMP.
 #include <map>
-#include <random>
 #include <string>
 
 #include "gtest/gtest.h"
-#include "graph/onnx_import.h"
-#include "kernels/backend.h"
-#include "passes/passes.h"
-#include "passes/pipeline.h"
 #include "tests/passes/inference_test_util.h"
+#include "tests/passes/target_pass_test_util.h"
 
 namespace mixtrain {
 namespace {
 
+using inference_test::Count;
 using inference_test::RunGraph;
 
 struct Case {
@@ -25,30 +22,13 @@ struct Case {
 };
 
 std::unique_ptr<Graph> Step(const Case& c, bool with_pass) {
-  auto g = ImportOnnxFile(std::string(MT_SOURCE_DIR) + "/" + c.model);
-  EXPECT_TRUE(g.ok()) << g.status();
-  if (!g.ok()) return nullptr;
   pb::TrainConfig tc;
   tc.set_class_axis(-1);
   tc.mutable_precision()->set_preset(c.preset);
   tc.mutable_precision()->set_low_dtype(pb::PrecisionPolicy::BF16);
   tc.mutable_optimizer()->set_kind(pb::OptimizerConfig::SGD);
   tc.mutable_optimizer()->set_lr(1.0);
-  Target t = CpuBackend().target();
-  if (!with_pass)
-    std::erase_if(t.training_passes, [](const TargetTrainingPass& p) { return p.name == "gather_grad_accumulates"; });
-  auto recipe = ResolveTrainingRecipe(tc, **g, t);
-  EXPECT_TRUE(recipe.ok()) << recipe.status();
-  EXPECT_TRUE(PrepareModel(**g, *recipe).ok());
-  auto params = BuildTrainingStep(**g, *recipe);
-  EXPECT_TRUE(params.ok()) << params.status();
-  return std::move(*g);
-}
-
-int Count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes()) n += node->op_type() == op;
-  return n;
+  return target_pass_test::TrainingStep(c.model, tc, with_pass ? nullptr : "gather_grad_accumulates");
 }
 
 class GatherGradAccumulates : public ::testing::TestWithParam<Case> {};
@@ -67,21 +47,11 @@ TEST_P(GatherGradAccumulates, TiedEmbeddingGradientAddsInPlaceWithTheSameStep) {
     EXPECT_NE(n->input(0)->producer, nullptr);
   }
 
-  std::map<std::string, Tensor> feeds;
-  std::mt19937 rng(5);
-  for (const Value* in : with->inputs()) {
-    if (in->is_initializer()) continue;
-    std::vector<int64_t> dims;
-    for (const Dim& d : in->shape.dims) dims.push_back(d.known() ? d.value : 4);
-    if (in->dtype == DType::kF32 && dims.empty()) {
-      feeds[in->name] = Tensor::Scalar(0.5f);  // lr
-      continue;
-    }
-    ASSERT_EQ(in->dtype, DType::kI64) << in->name;
-    Tensor t(DType::kI64, dims);
-    for (int64_t i = 0; i < t.numel(); ++i) t.data_as<int64_t>()[i] = rng() % 64;  // the zoo's vocabulary
-    feeds[in->name] = std::move(t);
-  }
+  // Token inputs only, besides the learning rate.
+  for (const Value* in : with->inputs())
+    if (!in->is_initializer() && !(in->dtype == DType::kF32 && in->shape.rank_known && in->shape.rank() == 0))
+      ASSERT_EQ(in->dtype, DType::kI64) << in->name;
+  const std::map<std::string, Tensor> feeds = target_pass_test::StepFeeds(*with, 4, 64, 5);  // the zoo's vocabulary
   const std::vector<Tensor> a = RunGraph(*with, feeds), b = RunGraph(*without, feeds);
   ASSERT_EQ(a.size(), b.size());
   ASSERT_FALSE(a.empty());

@@ -13,6 +13,7 @@
 #include "passes/passes.h"
 #include "passes/pipeline.h"
 #include "tests/passes/inference_test_util.h"
+#include "tests/passes/target_pass_test_util.h"
 
 namespace mixtrain {
 namespace {
@@ -21,9 +22,6 @@ using inference_test::RunGraph;
 
 // gpt_mini's training step (SGD) for `low`, with or without the pass.
 std::unique_ptr<Graph> Step(pb::PrecisionPolicy::LowType low, bool with_pass) {
-  auto g = ImportOnnxFile(std::string(MT_SOURCE_DIR) + "/models/gpt_mini.onnx");
-  EXPECT_TRUE(g.ok()) << g.status();
-  if (!g.ok()) return nullptr;
   pb::TrainConfig c;
   c.set_class_axis(-1);
   c.mutable_precision()->set_preset(pb::PrecisionPolicy::AMP);
@@ -31,15 +29,7 @@ std::unique_ptr<Graph> Step(pb::PrecisionPolicy::LowType low, bool with_pass) {
   c.mutable_optimizer()->set_kind(pb::OptimizerConfig::SGD);
   c.mutable_optimizer()->set_lr(1.0);
   c.mutable_loss_scaler()->set_mode(pb::LossScalerConfig::OFF);
-  Target t = CpuBackend().target();
-  if (!with_pass)
-    std::erase_if(t.training_passes, [](const TargetTrainingPass& p) { return p.name == "loss_reads_low"; });
-  auto recipe = ResolveTrainingRecipe(c, **g, t);
-  EXPECT_TRUE(recipe.ok()) << recipe.status();
-  EXPECT_TRUE(PrepareModel(**g, *recipe).ok());
-  auto params = BuildTrainingStep(**g, *recipe);
-  EXPECT_TRUE(params.ok()) << params.status();
-  return std::move(*g);
+  return target_pass_test::TrainingStep("models/gpt_mini.onnx", c, with_pass ? nullptr : "loss_reads_low");
 }
 
 const Node* LossGrad(const Graph& g) {
@@ -71,20 +61,7 @@ TEST_P(LossReadsLow, GradientReadsAndWritesTheLowTypeWithTheSameStep) {
   EXPECT_EQ(before->input(1)->dtype, DType::kF32);  // the pass is what changed it
   EXPECT_LT(with->num_nodes(), without->num_nodes());
 
-  std::map<std::string, Tensor> feeds;
-  std::mt19937 rng(3);
-  for (const Value* in : with->inputs()) {
-    if (in->is_initializer()) continue;
-    std::vector<int64_t> dims;
-    for (const Dim& d : in->shape.dims) dims.push_back(d.known() ? d.value : 8);
-    if (in->dtype == DType::kF32 && dims.empty()) {
-      feeds[in->name] = Tensor::Scalar(0.5f);  // lr
-      continue;
-    }
-    Tensor t(DType::kI64, dims);
-    for (int64_t i = 0; i < t.numel(); ++i) t.data_as<int64_t>()[i] = rng() % 256;
-    feeds[in->name] = std::move(t);
-  }
+  const std::map<std::string, Tensor> feeds = target_pass_test::StepFeeds(*with, 8, 256, 3);
   const std::vector<Tensor> a = RunGraph(*with, feeds), b = RunGraph(*without, feeds);
   ASSERT_EQ(a.size(), b.size());
   ASSERT_FALSE(a.empty());

@@ -73,6 +73,18 @@ std::unique_ptr<Trainer> Make(const Model& m, const std::string& recompute) {
   return t.ok() ? std::move(*t) : nullptr;
 }
 
+// A language model's step under bf16 AMP (logits N x T x V) with `recompute`.
+std::unique_ptr<Trainer> MakeBf16(const std::string& path, const std::string& recompute) {
+  mixtrain::TrainConfig c;
+  c.precision.low_dtype = mixtrain::TrainConfig::Precision::LowType::kBf16;
+  c.class_axis = -1;
+  c.recompute = recompute;
+  c.device = "cpu";
+  auto t = Trainer::Create(kSrc + path, c);
+  EXPECT_TRUE(t.ok()) << path << ": " << t.status();
+  return t.ok() ? std::move(*t) : nullptr;
+}
+
 int CountRecomputed(const Trainer& t) {
   auto text = t.TransformedGraph();
   if (!text.ok()) return -1;
@@ -135,16 +147,11 @@ TEST(Recompute, TransformerBlocksAreRecomputedWhole) {
   for (const char* path : {"models/gpt_mini.onnx", "tests/data/zoo/gpt2_hf.onnx", "tests/data/zoo/llama_hf.onnx"}) {
     size_t kept[2] = {0, 0};
     for (int all = 0; all < 2; ++all) {
-      mixtrain::TrainConfig c;
-      c.precision.low_dtype = mixtrain::TrainConfig::Precision::LowType::kBf16;
-      c.class_axis = -1;
-      c.recompute = all ? "all" : "none";
-      c.device = "cpu";
-      auto t = Trainer::Create(kSrc + path, c);
-      ASSERT_TRUE(t.ok()) << path << ": " << t.status();
+      auto t = MakeBf16(path, all ? "all" : "none");
+      ASSERT_NE(t, nullptr);
       Model m{path, -1, 16, 2};
-      ASSERT_TRUE((*t)->Step(Batch(**t, m)).ok()) << path;
-      auto stats = (*t)->StepMemoryStatistics();
+      ASSERT_TRUE(t->Step(Batch(*t, m)).ok()) << path;
+      auto stats = t->StepMemoryStatistics();
       ASSERT_TRUE(stats.has_value()) << path;
       kept[all] = stats->activations_kept;
     }
@@ -165,14 +172,8 @@ TEST(Recompute, WeightCopiesAreCastAgainForTheBackward) {
     size_t kept[2] = {0, 0};
     std::unique_ptr<Trainer> t[2];
     for (int on = 0; on < 2; ++on) {
-      mixtrain::TrainConfig c;
-      c.precision.low_dtype = mixtrain::TrainConfig::Precision::LowType::kBf16;
-      c.class_axis = -1;
-      c.recompute = on ? "auto" : "none";
-      c.device = "cpu";
-      auto made = Trainer::Create(kSrc + path, c);
-      ASSERT_TRUE(made.ok()) << made.status();
-      t[on] = std::move(*made);
+      t[on] = MakeBf16(path, on ? "auto" : "none");
+      ASSERT_NE(t[on], nullptr);
       const TensorMap batch = Batch(*t[on], Model{path, -1, 0, 0});
       for (int s = 0; s < 3; ++s) {
         auto r = t[on]->Step(batch);
