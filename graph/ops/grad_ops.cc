@@ -73,9 +73,12 @@ MT_REGISTER_OP_SCHEMAS(grad_ops, {
     {"LayerNormalizationGrad", "ai.mixtrain", InferNormGrad},    // (dY, X, scale)
     {"SoftmaxCrossEntropyLossGrad", "ai.mixtrain", Like<1>, kOpOverwritesInput1},  // (dL, scores, labels[, w])
     {"NegativeLogLikelihoodLossGrad", "ai.mixtrain", Like<1>},   // (dL, input, target[, w])
-    {"GeluGrad", "ai.mixtrain", Like<1>},                        // (dY, X) -> dX
-    // (dY, Y[, mask]) -> dX = scale * Y * (dY - sum(dY * Y)) over the last axis, 0 where !mask
-    {"SoftmaxGrad", "ai.mixtrain", Like<1>},
+    // (dY, X) -> dX, element by element: dX may take over dY's buffer
+    {"GeluGrad", "ai.mixtrain", Like<1>, kOpOverwritesInput0},
+    // (dY, Y[, mask]) -> dX = scale * Y * (dY - sum(dY * Y)) over the last axis, 0 where !mask;
+    // a row's kernel reads element i of dY and Y only before it writes element i of dX (after the
+    // row's sum), so dX may take over dY's buffer
+    {"SoftmaxGrad", "ai.mixtrain", Like<1>, kOpOverwritesInput0},
     {"GatherGrad", "ai.mixtrain", Like<2>},                      // (dY, indices, X) -> dX
     // (A, dY, indices) -> A + GatherGrad(dY, indices, A): the CPU's gather_grad_accumulates
     {"GatherGradAdd", "ai.mixtrain", Like<0>, kOpOverwritesInput0},
