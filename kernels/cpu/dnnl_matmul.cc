@@ -4,7 +4,10 @@
 // and bf16 (fp32 accumulation); fp16 is staged through fp32. Operands stay in ONNX layout:
 // transposes and permutations are strided descriptors, not copies. The one exception is a
 // constant B (inference weights): the primitive then picks its own weights layout and B is
-// reordered into it once, on the first call, and reused.
+// reordered into it once, on the first call, and reused. Two shape classes where oneDNN 2.6's
+// AVX-512 brgemm runs far below its rate go another way (measured by tools/bench/dnnl_products.cc):
+// fp32 products with B as stored run on its sgemm (UseSgemm), and a bf16 classifier's weight
+// gradient as two row blocks, which it runs on gemm:jit (SplitRows).
 #include <algorithm>
 #include <cstring>
 #include <numeric>
@@ -49,6 +52,21 @@ struct MatMulEntry {
   std::optional<dnnl_util::BoundReorder> pack;
   dnnl::memory packed_b;
   bool packed = false;
+  // Set instead of `mm` where oneDNN's sgemm runs the product (UseSgemm).
+  struct Sgemm {
+    char trans_a = 'N';
+    int64_t m = 0, n = 0, k = 0, lda = 0;
+    float alpha = 1.0f, sum_beta = 0.0f;
+    bool bias = false, residual = false;
+  };
+  std::optional<Sgemm> sgemm;
+  // Set instead of `mm` where the product runs as row blocks of C (SplitRows): each part's
+  // matmul, and the byte offsets of its rows in A, C and Z.
+  struct Part {
+    std::unique_ptr<MatMulEntry> mm;
+    size_t a_offset = 0, c_offset = 0, z_offset = 0;
+  };
+  std::vector<Part> parts;
 };
 
 // Whether a view is dense row-major (size-1 dims may have any stride).
@@ -81,6 +99,45 @@ KContiguousCopy ChooseKContiguousCopy(const MatMulSpec& s, const std::string& im
   return KContiguousCopy::kNone;
 }
 
+// Whether an fp32 2-D product runs on oneDNN's sgemm (its gemm:jit, which packs both operands
+// into panels) rather than the brgemm matmul the primitive picked. With B dense row-major ([K,
+// N], N contiguous) brgemm loses up to a third on some shapes and sgemm about none: AVX-512 on
+// Zen 4, 2 threads, GFLOP/s brgemm -> sgemm over three runs of tools/bench/dnnl_products.cc
+// (tools/bench/RESULTS.md): GPT-2 small's MLP weight gradient M x N x K = 768 x 3072 x 512
+// 124-144 -> 178-209, its forward at 2048 tokens 2048 x 3072 x 768 129-138 -> 210-219 (at 512
+// tokens 133-147 -> 137-204), the tied classifier's input gradient 512 x 768 x 50257 125-147 ->
+// 196-213; elsewhere within 5% either way. With B transposed (K contiguous) sgemm is the
+// slower one (512 x 768 x 3072: 192-208 vs 148-173; the classifier 512 x 50257 x 768: 181-197
+// vs 166-191), so those stay on brgemm. AVX2 CPUs get gemm:jit from the primitive anyway. No
+// activation post-op (it would need a pass of its own); bias, Gemm's beta * C and a residual
+// are put in C first and sgemm adds the product to them.
+bool UseSgemm(const MatMulSpec& s, const std::string& impl, dnnl::memory::data_type dt,
+              dnnl::memory::data_type out_dt) {
+  if (impl.rfind("brg", 0) != 0 || dt != dnnl::memory::data_type::f32 || out_dt != dt ||
+      s.c_dims.size() != 2 || s.pack_b || s.activation != dnnl::algorithm::undef)
+    return false;
+  const int64_t m = s.c_dims[0], n = s.c_dims[1], k = s.a_dims[1];
+  const bool a_plain = s.a_strides == Strides{k, 1}, a_transposed = s.a_strides == Strides{1, m};
+  return (a_plain || a_transposed) && s.b_strides == Strides{n, 1} && s.c_strides == Strides{n, 1};
+}
+
+// How many row blocks of C a bf16 2-D product runs as: 2 where A is transposed ([K, M] as
+// stored, M contiguous) and M is long next to N (a classifier's weight gradient dY^T X over a
+// vocabulary), else 1. oneDNN 2.6's brgemm runs that product well below its rate elsewhere,
+// and its gemm:jit, which it picks for a block of rows (whose A is no longer dense), does not:
+// AVX-512 on Zen 4, 2 threads, GFLOP/s whole -> two blocks (tools/bench/dnnl_products.cc, two
+// runs): GPT-2 small's tied classifier M x N x K = 50257 x 768 x 512 301-305 -> 381-386, at K =
+// 2048 257-292 -> 376-412. With M <= 4N blocks win or lose up to 16% by shape (768 x 3072 x
+// 512: 372 -> 311; 768 x 768 x 512: 386 -> 415), so those stay whole.
+int SplitRows(const MatMulSpec& s, const std::string& impl, dnnl::memory::data_type dt) {
+  if (impl.rfind("brg", 0) != 0 || dt != dnnl::memory::data_type::bf16 || s.c_dims.size() != 2 ||
+      s.pack_b || s.sum_beta != 0.0f)
+    return 1;
+  const int64_t m = s.c_dims[0], n = s.c_dims[1];
+  const bool a_transposed = s.a_strides == Strides{1, m};
+  return a_transposed && m >= 8192 && m >= 16 * n && s.c_strides == Strides{n, 1} ? 2 : 1;
+}
+
 // `out_dtype`: C's type where it differs from A's and B's (FusedMatMul's `to`: bf16 operands,
 // an fp32 result, which oneDNN accumulates in fp32 anyway); kUndefined: the same.
 absl::StatusOr<std::unique_ptr<MatMulEntry>> Build(const KernelContext& ctx, const MatMulSpec& s,
@@ -90,6 +147,7 @@ absl::StatusOr<std::unique_ptr<MatMulEntry>> Build(const KernelContext& ctx, con
   auto out_dt = dnnl_util::ToDnnl(dnnl_util::ComputeType(out_dtype == DType::kUndefined ? dtype : out_dtype));
   if (!out_dt.ok()) return ctx.Error(std::string(out_dt.status().message()));
   auto e = std::make_unique<MatMulEntry>();
+  absl::Status part_status;  // a row block's Build (SplitRows)
   MT_RETURN_IF_ERROR(Guard(ctx, "building matmul", [&] {
     e->a_md = dnnl_util::StridedDesc(s.a_dims, s.a_strides, *dt);
     e->b_md = dnnl_util::StridedDesc(s.b_dims, s.b_strides, *dt);
@@ -134,6 +192,30 @@ absl::StatusOr<std::unique_ptr<MatMulEntry>> Build(const KernelContext& ctx, con
     // oneDNN 2.6's AVX-512 brgemm also faults (SIGSEGV in its JIT code) when a binary post-op
     // (the bias with alpha != 1, or Z) meets a permuted output: attention's P.V with perm_y.
     const bool binary_post_op = (s.bias && !native_bias) || s.residual;
+    if (const int parts = SplitRows(s, impl, *dt); parts > 1) {
+      const int64_t m = s.c_dims[0], n = s.c_dims[1], rows = (m + parts - 1) / parts;
+      const size_t a_elem = DTypeSize(dnnl_util::ComputeType(dtype));
+      const size_t c_elem = DTypeSize(dnnl_util::ComputeType(out_dtype == DType::kUndefined ? dtype : out_dtype));
+      for (int64_t r0 = 0; r0 < m; r0 += rows) {
+        MatMulSpec p = s;
+        p.a_dims[0] = p.c_dims[0] = std::min(rows, m - r0);
+        auto part = Build(ctx, p, dtype, out_dtype);
+        if (!part.ok()) {
+          part_status = part.status();
+          return;
+        }
+        e->parts.push_back({*std::move(part), static_cast<size_t>(r0) * a_elem,
+                            static_cast<size_t>(r0 * n) * c_elem, static_cast<size_t>(r0 * n) * a_elem});
+      }
+      return;
+    }
+    if (UseSgemm(s, impl, *dt, *out_dt)) {
+      const int64_t m = s.c_dims[0], k = s.a_dims[1];
+      const bool ta = s.a_strides[0] == 1 && m > 1;
+      e->sgemm = MatMulEntry::Sgemm{ta ? 'T' : 'N', m, s.c_dims[1], k, ta ? m : k, s.alpha, s.sum_beta,
+                                    s.bias, s.residual};
+      return;
+    }
     const KContiguousCopy k_copy = ChooseKContiguousCopy(s, impl, *dt);
     if (k_copy == KContiguousCopy::kA) {
       a_md = dnnl_util::PlainDesc(s.a_dims, *dt);
@@ -180,6 +262,7 @@ absl::StatusOr<std::unique_ptr<MatMulEntry>> Build(const KernelContext& ctx, con
       e->mm.Arg(e->z_arg, e->z_md);
     }
   }));
+  MT_RETURN_IF_ERROR(part_status);
   return e;
 }
 
@@ -187,6 +270,41 @@ absl::StatusOr<std::unique_ptr<MatMulEntry>> Build(const KernelContext& ctx, con
 // the spec had them. Dense copies of permuted operands are the call's scratch.
 absl::Status Execute(const KernelContext& ctx, MatMulEntry& e, const void* a, const void* b,
                      void* c, const void* bias = nullptr, const void* z = nullptr) {
+  for (MatMulEntry::Part& p : e.parts) {
+    auto at = [](const void* base, size_t offset) {
+      return base == nullptr ? nullptr : static_cast<const uint8_t*>(base) + offset;
+    };
+    MT_RETURN_IF_ERROR(Execute(ctx, *p.mm, at(a, p.a_offset), b,
+                               const_cast<uint8_t*>(at(c, p.c_offset)), bias, at(z, p.z_offset)));
+  }
+  if (!e.parts.empty()) return absl::OkStatus();
+  if (e.sgemm) {
+    const MatMulEntry::Sgemm& g = *e.sgemm;
+    // C = sum_beta * C + bias + Z, then C += alpha * A'B (oneDNN's order: the output scale
+    // applies to the product only, as with the binary bias post-op; Z after it).
+    auto* y = static_cast<float*>(c);
+    const auto* bi = static_cast<const float*>(bias);
+    const auto* zi = static_cast<const float*>(z);
+    const bool prefill = g.bias || g.residual;
+    if (prefill) {
+#pragma omp parallel for if (g.m * g.n > (1 << 16)) schedule(static)
+      for (int64_t i = 0; i < g.m; ++i) {
+        float* row = y + i * g.n;
+        const float* zr = zi != nullptr ? zi + i * g.n : nullptr;
+        for (int64_t j = 0; j < g.n; ++j) {
+          float v = g.sum_beta != 0.0f ? g.sum_beta * row[j] : 0.0f;
+          if (bi != nullptr) v += bi[j];
+          if (zr != nullptr) v += zr[j];
+          row[j] = v;
+        }
+      }
+    }
+    const float beta = prefill ? 1.0f : g.sum_beta;
+    const dnnl_status_t st = dnnl_sgemm(g.trans_a, 'N', g.m, g.n, g.k, g.alpha, static_cast<const float*>(a),
+                                        g.lda, static_cast<const float*>(b), g.n, beta, y, g.n);
+    if (st != dnnl_success) return ctx.Error(absl::StrCat("running sgemm: oneDNN status ", static_cast<int>(st)));
+    return absl::OkStatus();
+  }
   return Guard(ctx, "running matmul", [&] {
     using dnnl_util::Bind;
     if (e.pack && !e.packed) {

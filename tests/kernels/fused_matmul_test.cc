@@ -159,6 +159,24 @@ TEST(FusedMatMulKernel, TransposedTwoDimOperandsWithAlphaAndBias) {
   CheckCase({.a = {7, 5}, .b = {3, 7}, .perm_a = {1, 0}, .perm_b = {1, 0}, .alpha = -1.5f, .bias = {3}}, 7);
 }
 
+// fp32 products with B [K, N] as stored and no activation run on oneDNN's sgemm where the
+// primitive would be brgemm (AVX-512): the bias, the residual and alpha's order as the
+// primitive's (alpha scales the product only), A plain, transposed, and 3-D against 2-D weights.
+TEST(FusedMatMulKernel, PlainWeightsEpilogueInC) {
+  CheckCase({.a = {6, 11}, .b = {11, 13}, .alpha = 0.75f, .bias = {13}, .z = true}, 16);
+  CheckCase({.a = {11, 6}, .b = {11, 13}, .perm_a = {1, 0}, .alpha = -1.5f, .bias = {13}, .z = true}, 17);
+  CheckCase({.a = {2, 9, 16}, .b = {16, 33}, .bias = {33}, .z = true}, 18);
+  CheckCase({.a = {2, 9, 16}, .b = {16, 33}, .z = true}, 19);
+  CheckCase({.a = {40, 64}, .b = {64, 96}, .alpha = 2.0f}, 20);
+}
+
+// A bf16 product with A transposed and M long next to N (a classifier's weight gradient over a
+// vocabulary) runs as two row blocks of C: each block's rows of A, C and Z, the same B and bias.
+TEST(FusedMatMulKernel, TransposedALongMRunsAsRowBlocks) {
+  CheckCase({.a = {8, 8203}, .b = {8, 5}, .perm_a = {1, 0}, .bias = {5}, .z = true}, 21);
+  CheckCase({.a = {8, 8200}, .b = {8, 3}, .perm_a = {1, 0}, .alpha = 0.5f}, 22);
+}
+
 TEST(FusedMatMulKernel, EveryActivation) {
   for (const char* act : {"Relu", "Gelu", "GeluTanh", "Sigmoid", "Tanh"}) {
     SCOPED_TRACE(act);
