@@ -5,8 +5,8 @@
 // Shapes at 512 tokens (batch 4 x 128) and 2048 (batch 16): the blocks' weights (d = 768, MLP
 // 3072, QKV 2304) and the tied classifier over 50257 tokens.
 //
-//   g++ -O2 -o /tmp/dnnl_products tools/bench/dnnl_products.cc -ldnnl
-//   OMP_NUM_THREADS=2 /tmp/dnnl_products
+//   cmake --build build --target dnnl_products_bench   (or g++ -O2 this file -ldnnl)
+//   OMP_NUM_THREADS=2 build/dnnl_products_bench
 //
 // Prints GFLOP/s (2 M N K over the median of a few runs); nothing asserts.
 #include <algorithm>
