@@ -1,5 +1,5 @@
 // oneDNN's ways of running GPT-2 small's products, timed side by side (the evidence for
-// kernels/cpu/dnnl_matmul.cc's UseSgemm and SplitRows; numbers in tools/bench/RESULTS.md):
+// kernels/cpu/dnnl_product.cc's UseSgemm and SplitRows; numbers in tools/bench/RESULTS.md):
 //   fp32: the matmul primitive (brgemm on AVX-512) vs dnnl_sgemm (gemm:jit), per shape;
 //   bf16, A transposed: the whole product (brgemm) vs 2 and 4 row blocks of C (gemm:jit).
 // Shapes at 512 tokens (batch 4 x 128) and 2048 (batch 16): the blocks' weights (d = 768, MLP
